@@ -1,0 +1,80 @@
+import { z } from "zod";
+
+/** Ratios we accept (design.md) and their 720p frame sizes, `<width>*<height>` on the wire. */
+export const RATIO_FRAME_SIZES = {
+  "16:9": { width: 1280, height: 720 },
+  "9:16": { width: 720, height: 1280 },
+  "1:1": { width: 960, height: 960 },
+  "4:3": { width: 1112, height: 834 },
+  "3:4": { width: 834, height: 1112 },
+  "21:9": { width: 1470, height: 630 },
+} as const;
+export type Ratio = keyof typeof RATIO_FRAME_SIZES;
+export const RATIOS = Object.keys(RATIO_FRAME_SIZES) as [Ratio, ...Ratio[]];
+
+export const VideoCapability = z.enum(["image", "video", "audio"]);
+export type VideoCapability = z.infer<typeof VideoCapability>;
+
+const LocalProviderSettings = z.strictObject({
+  kind: z.literal("local"),
+  /** Time a local job stays queued before rendering, so pending → running → success is observable. */
+  queueDelayMs: z.number().int().min(0).max(600_000).default(2000),
+  /** How often the runner asks the provider for news about a task. */
+  pollIntervalMs: z.number().int().min(10).max(60_000).default(250),
+  /** Renders at once per runner process; 0 = one per CPU core. */
+  maxConcurrentRenders: z.number().int().min(0).max(64).default(0),
+});
+
+export const ProviderSettings = z.discriminatedUnion("kind", [LocalProviderSettings]);
+export type ProviderSettings = z.infer<typeof ProviderSettings>;
+
+export const VideoModelConfig = z
+  .strictObject({
+    provider: z.string().min(1),
+    enabled: z.boolean().default(true),
+    capabilities: z.array(VideoCapability).default([]),
+    /** Yuan per 1,000,000 tokens. */
+    pricePerMillionTokens: z.number().positive(),
+    minDurationSeconds: z.number().int().min(1).default(4),
+    maxDurationSeconds: z.number().int().min(1).default(15),
+    defaultDurationSeconds: z.number().int().min(1).default(5),
+  })
+  .refine((m) => m.minDurationSeconds <= m.defaultDurationSeconds && m.defaultDurationSeconds <= m.maxDurationSeconds, {
+    message: "durations must satisfy minDurationSeconds <= defaultDurationSeconds <= maxDurationSeconds",
+  });
+export type VideoModelConfig = z.infer<typeof VideoModelConfig>;
+
+export const ReelayConfig = z
+  .strictObject({
+    providers: z.record(z.string().min(1), ProviderSettings),
+    videoModels: z.record(z.string().min(1), VideoModelConfig),
+    limits: z
+      .strictObject({
+        maxPromptChars: z.number().int().min(1).default(4000),
+        maxBodyBytes: z.number().int().min(1024).default(1_048_576),
+        /** A task not final after this long fails with a timeout reason. */
+        maxTaskMs: z.number().int().min(1000).default(15 * 60_000),
+        /** How long create waits for the upstream to accept before answering without provider_task_id. */
+        submitWaitMs: z.number().int().min(100).default(10_000),
+      })
+      .prefault({}),
+    runner: z
+      .strictObject({
+        /** A runner that stops sending heartbeats for this long loses its tasks to another runner. */
+        leaseMs: z.number().int().min(500).default(30_000),
+        maxConcurrentTasks: z.number().int().min(1).default(2000),
+      })
+      .prefault({}),
+  })
+  .superRefine((config, ctx) => {
+    for (const [name, model] of Object.entries(config.videoModels)) {
+      if (!(model.provider in config.providers)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["videoModels", name, "provider"],
+          message: `unknown provider "${model.provider}" (configured: ${Object.keys(config.providers).join(", ") || "none"})`,
+        });
+      }
+    }
+  });
+export type ReelayConfig = z.infer<typeof ReelayConfig>;

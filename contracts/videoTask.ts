@@ -1,0 +1,164 @@
+import { z } from "zod";
+import { RATIOS } from "./config.ts";
+
+/** Body of POST /api/compat/videosGenerations, exactly as the spec lists it; unknown fields are refused. */
+export const CreateVideoRequest = z.strictObject({
+  model: z.string({ error: "model is required and must be a string" }).min(1, "model must not be empty"),
+  prompt: z
+    .string({ error: "prompt is required and must be a string" })
+    .refine((p) => p.trim().length > 0, "prompt must not be empty"),
+  image_url: z.string({ error: "image_url must be a string URL" }).refine(isFetchableUrl, "image_url must be an http(s) or data: URL").optional(),
+  video_url: z.string({ error: "video_url must be a string URL" }).refine(isFetchableUrl, "video_url must be an http(s) or data: URL").optional(),
+  audio_url: z.string({ error: "audio_url must be a string URL" }).refine(isFetchableUrl, "audio_url must be an http(s) or data: URL").optional(),
+  duration: z.number({ error: "duration must be an integer number of seconds" }).int("duration must be an integer number of seconds").optional(),
+  ratio: z.enum(RATIOS, { error: `ratio must be one of ${RATIOS.join(", ")}` }).default("16:9"),
+  resolution: z.literal("720p", { error: "resolution must be 720p (the only supported value)" }).default("720p"),
+  generate_audio: z.boolean({ error: "generate_audio must be a boolean" }).default(true),
+  watermark: z.boolean({ error: "watermark must be a boolean" }).default(false),
+});
+export type CreateVideoRequest = z.infer<typeof CreateVideoRequest>;
+
+function isFetchableUrl(value: string): boolean {
+  if (value.startsWith("data:")) return true;
+  try {
+    const url = new URL(value);
+    return url.protocol === "http:" || url.protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+export const REFERENCE_FIELDS = { image: "image_url", video: "video_url", audio: "audio_url" } as const;
+export type ReferenceField = (typeof REFERENCE_FIELDS)[keyof typeof REFERENCE_FIELDS];
+
+/** What a runner needs to generate one video: the request after config was applied. */
+export const VideoJobSpec = z.object({
+  model: z.string(),
+  provider: z.string(),
+  prompt: z.string(),
+  durationSeconds: z.number().int().positive(),
+  ratio: z.enum(RATIOS),
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  generateAudio: z.boolean(),
+  watermark: z.boolean(),
+  references: z.object({
+    image_url: z.string().optional(),
+    video_url: z.string().optional(),
+    audio_url: z.string().optional(),
+  }),
+});
+export type VideoJobSpec = z.infer<typeof VideoJobSpec>;
+
+/** Command on the work queue; its stream sequence becomes the task id. */
+export const SubmitVideoTask = z.object({
+  type: z.literal("SubmitVideoTask"),
+  account: z.string(),
+  job: VideoJobSpec,
+  /** Reference fields the model does not support: ignored (spec rule 6) and kept for audit. */
+  ignoredFields: z.array(z.string()),
+  receivedAt: z.string(),
+  /** Core NATS subject where the edge waits to hear that the upstream accepted the task. */
+  notify: z.string().optional(),
+});
+export type SubmitVideoTask = z.infer<typeof SubmitVideoTask>;
+
+/** Sent to `notify` once the submission is decided. */
+export const SubmissionOutcome = z.discriminatedUnion("outcome", [
+  z.object({ outcome: z.literal("accepted"), taskId: z.number().int(), providerTaskId: z.string() }),
+  z.object({ outcome: z.literal("rejected"), taskId: z.number().int(), reason: z.string() }),
+]);
+export type SubmissionOutcome = z.infer<typeof SubmissionOutcome>;
+
+const EventMeta = z.object({
+  schema: z.literal(1),
+  taskId: z.number().int().positive(),
+  /** Position of the event in its task's history, starting at 1. */
+  version: z.number().int().positive(),
+  at: z.string(),
+});
+export type TaskEventMeta = z.infer<typeof EventMeta>;
+
+export const TaskSubmitted = z.object({
+  type: z.literal("TaskSubmitted"),
+  data: z.object({
+    account: z.string(),
+    job: VideoJobSpec,
+    ignoredFields: z.array(z.string()),
+    deadlineAt: z.string(),
+  }),
+  meta: EventMeta,
+});
+export const UpstreamAccepted = z.object({
+  type: z.literal("UpstreamAccepted"),
+  data: z.object({ providerTaskId: z.string() }),
+  meta: EventMeta,
+});
+export const GenerationStarted = z.object({
+  type: z.literal("GenerationStarted"),
+  data: z.object({}),
+  meta: EventMeta,
+});
+export const StoredVideo = z.object({
+  /** Object-store name; served by the edge at /videos/<name>. */
+  object: z.string(),
+  bytes: z.number().int().nonnegative(),
+  contentType: z.string(),
+});
+export type StoredVideo = z.infer<typeof StoredVideo>;
+export const GenerationSucceeded = z.object({
+  type: z.literal("GenerationSucceeded"),
+  data: z.object({
+    video: StoredVideo,
+    durationSeconds: z.number().int().positive(),
+    resolution: z.string(),
+    totalTokens: z.number().int().nonnegative(),
+  }),
+  meta: EventMeta,
+});
+export const FailureStage = z.enum(["submit", "generation", "timeout"]);
+export const GenerationFailed = z.object({
+  type: z.literal("GenerationFailed"),
+  data: z.object({ reason: z.string(), stage: FailureStage }),
+  meta: EventMeta,
+});
+
+export const TaskEvent = z.discriminatedUnion("type", [
+  TaskSubmitted,
+  UpstreamAccepted,
+  GenerationStarted,
+  GenerationSucceeded,
+  GenerationFailed,
+]);
+export type TaskEvent = z.infer<typeof TaskEvent>;
+export type TaskEventType = TaskEvent["type"];
+/** An event before it has a place in the log: the appender adds `meta`. */
+export type NewTaskEvent = { [E in TaskEvent as E["type"]]: Omit<E, "meta"> }[TaskEventType];
+
+export const TaskStatus = z.enum(["pending", "running", "success", "failed"]);
+export type TaskStatus = z.infer<typeof TaskStatus>;
+
+/** Read model behind GET videosTask: one document per task, folded from its events. */
+export const TaskView = z.object({
+  taskId: z.number().int(),
+  account: z.string(),
+  model: z.string(),
+  status: TaskStatus,
+  providerTaskId: z.string().optional(),
+  video: StoredVideo.optional(),
+  durationSeconds: z.number().int().optional(),
+  resolution: z.string().optional(),
+  totalTokens: z.number().int().optional(),
+  failureReason: z.string().optional(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  /** meta.version of the last event applied: makes the projection idempotent. */
+  version: z.number().int(),
+});
+export type TaskView = z.infer<typeof TaskView>;
+
+export const taskSubject = (taskId: number): string => `tasks.${taskId}`;
+
+/** design.md: width·height·(24·duration+1)/1024, rounded down, when the upstream reports no usage. */
+export const estimateVideoTokens = (width: number, height: number, durationSeconds: number): number =>
+  Math.floor((width * height * (24 * durationSeconds + 1)) / 1024);

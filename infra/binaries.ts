@@ -1,0 +1,58 @@
+import { spawnSync } from "node:child_process";
+import { accessSync, constants } from "node:fs";
+import { delimiter, join } from "node:path";
+
+/** A program reelay needs: where to look for it and which Debian package provides it. */
+export interface RequiredProgram {
+  command: string;
+  envVar: string;
+  debianPackage: string;
+}
+
+export const NATS_SERVER: RequiredProgram = { command: "nats-server", envVar: "NATS_SERVER_BIN", debianPackage: "nats-server" };
+export const FFMPEG: RequiredProgram = { command: "ffmpeg", envVar: "FFMPEG_BIN", debianPackage: "ffmpeg" };
+
+export class MissingProgramError extends Error {}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function onPath(command: string): string | undefined {
+  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+    if (dir && isExecutable(join(dir, command))) return join(dir, command);
+  }
+  return undefined;
+}
+
+/**
+ * Finds a program: the env var override, then PATH, then (as root on Debian) `apt-get install`.
+ * Installing is what makes `npm start` work on a fresh machine with only Node and npm.
+ */
+export function locateProgram(program: RequiredProgram, say: (line: string) => void): string {
+  const override = process.env[program.envVar];
+  if (override) {
+    if (isExecutable(override)) return override;
+    throw new MissingProgramError(`${program.envVar}=${override} is not an executable file`);
+  }
+  const found = onPath(program.command);
+  if (found) return found;
+  const isRoot = process.getuid?.() === 0;
+  if (isRoot && onPath("apt-get")) {
+    say(`${program.command} not found: installing Debian package ${program.debianPackage} (apt-get)`);
+    const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+    spawnSync("apt-get", ["update", "-qq"], { stdio: "ignore", env });
+    const install = spawnSync("apt-get", ["install", "-y", "-qq", program.debianPackage], { stdio: "ignore", env });
+    const installed = onPath(program.command);
+    if (install.status === 0 && installed) return installed;
+  }
+  throw new MissingProgramError(
+    `${program.command} was not found on PATH. Install it (Debian/Ubuntu: sudo apt-get install ${program.debianPackage}) ` +
+      `or point ${program.envVar} at the binary.`,
+  );
+}

@@ -1,0 +1,110 @@
+import {
+  AckPolicy,
+  DeliverPolicy,
+  JetStreamApiError,
+  RetentionPolicy,
+  StorageType,
+  type ConsumerConfig,
+  type JetStreamManager,
+  type StreamConfig,
+} from "@nats-io/jetstream";
+import { Kvm } from "@nats-io/kv";
+import { Objm } from "@nats-io/obj";
+import type { NatsConnection } from "@nats-io/transport-node";
+
+/** Every stream, bucket and durable consumer reelay uses, as data. `ensureJetStreamLayout` makes them exist. */
+export const STREAMS = {
+  /** The task log: every transition of task N is an event on tasks.N. */
+  tasks: { name: "TASKS", subjects: ["tasks.>"], retention: RetentionPolicy.Limits, allow_direct: true },
+  /** Submitted video jobs waiting for, or held by, a runner. A message's sequence is its task id. */
+  work: { name: "WORK", subjects: ["work.video"], retention: RetentionPolicy.Workqueue, allow_direct: false },
+} as const;
+
+export const BUCKETS = {
+  apiKeys: "api_keys",
+  taskViews: "task_views",
+} as const;
+
+export const OBJECT_STORES = { videos: "videos" } as const;
+
+export const CONSUMERS = {
+  runners: "runners",
+  taskViewProjector: "projector_task_views",
+} as const;
+
+export interface LayoutOptions {
+  /** 1 on a single server, 3 on a cluster. */
+  replicas: number;
+  /** How long a runner may go silent before its tasks are handed to another runner. */
+  runnerLeaseMs: number;
+}
+
+const nanos = (ms: number) => ms * 1_000_000;
+
+function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: number): Partial<StreamConfig> & { name: string } {
+  return {
+    name: def.name,
+    subjects: [...def.subjects],
+    retention: def.retention,
+    storage: StorageType.File,
+    num_replicas: replicas,
+    allow_direct: def.allow_direct,
+    duplicate_window: nanos(2 * 60_000),
+  };
+}
+
+function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config: Partial<ConsumerConfig> }> {
+  return [
+    {
+      stream: STREAMS.work.name,
+      config: {
+        durable_name: CONSUMERS.runners,
+        ack_policy: AckPolicy.Explicit,
+        // A runner holds a job unacked until its task is final and heartbeats it with `working()`.
+        ack_wait: nanos(options.runnerLeaseMs),
+        max_ack_pending: 100_000,
+        max_deliver: -1,
+      },
+    },
+    {
+      stream: STREAMS.tasks.name,
+      config: {
+        durable_name: CONSUMERS.taskViewProjector,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        ack_wait: nanos(30_000),
+        max_ack_pending: 20_000,
+        max_deliver: -1,
+      },
+    },
+  ];
+}
+
+/** Adding what exists with another config is refused with an API error (the code differs by server version). */
+const existsWithOtherConfig = (error: unknown) => error instanceof JetStreamApiError;
+
+/** Idempotent: creates what is missing and brings what exists up to date. */
+export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamManager, options: LayoutOptions): Promise<void> {
+  for (const def of Object.values(STREAMS)) {
+    const config = streamConfig(def, options.replicas);
+    try {
+      await jsm.streams.add(config);
+    } catch (error) {
+      if (!existsWithOtherConfig(error)) throw error;
+      const { retention: _fixedAtCreation, ...updatable } = config;
+      await jsm.streams.update(def.name, updatable);
+    }
+  }
+  const kvm = new Kvm(nc);
+  await kvm.create(BUCKETS.apiKeys, { history: 1, replicas: options.replicas });
+  await kvm.create(BUCKETS.taskViews, { history: 1, replicas: options.replicas });
+  await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });
+  for (const { stream, config } of consumerConfigs(options)) {
+    try {
+      await jsm.consumers.add(stream, config);
+    } catch (error) {
+      if (!existsWithOtherConfig(error)) throw error;
+      await jsm.consumers.update(stream, config.durable_name ?? "", config);
+    }
+  }
+}

@@ -1,0 +1,117 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { locateProgram, NATS_SERVER } from "./binaries.ts";
+
+const SINGLE_NODE_CONFIG = join(dirname(fileURLToPath(import.meta.url)), "nats", "single.conf");
+
+export interface RunningNatsServer {
+  url: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export async function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address ? address.port : 0;
+      probe.close(() => resolvePort(port));
+    });
+  });
+}
+
+async function waitUntilReady(child: ChildProcess, port: number, logFile: string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) {
+      throw new Error(`nats-server exited with code ${child.exitCode}; see ${logFile}`);
+    }
+    const monitor = await fetch(`http://127.0.0.1:${port + 1}/healthz?js-enabled-only=true`).catch(() => undefined);
+    if (monitor?.ok) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`nats-server did not become ready within 15 s; see ${logFile}`);
+}
+
+/** Starts nats-server with JetStream on loopback, its store in `storeDir`. */
+export async function startNatsServer(options: {
+  storeDir: string;
+  say: (line: string) => void;
+}): Promise<RunningNatsServer> {
+  const bin = locateProgram(NATS_SERVER, options.say);
+  mkdirSync(options.storeDir, { recursive: true });
+  // The monitor port (port + 1) answers /healthz once JetStream is up; pick until both are free.
+  let port = await freeLoopbackPort();
+  while (port >= 65534) port = await freeLoopbackPort();
+  const logFile = join(options.storeDir, "..", "nats-server.log");
+  const out = openSync(logFile, "a");
+  const child = spawn(
+    bin,
+    ["-c", SINGLE_NODE_CONFIG, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(options.storeDir)],
+    { stdio: ["ignore", out, out] },
+  );
+  await waitUntilReady(child, port, logFile);
+  const pid = child.pid ?? 0;
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    pid,
+    stop: () =>
+      new Promise<void>((done) => {
+        if (child.exitCode !== null) return done();
+        child.once("exit", () => done());
+        // SIGTERM makes nats-server flush and close the JetStream store cleanly.
+        child.kill("SIGTERM");
+      }),
+  };
+}
+
+interface EmbeddedServerRecord {
+  pid: number;
+  url: string;
+}
+
+const recordPath = (dataDir: string) => join(dataDir, "nats-server.json");
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The embedded server of a data dir if it is running now (started by `npm start` or another command). */
+export function runningEmbeddedServer(dataDir: string): EmbeddedServerRecord | undefined {
+  const path = recordPath(dataDir);
+  if (!existsSync(path)) return undefined;
+  try {
+    const record = JSON.parse(readFileSync(path, "utf8")) as EmbeddedServerRecord;
+    return isAlive(record.pid) ? record : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The NATS that a data dir belongs to: the one already running for it, or a new one started now
+ * (and stopped by `stop`). One store directory must never be opened by two servers at once.
+ */
+export async function embeddedNats(dataDir: string, say: (line: string) => void): Promise<{ url: string; stop(): Promise<void> }> {
+  const running = runningEmbeddedServer(dataDir);
+  if (running) return { url: running.url, stop: async () => {} };
+  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say });
+  writeFileSync(recordPath(dataDir), JSON.stringify({ pid: server.pid, url: server.url }));
+  return {
+    url: server.url,
+    stop: async () => {
+      await server.stop();
+      rmSync(recordPath(dataDir), { force: true });
+    },
+  };
+}

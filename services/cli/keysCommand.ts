@@ -1,0 +1,33 @@
+import { ApiKeyStore } from "../shared/apiKeys.ts";
+import type { Nats } from "../shared/nats.ts";
+
+const USAGE = "usage: reelay keys create --account <name> | keys list [--account <name>] | keys revoke <key-id>";
+
+/** `reelay keys …`: the new key is printed alone on the last line, so scripts can take `tail -n 1`. */
+export async function keysCommand(nats: Nats, args: string[], option: (name: string) => string | undefined): Promise<void> {
+  const store = new ApiKeyStore(nats.apiKeys);
+  const [action, target] = args;
+  switch (action) {
+    case "create": {
+      const account = option("account");
+      if (!account) throw new Error(`keys create needs --account <name>\n${USAGE}`);
+      const { key, keyId } = await store.create(account);
+      process.stdout.write(`created key ${keyId} for account ${account}; it is shown only now:\n${key}\n`);
+      return;
+    }
+    case "list": {
+      const keys = await store.list(option("account"));
+      if (keys.length === 0) process.stdout.write("no keys\n");
+      for (const key of keys) process.stdout.write(`${key.keyId}\t${key.account}\t${key.createdAt}\n`);
+      return;
+    }
+    case "revoke": {
+      if (!target) throw new Error(`keys revoke needs a key id\n${USAGE}`);
+      const revoked = await store.revoke(target);
+      process.stdout.write(`revoked key ${revoked.keyId} of account ${revoked.account}\n`);
+      return;
+    }
+    default:
+      throw new Error(USAGE);
+  }
+}

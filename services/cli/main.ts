@@ -1,0 +1,57 @@
+import { parseArgs } from "node:util";
+import { ConfigError, loadConfig } from "../shared/config.ts";
+import { ReelayError } from "../shared/errors.ts";
+import { MissingProgramError } from "../../infra/binaries.ts";
+import { keysCommand } from "./keysCommand.ts";
+import { openNats } from "./natsContext.ts";
+import { serve, SERVICES, type ServiceName } from "./serve.ts";
+
+const USAGE = `reelay — video generation and chat gateway
+
+  reelay serve [edge|runner|projector ...]   start services (all three by default)
+  reelay keys create --account <name>        create an API key (printed alone on the last line)
+  reelay keys list [--account <name>]        list key ids
+  reelay keys revoke <key-id>                revoke a key
+
+Environment: PORT, HOST, REELAY_DATA_DIR, NATS_URL, REELAY_CONFIG, REELAY_PUBLIC_URL (see README).`;
+
+const isService = (name: string): name is ServiceName => (SERVICES as readonly string[]).includes(name);
+
+async function main(argv: string[]): Promise<void> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: { account: { type: "string" }, help: { type: "boolean", short: "h" } },
+  });
+  const [command, ...rest] = positionals;
+  if (values.help || command === undefined) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const config = loadConfig();
+  switch (command) {
+    case "serve": {
+      const unknown = rest.filter((name) => !isService(name));
+      if (unknown.length > 0) throw new Error(`unknown service ${unknown.join(", ")}; choose from ${SERVICES.join(", ")}`);
+      await serve(config, rest.length === 0 ? SERVICES : rest.filter(isService));
+      return;
+    }
+    case "keys": {
+      const { nats, close } = await openNats("reelay-cli", config, (line) => process.stderr.write(`${line}\n`));
+      try {
+        await keysCommand(nats, rest, (name) => (name === "account" ? values.account : undefined));
+      } finally {
+        await close();
+      }
+      return;
+    }
+    default:
+      throw new Error(`unknown command "${command}"\n\n${USAGE}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  const known = error instanceof ConfigError || error instanceof MissingProgramError || error instanceof ReelayError;
+  process.stderr.write(`reelay: ${known ? (error as Error).message : String((error as Error)?.stack ?? error)}\n`);
+  process.exit(1);
+});

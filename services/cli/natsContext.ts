@@ -1,0 +1,33 @@
+import { resolve } from "node:path";
+import type { ReelayConfig } from "../../contracts/config.ts";
+import { embeddedNats } from "../../infra/natsServer.ts";
+import { connectNats, type Nats } from "../shared/nats.ts";
+
+export const dataDir = (): string => resolve(process.env.REELAY_DATA_DIR ?? ".data");
+
+/**
+ * The NATS a command works against: NATS_URL when set (an existing server or cluster), otherwise the
+ * embedded server of REELAY_DATA_DIR, started for this process if it is not running yet. Streams and
+ * buckets are created or updated on the way, so any command works on an empty store.
+ */
+export async function openNats(
+  name: string,
+  config: ReelayConfig,
+  say: (line: string) => void,
+): Promise<{ nats: Nats; url: string; close(): Promise<void> }> {
+  const embedded = process.env.NATS_URL ? undefined : await embeddedNats(dataDir(), say);
+  const url = process.env.NATS_URL ?? embedded?.url ?? "";
+  const layout = { replicas: Number(process.env.REELAY_REPLICAS ?? 1), runnerLeaseMs: config.runner.leaseMs };
+  const nats = await connectNats(url, name, layout).catch(async (error: unknown) => {
+    await embedded?.stop();
+    throw new Error(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
+  });
+  return {
+    nats,
+    url,
+    close: async () => {
+      await nats.nc.drain().catch(() => undefined);
+      await embedded?.stop();
+    },
+  };
+}

@@ -1,0 +1,66 @@
+import type { ReelayConfig } from "../../contracts/config.ts";
+import { ApiKeyStore } from "../shared/apiKeys.ts";
+import { createLogger } from "../shared/log.ts";
+import type { Nats } from "../shared/nats.ts";
+import { startEdge } from "../edge/main.ts";
+import { startProjector } from "../projector/main.ts";
+import { startRunner } from "../runner/main.ts";
+import { openNats } from "./natsContext.ts";
+
+export const SERVICES = ["edge", "runner", "projector"] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+/** First start on an empty store: an account `demo` with a ready key, so the README's curl works at once. */
+async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
+  for await (const _ of await nats.apiKeys.keys()) return;
+  const { key } = await new ApiKeyStore(nats.apiKeys).create("demo");
+  process.stdout.write(
+    [
+      "",
+      "First start: created account 'demo' with this API key (shown once; stored only as a hash):",
+      `  ${key}`,
+      "Try it:",
+      `  curl -s http://localhost:${port}/api/compat/videosGenerations -H "Authorization: Bearer ${key}" \\`,
+      `    -H "Content-Type: application/json" -d '{"model":"VideoModel-2.0","prompt":"a red fox running through snow"}'`,
+      `  curl -s "http://localhost:${port}/api/compat/videosTask?id=<task_id>" -H "Authorization: Bearer ${key}"`,
+      "",
+    ].join("\n"),
+  );
+}
+
+/** `reelay serve [edge] [runner] [projector]`: the given services (all by default) in this process. */
+export async function serve(config: ReelayConfig, selected: readonly ServiceName[]): Promise<void> {
+  const log = createLogger(selected.length === SERVICES.length ? "reelay" : selected.join("+"));
+  const { nats, url, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
+  log.info({ nats: url }, "connected to NATS; streams and buckets ready");
+
+  const stops: Array<() => Promise<void>> = [];
+  if (selected.includes("projector")) stops.push((await startProjector(nats, log.child({ service: "projector" }))).stop);
+  if (selected.includes("runner")) stops.push((await startRunner(nats, config, log.child({ service: "runner" }))).stop);
+  if (selected.includes("edge")) {
+    const edge = await startEdge(nats, config, log.child({ service: "edge" }), {
+      host: process.env.HOST ?? "127.0.0.1",
+      port: Number(process.env.PORT ?? 8080),
+      publicUrl: process.env.REELAY_PUBLIC_URL,
+    });
+    // The edge stops first: no new work is accepted while the others wind down.
+    stops.unshift(edge.stop);
+    if (process.env.NATS_URL === undefined) await bootstrapDemoKey(nats, edge.port);
+    log.info({ url: `http://localhost:${edge.port}` }, "reelay is ready");
+  } else {
+    log.info({ services: selected }, "reelay services ready");
+  }
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    for (const stop of stops) await stop().catch((error: unknown) => log.error({ err: error }, "error while stopping"));
+    await close();
+    log.info("stopped");
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void shutdown("SIGINT"));
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+}

@@ -1,0 +1,50 @@
+import type { KV } from "@nats-io/kv";
+import { ApiKeyRecord } from "../../contracts/apiKey.ts";
+import { ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
+import { AuthError } from "../shared/errors.ts";
+import type { Logger } from "../shared/log.ts";
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/**
+ * Resolves `Authorization: Bearer <key>` to its account. Keys live hashed in the api_keys bucket;
+ * a watch mirrors them in memory so a request costs one hash, and revocations apply within moments.
+ * A key the mirror does not know yet (just created elsewhere) is looked up in the bucket.
+ */
+export class ApiKeyDirectory {
+  private readonly byHash = new Map<string, ApiKeyRecord>();
+  private readonly store: ApiKeyStore;
+  private stopWatching: (() => void) | undefined;
+
+  constructor(private readonly bucket: KV, private readonly log: Logger) {
+    this.store = new ApiKeyStore(bucket);
+  }
+
+  async start(): Promise<void> {
+    const watch = await this.bucket.watch({ key: "hash.>" });
+    this.stopWatching = () => watch.stop();
+    (async () => {
+      for await (const entry of watch) {
+        const hash = entry.key.slice("hash.".length);
+        if (entry.operation !== "PUT") this.byHash.delete(hash);
+        else this.byHash.set(hash, ApiKeyRecord.parse(entry.json()));
+      }
+    })().catch((error: unknown) => this.log.error({ err: error }, "api key watch ended"));
+  }
+
+  stop(): void {
+    this.stopWatching?.();
+  }
+
+  authenticate(authorization: string): ApiKeyRecord | Promise<ApiKeyRecord> {
+    const key = BEARER.exec(authorization)?.[1];
+    if (!key) throw new AuthError("missing API key: send Authorization: Bearer <API_KEY>");
+    const hash = hashApiKey(key);
+    const known = this.byHash.get(hash);
+    if (known) return known;
+    return this.store.lookup(hash).then((record) => {
+      if (!record) throw new AuthError("invalid API key");
+      return record;
+    });
+  }
+}

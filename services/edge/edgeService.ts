@@ -1,0 +1,76 @@
+import type { ReelayConfig } from "../../contracts/config.ts";
+import type { Logger } from "../shared/log.ts";
+import type { Nats } from "../shared/nats.ts";
+import { TaskLog } from "../shared/taskLog.ts";
+import { ApiKeyDirectory } from "./auth.ts";
+import { jsonReply, writeReply } from "./http/reply.ts";
+import { assertNativeUws, uWS, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
+import { registerVideoRoutes } from "./video/videoRoutes.ts";
+import { TaskSubmitter } from "./video/taskSubmitter.ts";
+import { TaskViewReader } from "./video/taskViewReader.ts";
+import { VideoFiles } from "./video/videoFiles.ts";
+
+export interface EdgeOptions {
+  host: string;
+  port: number;
+  publicUrl: string | undefined;
+}
+
+/** The HTTP edge: authenticates, validates and answers; all state lives in NATS. */
+export class EdgeService {
+  private listenSocket: us_listen_socket | undefined;
+  private readonly keys: ApiKeyDirectory;
+  private readonly views: TaskViewReader;
+  private readonly submitter: TaskSubmitter;
+
+  constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
+    this.keys = new ApiKeyDirectory(nats.apiKeys, log);
+    this.views = new TaskViewReader(nats.taskViews, new TaskLog(nats.js, nats.jsm), log);
+    this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
+  }
+
+  /** Starts listening; resolves to the bound port (useful with port 0). */
+  async start(): Promise<number> {
+    assertNativeUws(this.log);
+    await this.keys.start();
+    await this.views.start();
+    this.submitter.start();
+    const app = uWS.App();
+    this.registerRoutes(app);
+    return new Promise((resolve, reject) => {
+      app.listen(this.options.host, this.options.port, (socket) => {
+        if (!socket) return reject(new Error(`cannot listen on ${this.options.host}:${this.options.port} (port in use?)`));
+        this.listenSocket = socket;
+        resolve(uWS.us_socket_local_port(socket));
+      });
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    this.listenSocket = undefined;
+    this.submitter.stop();
+    this.views.stop();
+    this.keys.stop();
+  }
+
+  private registerRoutes(app: TemplatedApp): void {
+    registerVideoRoutes(app, {
+      config: this.config,
+      keys: this.keys,
+      submitter: this.submitter,
+      views: this.views,
+      publicUrl: this.options.publicUrl,
+      log: this.log,
+    });
+    new VideoFiles(this.nats.videos).register(app, this.log);
+    app.get("/healthz", (res) => {
+      const healthy = !this.nats.nc.isClosed();
+      writeReply(res, jsonReply(healthy ? 200 : 503, { status: healthy ? "ok" : "nats connection closed" }));
+    });
+    app.any("/*", (res, req) => {
+      const what = `${req.getMethod().toUpperCase()} ${req.getUrl()}`;
+      writeReply(res, jsonReply(404, { code: 404, msg: `no such endpoint: ${what}` }));
+    });
+  }
+}

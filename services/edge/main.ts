@@ -1,0 +1,16 @@
+import type { ReelayConfig } from "../../contracts/config.ts";
+import type { Logger } from "../shared/log.ts";
+import type { Nats } from "../shared/nats.ts";
+import { EdgeService, type EdgeOptions } from "./edgeService.ts";
+
+/** Starts the HTTP edge; `port` is the bound port. */
+export async function startEdge(
+  nats: Nats,
+  config: ReelayConfig,
+  log: Logger,
+  options: EdgeOptions,
+): Promise<{ port: number; stop(): Promise<void> }> {
+  const edge = new EdgeService(nats, config, log, options);
+  const port = await edge.start();
+  return { port, stop: () => edge.stop() };
+}

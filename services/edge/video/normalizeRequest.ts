@@ -1,0 +1,64 @@
+import type { z } from "zod";
+import { RATIO_FRAME_SIZES, type ReelayConfig } from "../../../contracts/config.ts";
+import { CreateVideoRequest, REFERENCE_FIELDS, type VideoJobSpec } from "../../../contracts/videoTask.ts";
+import { ForbiddenError, ValidationError } from "../../shared/errors.ts";
+
+export interface NormalizedVideoRequest {
+  job: VideoJobSpec;
+  /** Reference fields sent for a capability the model lacks: ignored, not refused (spec rule 6). */
+  ignoredFields: string[];
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  if (issue.code === "unrecognized_keys") {
+    return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+  }
+  if (issue.path.length === 0) return "request body must be a JSON object";
+  return issue.message;
+}
+
+/** Applies the spec, design.md and the model config to a create body. Pure: throws typed errors naming the field. */
+export function normalizeVideoRequest(body: unknown, config: ReelayConfig): NormalizedVideoRequest {
+  const parsed = CreateVideoRequest.safeParse(body);
+  if (!parsed.success) throw new ValidationError(parsed.error.issues.map(describeIssue).join("; "));
+  const request = parsed.data;
+
+  const model = Object.hasOwn(config.videoModels, request.model) ? config.videoModels[request.model] : undefined;
+  if (!model || !model.enabled) throw new ForbiddenError(`model not supported: ${request.model}`);
+
+  if (request.prompt.length > config.limits.maxPromptChars) {
+    throw new ValidationError(`prompt is ${request.prompt.length} characters; the limit is ${config.limits.maxPromptChars}`);
+  }
+  const durationSeconds = request.duration ?? model.defaultDurationSeconds;
+  if (durationSeconds < model.minDurationSeconds || durationSeconds > model.maxDurationSeconds) {
+    throw new ValidationError(
+      `duration must be between ${model.minDurationSeconds} and ${model.maxDurationSeconds} seconds for ${request.model}`,
+    );
+  }
+
+  const references: VideoJobSpec["references"] = {};
+  const ignoredFields: string[] = [];
+  for (const [capability, field] of Object.entries(REFERENCE_FIELDS)) {
+    const value = request[field];
+    if (value === undefined) continue;
+    if (model.capabilities.includes(capability as keyof typeof REFERENCE_FIELDS)) references[field] = value;
+    else ignoredFields.push(field);
+  }
+
+  const { width, height } = RATIO_FRAME_SIZES[request.ratio];
+  return {
+    job: {
+      model: request.model,
+      provider: model.provider,
+      prompt: request.prompt,
+      durationSeconds,
+      ratio: request.ratio,
+      width,
+      height,
+      generateAudio: request.generate_audio,
+      watermark: request.watermark,
+      references,
+    },
+    ignoredFields,
+  };
+}

@@ -1,0 +1,40 @@
+import type { TaskView } from "../../../contracts/videoTask.ts";
+import { GenerationFailedError } from "../../shared/errors.ts";
+import { jsonReply, type HttpReply } from "../http/reply.ts";
+
+/** The spec's query answer for a task view; a failed task is an error (code 500, reason, no data). */
+export function queryReply(view: TaskView, videoBaseUrl: string): HttpReply {
+  switch (view.status) {
+    case "pending":
+    case "running":
+      return jsonReply(200, {
+        code: 200,
+        msg: view.status,
+        data: { task_id: view.taskId, status: view.status, ...(view.providerTaskId ? { provider_task_id: view.providerTaskId } : {}) },
+      });
+    case "success":
+      return jsonReply(200, {
+        code: 200,
+        msg: "success",
+        data: {
+          task_id: view.taskId,
+          status: "success",
+          provider_task_id: view.providerTaskId,
+          video_url: view.video ? `${videoBaseUrl}/videos/${encodeURIComponent(view.video.object)}` : undefined,
+          duration: view.durationSeconds,
+          resolution: view.resolution,
+          total_tokens: view.totalTokens,
+        },
+      });
+    case "failed":
+      throw new GenerationFailedError(view.failureReason ?? "video generation failed");
+  }
+}
+
+export function createReply(taskId: number, providerTaskId: string | undefined): HttpReply {
+  return jsonReply(200, {
+    code: 200,
+    msg: "success",
+    data: { task_id: taskId, ...(providerTaskId ? { provider_task_id: providerTaskId } : {}), status: "pending" },
+  });
+}

@@ -1,0 +1,75 @@
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import { randomBytes } from "node:crypto";
+import { SubmissionOutcome, type SubmitVideoTask } from "../../../contracts/videoTask.ts";
+import { STREAMS } from "../../../infra/jetstreamLayout.ts";
+import { UpstreamRejectedError } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
+
+export interface SubmittedTask {
+  taskId: number;
+  /** Absent when no runner answered within the wait: the task is queued and will still run. */
+  providerTaskId?: string;
+}
+
+/**
+ * Puts a job on the WORK queue (its stream sequence is the task id: unique and increasing across every
+ * edge) and waits for the runner that takes it to say whether the upstream accepted it, because the
+ * create response carries the upstream's task id and the spec answers an upstream refusal with 400.
+ */
+export class TaskSubmitter {
+  private readonly inbox = `_reelay.edge.${randomBytes(8).toString("hex")}`;
+  private readonly waiting = new Map<string, (outcome: SubmissionOutcome) => void>();
+  private subscription: Subscription | undefined;
+  private ticket = 0;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly js: JetStreamClient,
+    private readonly waitMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.subscription = this.nc.subscribe(`${this.inbox}.*`, {
+      callback: (error, msg) => {
+        if (error) return this.log.warn({ err: error }, "submission outcome subscription error");
+        const parsed = SubmissionOutcome.safeParse(msg.json());
+        const ticket = msg.subject.slice(this.inbox.length + 1);
+        if (parsed.success) this.waiting.get(ticket)?.(parsed.data);
+      },
+    });
+  }
+
+  stop(): void {
+    this.subscription?.unsubscribe();
+  }
+
+  async submit(account: string, request: NormalizedVideoRequest): Promise<SubmittedTask> {
+    const ticket = String(++this.ticket);
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = new Promise<SubmissionOutcome | undefined>((resolve) => {
+      this.waiting.set(ticket, resolve);
+      timer = setTimeout(() => resolve(undefined), this.waitMs);
+    });
+    try {
+      const command: SubmitVideoTask = {
+        type: "SubmitVideoTask",
+        account,
+        job: request.job,
+        ignoredFields: request.ignoredFields,
+        receivedAt: new Date().toISOString(),
+        notify: `${this.inbox}.${ticket}`,
+      };
+      const ack = await this.js.publish(STREAMS.work.subjects[0], JSON.stringify(command));
+      const result = await outcome;
+      if (!result) return { taskId: ack.seq };
+      if (result.outcome === "rejected") throw new UpstreamRejectedError(`upstream generator refused the task: ${result.reason}`);
+      return { taskId: ack.seq, providerTaskId: result.providerTaskId };
+    } finally {
+      clearTimeout(timer);
+      this.waiting.delete(ticket);
+    }
+  }
+}

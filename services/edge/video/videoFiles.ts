@@ -1,0 +1,81 @@
+import type { ObjectStore } from "@nats-io/obj";
+import { NotFoundError } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { HttpReply } from "../http/reply.ts";
+import { route } from "../http/route.ts";
+import type { TemplatedApp } from "../http/uws.ts";
+import { videoErrorReply } from "../http/videoErrors.ts";
+import { decideRange } from "./byteRange.ts";
+
+const OBJECT_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.mp4$/;
+function nameFromUrl(url: string): string {
+  try {
+    return decodeURIComponent(url.slice("/videos/".length));
+  } catch {
+    throw new NotFoundError("malformed video name");
+  }
+}
+
+const CACHE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Serves rendered videos from the object store at /videos/<name>. Names carry a random part, so the
+ * address itself is the capability (like a vendor's signed URL). Bodies are cached in memory, bounded
+ * by size, because players fetch the same file in many Range requests.
+ */
+export class VideoFiles {
+  private readonly cache = new Map<string, Buffer>();
+  private cachedBytes = 0;
+
+  constructor(private readonly videos: ObjectStore) {}
+
+  register(app: TemplatedApp, log: Logger): void {
+    const replyForError = videoErrorReply(log);
+    for (const method of ["get", "head"] as const) {
+      app[method](
+        "/videos/:name",
+        route((request) => this.serve(nameFromUrl(request.url), request.header("range"), method === "head"), { replyForError }),
+      );
+    }
+  }
+
+  private async serve(name: string, rangeHeader: string, headOnly: boolean): Promise<HttpReply> {
+    const body = await this.load(name);
+    const size = body.length;
+    const common = { "content-type": "video/mp4", "accept-ranges": "bytes", "cache-control": "public, max-age=31536000, immutable" };
+    const range = decideRange(rangeHeader, size);
+    if (range.kind === "unsatisfiable") {
+      return { status: 416, headers: { ...common, "content-range": `bytes */${size}` }, body: "" };
+    }
+    const [status, start, end] = range.kind === "partial" ? [206, range.start, range.end] : [200, 0, size - 1];
+    const headers = range.kind === "partial" ? { ...common, "content-range": `bytes ${start}-${end}/${size}` } : common;
+    if (headOnly) return { status, headers, announcedLength: end - start + 1 };
+    return { status, headers, body: body.subarray(start, end + 1) };
+  }
+
+  private async load(name: string): Promise<Buffer> {
+    const cached = this.cache.get(name);
+    if (cached) return cached;
+    const result = OBJECT_NAME.test(name) ? await this.videos.get(name) : null;
+    if (!result) throw new NotFoundError(`no video named ${name}`);
+    const chunks: Uint8Array[] = [];
+    const reader = result.data.getReader();
+    for (let read = await reader.read(); !read.done; read = await reader.read()) chunks.push(read.value);
+    if (!(await result.error)) {
+      const body = Buffer.concat(chunks);
+      this.remember(name, body);
+      return body;
+    }
+    throw new NotFoundError(`video ${name} could not be read`);
+  }
+
+  private remember(name: string, body: Buffer): void {
+    this.cache.set(name, body);
+    this.cachedBytes += body.length;
+    for (const [oldName, oldBody] of this.cache) {
+      if (this.cachedBytes <= CACHE_BYTES) break;
+      this.cache.delete(oldName);
+      this.cachedBytes -= oldBody.length;
+    }
+  }
+}

@@ -1,0 +1,72 @@
+import type { ReelayConfig } from "../../../contracts/config.ts";
+import type { TaskView } from "../../../contracts/videoTask.ts";
+import { NotFoundError, ValidationError } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { ApiKeyDirectory } from "../auth.ts";
+import { parseJsonBody, type RequestInfo } from "../http/request.ts";
+import { route } from "../http/route.ts";
+import type { TemplatedApp } from "../http/uws.ts";
+import { videoErrorReply } from "../http/videoErrors.ts";
+import type { ApiKeyRecord } from "../../../contracts/apiKey.ts";
+import type { HttpReply } from "../http/reply.ts";
+import { normalizeVideoRequest } from "./normalizeRequest.ts";
+import { createReply, queryReply } from "./taskReplies.ts";
+import type { TaskSubmitter } from "./taskSubmitter.ts";
+import type { TaskViewReader } from "./taskViewReader.ts";
+
+export interface VideoRouteDeps {
+  config: ReelayConfig;
+  keys: ApiKeyDirectory;
+  submitter: TaskSubmitter;
+  views: TaskViewReader;
+  /** REELAY_PUBLIC_URL; otherwise video addresses are built from the request's Host header. */
+  publicUrl: string | undefined;
+  log: Logger;
+}
+
+const TASK_ID = /^[1-9][0-9]{0,14}$/;
+
+/** Runs `then` with the caller's key record, synchronously when the key is already known. */
+function withAccount(keys: ApiKeyDirectory, request: RequestInfo, then: (key: ApiKeyRecord) => HttpReply | Promise<HttpReply>) {
+  const key = keys.authenticate(request.header("authorization"));
+  return key instanceof Promise ? key.then(then) : then(key);
+}
+
+export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): void {
+  const replyForError = videoErrorReply(deps.log);
+  const baseUrl = (request: RequestInfo) =>
+    deps.publicUrl ?? `${request.header("x-forwarded-proto") || "http"}://${request.header("host") || "localhost"}`;
+
+  app.post(
+    "/api/compat/videosGenerations",
+    route(
+      (request, body) =>
+        withAccount(deps.keys, request, async (key) => {
+          const normalized = normalizeVideoRequest(parseJsonBody(body ?? Buffer.alloc(0)), deps.config);
+          const task = await deps.submitter.submit(key.account, normalized);
+          return createReply(task.taskId, task.providerTaskId);
+        }),
+      { maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
+    ),
+  );
+
+  app.get(
+    "/api/compat/videosTask",
+    route(
+      (request) =>
+        withAccount(deps.keys, request, (key) => {
+          const id = new URLSearchParams(request.query).get("id");
+          if (id === null || id === "") throw new ValidationError("id is required: GET /api/compat/videosTask?id=<task_id>");
+          if (!TASK_ID.test(id)) throw new ValidationError(`id must be a positive integer task id, got "${id.slice(0, 40)}"`);
+          const answer = (view: TaskView | undefined) => {
+            // Another account's task answers exactly like a missing one: ids are guessable.
+            if (!view || view.account !== key.account) throw new NotFoundError(`task ${id} does not exist`);
+            return queryReply(view, baseUrl(request));
+          };
+          const view = deps.views.get(Number(id));
+          return view instanceof Promise ? view.then(answer) : answer(view);
+        }),
+      { replyForError },
+    ),
+  );
+}

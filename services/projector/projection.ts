@@ -1,0 +1,113 @@
+import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import type { z } from "zod";
+import type { Logger } from "../shared/log.ts";
+
+/** A read model: which events it folds, into which document key, and how. */
+export interface Projection<Event, Doc> {
+  name: string;
+  decode: (raw: unknown) => Event;
+  keyOf: (event: Event) => string;
+  evolve: (doc: Doc | null, event: Event) => Doc | null;
+  docSchema: z.ZodType<Doc>;
+}
+
+interface CachedDoc<Doc> {
+  doc: Doc | null;
+  revision: number;
+}
+
+const CACHE_LIMIT = 50_000;
+
+/**
+ * Runs a projection from a durable pull consumer into a KV bucket: explicit acks (a crash replays
+ * unacked events, which the idempotent evolve absorbs), compare-and-set writes (several instances can't
+ * clobber each other), events for different documents in parallel, events for one document in order.
+ */
+export class ProjectionRunner<Event, Doc> {
+  private readonly cache = new Map<string, CachedDoc<Doc>>();
+  private readonly chains = new Map<string, Promise<void>>();
+  private stopped = false;
+  private loop: Promise<void> | undefined;
+
+  constructor(
+    private readonly projection: Projection<Event, Doc>,
+    private readonly consumer: Consumer,
+    private readonly bucket: KV,
+    private readonly log: Logger,
+  ) {}
+
+  start(): void {
+    this.loop = this.pull();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop;
+    await Promise.allSettled(this.chains.values());
+  }
+
+  private async pull(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        const batch = await this.consumer.fetch({ max_messages: 512, expires: 1000 });
+        for await (const msg of batch) this.enqueue(msg);
+      } catch (error) {
+        if (!this.stopped) this.log.warn({ err: error }, "projection fetch failed; retrying");
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
+  private enqueue(msg: JsMsg): void {
+    let event: Event;
+    try {
+      event = this.projection.decode(msg.json());
+    } catch (error) {
+      // An event we cannot read would block this document forever; park it for an operator instead.
+      this.log.error({ err: error, seq: msg.seq }, "undecodable event; terminating its delivery");
+      msg.term("undecodable event");
+      return;
+    }
+    const key = this.projection.keyOf(event);
+    const previous = this.chains.get(key) ?? Promise.resolve();
+    const next = previous.then(() => this.apply(key, event, msg));
+    this.chains.set(key, next);
+    void next.finally(() => {
+      if (this.chains.get(key) === next) this.chains.delete(key);
+    });
+  }
+
+  private async apply(key: string, event: Event, msg: JsMsg): Promise<void> {
+    try {
+      const current = this.cache.get(key) ?? (await this.load(key));
+      const doc = this.projection.evolve(current.doc, event);
+      if (doc !== current.doc && doc !== null) {
+        const value = JSON.stringify(doc);
+        const revision =
+          current.revision === 0 ? await this.bucket.create(key, value) : await this.bucket.update(key, value, current.revision);
+        this.remember(key, { doc, revision });
+      }
+      msg.ack();
+    } catch (error) {
+      this.cache.delete(key);
+      this.log.debug({ err: error, key }, `${this.projection.name}: retrying event later`);
+      msg.nak(200);
+    }
+  }
+
+  private async load(key: string): Promise<CachedDoc<Doc>> {
+    const entry = await this.bucket.get(key);
+    if (!entry || entry.operation !== "PUT") return { doc: null, revision: entry?.revision ?? 0 };
+    return { doc: this.projection.docSchema.parse(entry.json()), revision: entry.revision };
+  }
+
+  private remember(key: string, cached: CachedDoc<Doc>): void {
+    this.cache.delete(key);
+    this.cache.set(key, cached);
+    if (this.cache.size > CACHE_LIMIT) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest !== undefined) this.cache.delete(oldest);
+    }
+  }
+}

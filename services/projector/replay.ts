@@ -1,0 +1,31 @@
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { STREAMS } from "../../infra/jetstreamLayout.ts";
+import type { Projection } from "./projection.ts";
+
+/**
+ * Rebuilds a read model from nothing by folding its whole stream in order (ordered consumer), without
+ * touching the live bucket: the audit compares the result with what the projector serves.
+ */
+export async function replayProjection<Event, Doc>(
+  js: JetStreamClient,
+  jsm: JetStreamManager,
+  projection: Projection<Event, Doc>,
+  stream: string = STREAMS.tasks.name,
+): Promise<{ docs: Map<string, Doc>; events: number }> {
+  const docs = new Map<string, Doc>();
+  const { state } = await jsm.streams.info(stream);
+  if (state.messages === 0) return { docs, events: 0 };
+  const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.All });
+  let events = 0;
+  for await (const msg of await consumer.consume({ max_messages: 2048 })) {
+    const event = projection.decode(msg.json());
+    const key = projection.keyOf(event);
+    const doc = projection.evolve(docs.get(key) ?? null, event);
+    if (doc === null) docs.delete(key);
+    else docs.set(key, doc);
+    events += 1;
+    if (msg.seq >= state.last_seq) break;
+  }
+  await consumer.delete().catch(() => undefined);
+  return { docs, events };
+}

@@ -1,0 +1,48 @@
+import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+
+/** An event arrived before the one it follows (several projector instances, or a redelivery): retry later. */
+export class EventOutOfOrder extends Error {}
+
+/**
+ * Folds a task's events into the document GET videosTask reads. Pure and idempotent: an event whose
+ * version was already applied changes nothing, so redelivery and replay yield the same document.
+ */
+export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskView | null {
+  const applied = view?.version ?? 0;
+  if (event.meta.version <= applied) return view;
+  if (event.meta.version !== applied + 1) {
+    throw new EventOutOfOrder(`task ${event.meta.taskId}: got version ${event.meta.version} after ${applied}`);
+  }
+  const stamp = { version: event.meta.version, updatedAt: event.meta.at };
+  if (event.type === "TaskSubmitted") {
+    return {
+      taskId: event.meta.taskId,
+      account: event.data.account,
+      model: event.data.job.model,
+      status: "pending",
+      createdAt: event.meta.at,
+      ...stamp,
+    };
+  }
+  if (view === null) throw new EventOutOfOrder(`task ${event.meta.taskId}: ${event.type} before TaskSubmitted`);
+  switch (event.type) {
+    case "UpstreamAccepted":
+      return { ...view, ...stamp, providerTaskId: event.data.providerTaskId };
+    case "GenerationStarted":
+      return { ...view, ...stamp, status: "running" };
+    case "GenerationSucceeded":
+      return {
+        ...view,
+        ...stamp,
+        status: "success",
+        video: event.data.video,
+        durationSeconds: event.data.durationSeconds,
+        resolution: event.data.resolution,
+        totalTokens: event.data.totalTokens,
+      };
+    case "GenerationFailed":
+      return { ...view, ...stamp, status: "failed", failureReason: event.data.reason };
+  }
+}
+
+export const taskViewKey = (taskId: number): string => String(taskId);

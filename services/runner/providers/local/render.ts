@@ -1,0 +1,262 @@
+import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { access, copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export interface RenderRequest {
+  ffmpegPath: string;
+  outputPath: string;
+  width: number;
+  height: number;
+  durationSeconds: number;
+  prompt: string;
+  generateAudio: boolean;
+  watermark: boolean;
+  imagePath?: string;
+  signal?: AbortSignal;
+}
+
+const FPS = 24;
+const DEJAVU_SANS = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
+// Enough text to recognise the prompt on screen; the full prompt lives in the task record.
+const MAX_PROMPT_GRAPHEMES = 1000;
+const STDERR_TAIL_BYTES = 4096;
+
+export async function renderVideo(req: RenderRequest): Promise<void> {
+  const { width, height, durationSeconds } = req;
+  if (!isEvenPositive(width) || !isEvenPositive(height)) {
+    throw new Error(`render: width and height must be even positive integers, got ${width}x${height}`);
+  }
+  if (!Number.isInteger(durationSeconds) || durationSeconds < 1 || durationSeconds > 15) {
+    throw new Error(`render: durationSeconds must be an integer 1..15, got ${durationSeconds}`);
+  }
+  req.signal?.throwIfAborted();
+
+  const outputPath = resolve(req.outputPath);
+  const work = await mkdtemp(join(tmpdir(), "reelay-render-"));
+  try {
+    // ffmpeg runs inside `work` and reads its inputs under fixed names, so neither prompt text nor a
+    // caller's path passes through filtergraph escaping or image2's `%d` pattern parsing.
+    const text = textLayout(width, height);
+    await writeFile(join(work, "prompt.txt"), wrapPrompt(req.prompt, text.columns, text.rows));
+    if (req.imagePath !== undefined) await copyFile(req.imagePath, join(work, "reference-image"));
+    const font = await fontOption();
+    await runFfmpeg(req.ffmpegPath, ffmpegArgs(req, outputPath, font, text), work, req.signal);
+  } catch (err) {
+    await rm(outputPath, { force: true });
+    throw err;
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+const isEvenPositive = (n: number): boolean => Number.isInteger(n) && n > 0 && n % 2 === 0;
+
+type TextLayout = ReturnType<typeof textLayout>;
+function textLayout(width: number, height: number) {
+  const fontSize = Math.max(12, Math.round(Math.min(width, height) / 20));
+  // DejaVu Sans averages ~0.55 em per Latin glyph; 0.6 leaves slack for wide letters.
+  const columns = Math.max(8, Math.floor((width * 0.86) / (fontSize * 0.6)));
+  const rows = Math.max(1, Math.floor((height * 0.7) / (fontSize * 1.3)));
+  return { fontSize, columns, rows };
+}
+
+// East Asian wide characters and emoji take about two Latin columns.
+const WIDE = /[\u1100-\u115F\u2E80-\uA4CF\uAC00-\uD7A3\uF900-\uFAFF\uFE30-\uFE4F\uFF00-\uFF60\uFFE0-\uFFE6\u{1F300}-\u{1FAFF}\u{20000}-\u{3FFFD}]/u;
+const cellWidth = (g: string): number => (WIDE.test(g) ? 2 : 1);
+const widthOf = (gs: string[]): number => gs.reduce((sum, g) => sum + cellWidth(g), 0);
+// Graphemes, so a hard break never splits an accent from its letter or an emoji sequence.
+const graphemes = (s: string): string[] => Array.from(new Intl.Segmenter().segment(s), (g) => g.segment);
+
+/** Greedy word wrap by display columns (drawtext has none); overlong words are hard-broken. */
+function wrapPrompt(prompt: string, columns: number, rows: number): string {
+  const normalised = prompt
+    .replace(/\r\n?|[\u2028\u2029]/g, "\n")
+    .replace(/\t/g, " ")
+    .replace(/(?!\n)[\p{Cc}\p{Cs}]/gu, ""); // drawtext draws control characters as boxes
+  const clean = graphemes(normalised).slice(0, MAX_PROMPT_GRAPHEMES).join("").trim();
+  const lines: string[][] = [];
+  for (const paragraph of clean.split("\n")) {
+    let line: string[] = [];
+    for (const word of paragraph.split(/ +/).filter((w) => w !== "")) {
+      const gs = graphemes(word);
+      if (line.length > 0 && widthOf(line) + 1 + widthOf(gs) <= columns) {
+        line.push(" ", ...gs);
+        continue;
+      }
+      if (line.length > 0) lines.push(line);
+      line = [];
+      for (const g of gs) {
+        if (widthOf(line) + cellWidth(g) > columns) {
+          lines.push(line);
+          line = [];
+        }
+        line.push(g);
+      }
+    }
+    lines.push(line);
+  }
+  if (lines.length > rows) {
+    lines.length = rows;
+    const last = lines[rows - 1] ?? [];
+    while (last.length > 0 && widthOf(last) + 1 > columns) last.pop();
+    last.push("…");
+  }
+  return lines.map((line) => line.join("")).join("\n");
+}
+
+async function fontOption(): Promise<string> {
+  try {
+    await access(DEJAVU_SANS);
+    return `fontfile=${DEJAVU_SANS}`;
+  } catch {
+    return "font=Sans";
+  }
+}
+
+function ffmpegArgs(req: RenderRequest, outputPath: string, font: string, text: TextLayout): string[] {
+  const { width: w, height: h, durationSeconds: d } = req;
+  const frames = d * FPS;
+  const args = ["-hide_banner", "-nostdin", "-loglevel", "error", "-y"];
+  args.push("-f", "lavfi", "-i", `testsrc2=size=${w}x${h}:rate=${FPS}:duration=${d}`);
+  let nextInput = 1;
+  const imageInput = req.imagePath !== undefined ? nextInput++ : undefined;
+  if (imageInput !== undefined) args.push("-i", "reference-image");
+  const audioInput = req.generateAudio ? nextInput++ : undefined;
+  if (audioInput !== undefined) {
+    args.push("-f", "lavfi", "-i", `sine=frequency=440:sample_rate=48000:duration=${d}`);
+  }
+
+  const pad = Math.round(text.fontSize / 2);
+  const graph = [
+    // expansion=none: a prompt containing `%{…}` must be drawn literally, not evaluated.
+    `[0:v]drawtext=${font}:textfile=prompt.txt:expansion=none:fontsize=${text.fontSize}` +
+      `:line_spacing=${Math.round(text.fontSize * 0.3)}:fontcolor=white:box=1:boxcolor=black@0.55` +
+      `:boxborderw=${pad}:x=(w-tw)/2:y=(h-th)/2[bg]`,
+  ];
+  let video = "[bg]";
+  if (imageInput !== undefined) {
+    graph.push(
+      `[${imageInput}:v]scale=${w}:${h}:force_original_aspect_ratio=decrease,` +
+        `pad=${w}:${h}:(ow-iw)/2:(oh-ih)/2,setsar=1,trim=end_frame=1,setpts=PTS-STARTPTS[ref]`,
+      "[ref][bg]concat=n=2:v=1:a=0[cat]",
+    );
+    video = "[cat]";
+  }
+  // trim rather than -frames:v: in ffmpeg 5.1 hitting -frames:v ends the whole output, cutting audio short.
+  let tail = `trim=end_frame=${frames}`;
+  if (req.watermark) {
+    const size = Math.max(12, Math.round(Math.min(w, h) / 24));
+    const margin = Math.round(size * 0.8);
+    tail +=
+      `,drawtext=${font}:text=reelay:fontsize=${size}:fontcolor=white@0.9:box=1:boxcolor=black@0.5` +
+      `:boxborderw=${Math.round(size / 3)}:x=w-tw-${margin}:y=h-th-${margin}`;
+  }
+  graph.push(`${video}${tail},format=yuv420p[v]`);
+
+  args.push("-filter_complex", graph.join(";"), "-map", "[v]");
+  args.push("-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-r", String(FPS));
+  if (audioInput !== undefined) args.push("-map", `${audioInput}:a`, "-c:a", "aac", "-b:a", "128k");
+  // file: keeps a path that looks like a protocol (e.g. "a:b.mp4") a plain file.
+  args.push("-movflags", "+faststart", "-f", "mp4", `file:${outputPath}`);
+  return args;
+}
+
+function runFfmpeg(ffmpegPath: string, args: string[], cwd: string, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(ffmpegPath, args, { cwd, stdio: ["ignore", "ignore", "pipe"] });
+    let stderr = Buffer.alloc(0);
+    child.stderr.on("data", (chunk: Buffer) => {
+      stderr = Buffer.concat([stderr, chunk]);
+      if (stderr.length > STDERR_TAIL_BYTES) stderr = stderr.subarray(stderr.length - STDERR_TAIL_BYTES);
+    });
+    // SIGKILL: on SIGTERM ffmpeg first finalises the file, which is wasted work on an abort.
+    const onAbort = (): void => void child.kill("SIGKILL");
+    signal?.addEventListener("abort", onAbort, { once: true });
+    if (signal?.aborted) onAbort(); // aborted while the temp files were being written
+    child.on("error", (err) => {
+      signal?.removeEventListener("abort", onAbort);
+      reject(new Error(`ffmpeg could not start (${ffmpegPath}): ${err.message}`));
+    });
+    child.on("close", (code, killedBy) => {
+      signal?.removeEventListener("abort", onAbort);
+      if (signal?.aborted) return reject(signal.reason);
+      if (code === 0) return resolvePromise();
+      const lines = stderr.toString("utf8").trim().split("\n").slice(-10).join("\n");
+      reject(new Error(`ffmpeg failed (${killedBy ?? `exit code ${code}`}): ${lines || "no error output"}`));
+    });
+  });
+}
+
+/**
+ * Copies a reference image from an http(s) or data: URL into `dir` and returns the file path.
+ * The file is named by sniffed content type; anything that is not an image is left to ffmpeg to reject.
+ */
+export async function fetchReference(url: string, dir: string, maxBytes: number, signal?: AbortSignal): Promise<string> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new Error("reference image: not a valid URL");
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:" && parsed.protocol !== "data:") {
+    throw new Error(`reference image: unsupported URL scheme "${parsed.protocol}" (use http, https or data)`);
+  }
+  // Never echo a data: URL (it is the payload) or a query string (may hold tokens) into errors.
+  const where = parsed.protocol === "data:" ? "data: URL" : parsed.origin;
+
+  let res: Response;
+  try {
+    res = await fetch(parsed, { signal: signal ?? null, redirect: "follow" });
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw new Error(`reference image: could not fetch from ${where}: ${errorText(err)}`);
+  }
+  if (!res.ok) {
+    await res.body?.cancel();
+    throw new Error(`reference image: ${where} answered HTTP ${res.status}`);
+  }
+  const tooLarge = (): Error => new Error(`reference image: body from ${where} exceeds ${maxBytes} bytes`);
+  if (Number(res.headers.get("content-length") ?? 0) > maxBytes) {
+    await res.body?.cancel();
+    throw tooLarge();
+  }
+
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  if (res.body) {
+    const reader = res.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxBytes) {
+        await reader.cancel();
+        throw tooLarge();
+      }
+      chunks.push(value);
+    }
+  }
+  if (total === 0) throw new Error(`reference image: ${where} returned an empty body`);
+
+  const body = Buffer.concat(chunks);
+  await mkdir(dir, { recursive: true });
+  const path = join(dir, `ref-${randomUUID()}${sniffExtension(body)}`);
+  await writeFile(path, body, { flag: "wx" });
+  return path;
+}
+
+function sniffExtension(b: Buffer): string {
+  if (b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return ".png";
+  if (b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return ".jpg";
+  if (b.subarray(0, 4).toString("latin1") === "GIF8") return ".gif";
+  if (b.subarray(0, 4).toString("latin1") === "RIFF" && b.subarray(8, 12).toString("latin1") === "WEBP") return ".webp";
+  return ".bin";
+}
+
+function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  // undici hides the real reason (ECONNREFUSED, bad data: URL, …) in `cause`.
+  return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
+}

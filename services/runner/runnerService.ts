@@ -1,0 +1,111 @@
+import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { ReelayConfig } from "../../contracts/config.ts";
+import { SubmitVideoTask } from "../../contracts/videoTask.ts";
+import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import type { Logger } from "../shared/log.ts";
+import type { Nats } from "../shared/nats.ts";
+import { TaskLog } from "../shared/taskLog.ts";
+import type { VideoProvider } from "./providers/types.ts";
+import { TaskActor } from "./taskActor.ts";
+
+/**
+ * Takes video jobs from the WORK queue and hosts a TaskActor for each until its task is final. A job
+ * stays unacked (and heartbeated) while its task lives, so if this process dies JetStream hands the job
+ * to another runner after the lease, which rebuilds the task from its log and carries on.
+ */
+export class RunnerService {
+  private readonly held = new Map<number, JsMsg>();
+  private readonly taskLog: TaskLog;
+  private stopping = false;
+  private loop: Promise<void> | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private readonly running = new Set<Promise<void>>();
+
+  constructor(
+    private readonly nats: Nats,
+    private readonly config: ReelayConfig,
+    private readonly providers: ReadonlyMap<string, VideoProvider>,
+    private readonly log: Logger,
+  ) {
+    this.taskLog = new TaskLog(nats.js, nats.jsm);
+  }
+
+  async start(): Promise<void> {
+    const consumer = await this.nats.js.consumers.get(STREAMS.work.name, CONSUMERS.runners);
+    // Heartbeats well inside the lease, so a live runner never loses a task it is working on.
+    this.heartbeat = setInterval(() => {
+      for (const msg of this.held.values()) msg.working();
+    }, Math.max(100, Math.floor(this.config.runner.leaseMs / 3)));
+    this.loop = this.pull(consumer);
+  }
+
+  /** Stops taking work, lets live tasks stop at their next step, and hands their jobs back at once. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    await this.loop;
+    await Promise.allSettled(this.running);
+    for (const msg of this.held.values()) msg.nak();
+    this.held.clear();
+  }
+
+  private async pull(consumer: Consumer): Promise<void> {
+    const capacity = this.config.runner.maxConcurrentTasks;
+    while (!this.stopping) {
+      const room = capacity - this.held.size;
+      if (room <= 0) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        continue;
+      }
+      try {
+        const batch = await consumer.fetch({ max_messages: Math.min(room, 256), expires: 1000 });
+        for await (const msg of batch) this.host(msg);
+      } catch (error) {
+        if (!this.stopping) this.log.warn({ err: error }, "fetching work failed; retrying");
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
+  private host(msg: JsMsg): void {
+    const taskId = msg.seq;
+    const parsed = SubmitVideoTask.safeParse(msg.json());
+    if (!parsed.success) {
+      this.log.error({ taskId, issues: parsed.error.issues }, "unreadable work item; dropping it");
+      msg.term("unreadable work item");
+      return;
+    }
+    const provider = this.providers.get(parsed.data.job.provider);
+    if (!provider) {
+      // Another runner may have this provider configured: hand the job back after a pause.
+      this.log.error({ taskId, provider: parsed.data.job.provider }, "no such provider in this runner");
+      msg.nak(5000);
+      return;
+    }
+    this.held.set(taskId, msg);
+    const actor = new TaskActor(taskId, parsed.data, {
+      nc: this.nats.nc,
+      log: this.log,
+      taskLog: this.taskLog,
+      provider,
+      maxTaskMs: this.config.limits.maxTaskMs,
+      stopping: () => this.stopping,
+    });
+    const work = actor
+      .run(msg.info.deliveryCount > 1)
+      .then((exit) => {
+        if (exit === "stopped") return; // stop() hands the job back
+        if (exit === "final") msg.ack();
+        else this.log.info({ taskId }, "left the task to its other runner");
+        this.held.delete(taskId);
+      })
+      .catch((error: unknown) => {
+        this.log.error({ err: error, taskId }, "task actor failed; retrying the task shortly");
+        if (this.stopping) return;
+        this.held.delete(taskId);
+        msg.nak(1000);
+      })
+      .finally(() => this.running.delete(work));
+    this.running.add(work);
+  }
+}

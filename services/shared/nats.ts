@@ -1,0 +1,32 @@
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { Kvm, type KV } from "@nats-io/kv";
+import { Objm, type ObjectStore } from "@nats-io/obj";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
+
+/** One connection and the JetStream handles every service shares. */
+export interface Nats {
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  apiKeys: KV;
+  taskViews: KV;
+  videos: ObjectStore;
+}
+
+/** Connects; with `layout`, first creates or updates every stream, bucket and consumer. */
+export async function connectNats(url: string, name: string, layout?: LayoutOptions): Promise<Nats> {
+  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1 });
+  const js = jetstream(nc);
+  const jsm = await jetstreamManager(nc);
+  if (layout) await ensureJetStreamLayout(nc, jsm, layout);
+  const kvm = new Kvm(js);
+  return {
+    nc,
+    js,
+    jsm,
+    apiKeys: await kvm.open(BUCKETS.apiKeys),
+    taskViews: await kvm.open(BUCKETS.taskViews),
+    videos: await new Objm(js).open(OBJECT_STORES.videos),
+  };
+}
