@@ -6,5 +6,5 @@ import { ProjectorService } from "./projectorService.ts";
 export async function startProjector(nats: Nats, log: Logger): Promise<{ stop(): Promise<void> }> {
   const projector = new ProjectorService(nats, log);
   await projector.start();
-  return projector;
+  return { stop: () => projector.stop() };
 }

@@ -1,0 +1,69 @@
+import { pino } from "pino";
+import type { ReelayConfig } from "../../contracts/config.ts";
+import { loadConfig } from "../../services/shared/config.ts";
+import { ApiKeyStore } from "../../services/shared/apiKeys.ts";
+import { connectNats, type Nats } from "../../services/shared/nats.ts";
+import { startEdge } from "../../services/edge/main.ts";
+import { startProjector } from "../../services/projector/main.ts";
+import { startRunner } from "../../services/runner/main.ts";
+import { startTestNats } from "./testNats.ts";
+
+export type ConfigTweak = (config: ReelayConfig) => void;
+
+/** The shipped config made quick for tests: short queue delay and polling, short runner lease. */
+export function testConfig(tweak?: ConfigTweak): ReelayConfig {
+  const config = loadConfig();
+  for (const provider of Object.values(config.providers)) {
+    provider.queueDelayMs = 100;
+    provider.pollIntervalMs = 50;
+  }
+  config.runner.leaseMs = 2000;
+  config.limits.submitWaitMs = 5000;
+  tweak?.(config);
+  return config;
+}
+
+export interface TestApp {
+  baseUrl: string;
+  natsUrl: string;
+  nats: Nats;
+  config: ReelayConfig;
+  /** A fresh API key for the account (created on the spot). */
+  keyFor(account: string): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export const silentLog = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" });
+
+/**
+ * The whole service in this process against its own nats-server, as `npm start` wires it.
+ * `services` picks which services run here (e.g. no runner, when a test runs runners as child processes).
+ */
+export async function startTestApp(options: { tweak?: ConfigTweak; services?: Array<"edge" | "runner" | "projector"> } = {}): Promise<TestApp> {
+  const services = options.services ?? ["edge", "runner", "projector"];
+  const server = await startTestNats();
+  const config = testConfig(options.tweak);
+  const nats = await connectNats(server.url, "reelay-test", { replicas: 1, runnerLeaseMs: config.runner.leaseMs });
+  const stops: Array<() => Promise<void>> = [];
+  if (services.includes("projector")) stops.push((await startProjector(nats, silentLog)).stop);
+  if (services.includes("runner")) stops.push((await startRunner(nats, config, silentLog)).stop);
+  let port = 0;
+  if (services.includes("edge")) {
+    const edge = await startEdge(nats, config, silentLog, { host: "127.0.0.1", port: 0, publicUrl: undefined });
+    port = edge.port;
+    stops.unshift(edge.stop);
+  }
+  const keys = new ApiKeyStore(nats.apiKeys);
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    natsUrl: server.url,
+    nats,
+    config,
+    keyFor: async (account) => (await keys.create(account)).key,
+    stop: async () => {
+      for (const stop of stops) await stop();
+      await nats.nc.drain();
+      await server.stop();
+    },
+  };
+}
