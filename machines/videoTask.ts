@@ -85,7 +85,7 @@ export type TaskObservation =
   | { kind: "upstreamAccepted"; providerTaskId: string }
   | { kind: "upstreamRejected"; reason: string }
   | { kind: "upstreamReported"; report: ProviderReport }
-  | { kind: "clock"; now: Date; maxTaskMinutes: number };
+  | { kind: "clock"; now: Date; maxTaskMs: number };
 
 export function decideTaskEvents(snapshot: VideoTaskSnapshot, observation: TaskObservation): NewTaskEvent[] {
   const state = taskState(snapshot);
@@ -102,11 +102,14 @@ export function decideTaskEvents(snapshot: VideoTaskSnapshot, observation: TaskO
     case "clock": {
       const deadline = snapshot.context.deadlineAt;
       if (deadline === undefined || observation.now.getTime() < Date.parse(deadline)) return [];
-      const reason = `timed out: not finished within ${observation.maxTaskMinutes} minutes`;
+      const reason = `timed out: not finished within ${describeDuration(observation.maxTaskMs)}`;
       return [{ type: "GenerationFailed", data: { reason, stage: "timeout" } }];
     }
   }
 }
+
+const describeDuration = (ms: number): string =>
+  ms % 60_000 === 0 ? `${ms / 60_000} minute${ms === 60_000 ? "" : "s"}` : `${ms / 1000} second${ms === 1000 ? "" : "s"}`;
 
 function decideFromReport(state: VideoTaskState, report: ProviderReport): NewTaskEvent[] {
   const started: NewTaskEvent[] = state === "pending" ? [{ type: "GenerationStarted", data: {} }] : [];

@@ -78,7 +78,7 @@ export class TaskActor {
             });
           if (report) await this.observe({ kind: "upstreamReported", report });
         }
-        await this.observe({ kind: "clock", now: new Date(), maxTaskMinutes: Math.round(this.deps.maxTaskMs / 60_000) });
+        await this.observe({ kind: "clock", now: new Date(), maxTaskMs: this.deps.maxTaskMs });
         if (!isFinal(this.actor.getSnapshot())) await sleep(provider.pollIntervalMs);
       }
       return "final";

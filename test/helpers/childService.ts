@@ -1,0 +1,50 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { ReelayConfig } from "../../contracts/config.ts";
+
+const CLI = new URL("../../scripts/reelay.mjs", import.meta.url).pathname;
+
+export function writeConfigFile(config: ReelayConfig): string {
+  const path = join(mkdtempSync(join(tmpdir(), "reelay-config-")), "reelay.config.json");
+  writeFileSync(path, JSON.stringify(config));
+  return path;
+}
+
+/** `reelay serve <services>` as a real child process (so a test can kill -9 it), resolved once ready. */
+export async function startChildService(
+  services: string[],
+  env: { NATS_URL: string; REELAY_CONFIG: string; PORT?: string },
+): Promise<ChildProcess> {
+  const child = spawn(process.execPath, [CLI, "serve", ...services], {
+    env: { ...process.env, ...env, LOG_LEVEL: "info" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`child did not start in 30 s:\n${output}`)), 30_000);
+    child.stdout?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes("reelay services ready") || output.includes("reelay is ready")) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`child exited with ${code}:\n${output}`));
+    });
+  });
+  child.removeAllListeners("exit");
+  return child;
+}
+
+export function killHard(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    child.once("exit", () => resolve());
+    child.kill("SIGKILL");
+  });
+}

@@ -1,0 +1,66 @@
+import type { ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TaskEvent } from "../contracts/videoTask.ts";
+import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
+import { TaskLog } from "../services/shared/taskLog.ts";
+import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+import { VideoClient } from "./helpers/videoClient.ts";
+
+/** Every task's history must be one clean lifecycle: no step recorded twice, versions without gaps. */
+function expectOneCleanLifecycle(events: TaskEvent[]): void {
+  expect(events.map((e) => e.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
+  expect(events.map((e) => e.meta.version)).toEqual([1, 2, 3, 4]);
+}
+
+describe("runners that die", () => {
+  let app: TestApp;
+  let client: VideoClient;
+  let configPath: string;
+  const children: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    // No runner in this process: the runners are child processes this test can kill.
+    app = await startTestApp({
+      services: ["edge", "projector"],
+      tweak: (config) => {
+        for (const provider of Object.values(config.providers)) provider.queueDelayMs = 800;
+        config.runner.leaseMs = 1500;
+      },
+    });
+    client = new VideoClient(app.baseUrl, await app.keyFor("recovery"));
+    configPath = writeConfigFile(app.config);
+  });
+  afterAll(async () => {
+    await Promise.all(children.map(killHard));
+    await app?.stop();
+  });
+
+  const runner = async () => {
+    const child = await startChildService(["runner"], { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath });
+    children.push(child);
+    return child;
+  };
+
+  it("loses no task and runs none twice when a runner is killed with SIGKILL mid-work", async () => {
+    const doomed = await runner();
+    await runner();
+    const ids: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const created = await client.create({ model: "VideoModel-2.0-mini", prompt: `task ${i}`, duration: 4 });
+      expect(created.status).toBe(200);
+      ids.push(created.body.data?.task_id as number);
+    }
+    // Tasks are queued (800 ms) or rendering now: kill one runner outright, then bring a new one.
+    await killHard(doomed);
+    await runner();
+
+    const finals = await Promise.all(ids.map((id) => client.waitForFinal(id, 90_000)));
+    for (const final of finals) expect(final.body).toMatchObject({ code: 200, msg: "success" });
+    // The killed runner really held work: some jobs were delivered more than once.
+    const work = await app.nats.jsm.consumers.info(STREAMS.work.name, CONSUMERS.runners);
+    expect(work.delivered.consumer_seq).toBeGreaterThan(ids.length);
+    const log = new TaskLog(app.nats.js, app.nats.jsm);
+    for (const id of ids) expectOneCleanLifecycle((await log.read(id)).events);
+  });
+});

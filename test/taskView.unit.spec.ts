@@ -1,0 +1,56 @@
+import { describe, expect, it } from "vitest";
+import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
+import { EventOutOfOrder, evolveTaskView } from "../services/projector/taskView.ts";
+
+const job = { model: "VideoModel-2.0", provider: "local", prompt: "p", durationSeconds: 5, ratio: "16:9" as const, width: 1280, height: 720, generateAudio: true, watermark: false, references: {} };
+const at = (n: number) => `2030-01-01T00:00:0${n}.000Z`;
+function events(...list: NewTaskEvent[]): TaskEvent[] {
+  return list.map((event, index) => ({ ...event, meta: { schema: 1, taskId: 3, version: index + 1, at: at(index) } }) as TaskEvent);
+}
+const lifecycle = events(
+  { type: "TaskSubmitted", data: { account: "acme", job, ignoredFields: [], deadlineAt: at(9) } },
+  { type: "UpstreamAccepted", data: { providerTaskId: "local-3-x" } },
+  { type: "GenerationStarted", data: {} },
+  {
+    type: "GenerationSucceeded",
+    data: { video: { object: "local-3-x.mp4", bytes: 5, contentType: "video/mp4" }, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 },
+  },
+);
+
+describe("task view projection", () => {
+  it("given a whole lifecycle, then the view is the success answer of the query endpoint", () => {
+    const view = lifecycle.reduce(evolveTaskView, null);
+    expect(view).toEqual({
+      taskId: 3,
+      account: "acme",
+      model: "VideoModel-2.0",
+      status: "success",
+      providerTaskId: "local-3-x",
+      video: { object: "local-3-x.mp4", bytes: 5, contentType: "video/mp4" },
+      durationSeconds: 5,
+      resolution: "1280*720",
+      totalTokens: 108_900,
+      createdAt: at(0),
+      updatedAt: at(3),
+      version: 4,
+    });
+  });
+
+  it("when an event is delivered twice, then the second delivery changes nothing", () => {
+    const once = lifecycle.slice(0, 3).reduce(evolveTaskView, null);
+    expect(evolveTaskView(once, lifecycle[1] as TaskEvent)).toBe(once);
+  });
+
+  it("when an event skips ahead, then it is refused for a later retry", () => {
+    const first = evolveTaskView(null, lifecycle[0] as TaskEvent);
+    expect(() => evolveTaskView(first, lifecycle[2] as TaskEvent)).toThrow(EventOutOfOrder);
+  });
+
+  it("when a task fails, then the view carries the reason", () => {
+    const failed = events(
+      { type: "TaskSubmitted", data: { account: "acme", job, ignoredFields: [], deadlineAt: at(9) } },
+      { type: "GenerationFailed", data: { reason: "timed out", stage: "timeout" } },
+    ).reduce(evolveTaskView, null);
+    expect(failed).toMatchObject({ status: "failed", failureReason: "timed out" });
+  });
+});
