@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ChatModels } from "./chat.ts";
 
 /** Ratios we accept (design.md) and their 720p frame sizes, `<width>*<height>` on the wire. */
 export const RATIO_FRAME_SIZES = {
@@ -48,6 +49,8 @@ export const ReelayConfig = z
   .strictObject({
     providers: z.record(z.string().min(1), ProviderSettings),
     videoModels: z.record(z.string().min(1), VideoModelConfig),
+    /** Chat model name → echo or an OpenAI-compatible upstream (contracts/chat.ts). Optional: older configs have none. */
+    chatModels: ChatModels.default({}),
     limits: z
       .strictObject({
         maxPromptChars: z.number().int().min(1).default(4000),
@@ -74,6 +77,12 @@ export const ReelayConfig = z
           path: ["videoModels", name, "provider"],
           message: `unknown provider "${model.provider}" (configured: ${Object.keys(config.providers).join(", ") || "none"})`,
         });
+      }
+    }
+    // GET /models lists both kinds in one namespace, so a name must mean one model.
+    for (const name of Object.keys(config.chatModels)) {
+      if (name in config.videoModels) {
+        ctx.addIssue({ code: "custom", path: ["chatModels", name], message: `"${name}" is already a video model name` });
       }
     }
   });

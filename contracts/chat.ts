@@ -1,0 +1,77 @@
+import { z } from "zod";
+
+/**
+ * Chat models are server-side config: a public model name maps to the built-in `echo` model or to an
+ * OpenAI-compatible upstream. Prices are per 1,000,000 tokens, in the same currency as video prices.
+ */
+const Price = z.number().min(0);
+/** Free text for operators reading the config (JSON has no comments); never sent to clients. */
+const Description = z.string().optional();
+
+const EchoChatModel = z.strictObject({
+  provider: z.literal("echo"),
+  description: Description,
+  /** Echo costs nothing by default; a price makes it useful for exercising billing end to end. */
+  inputPricePerMillionTokens: Price.default(0),
+  outputPricePerMillionTokens: Price.default(0),
+});
+
+const OpenAICompatibleChatModel = z.strictObject({
+  provider: z.literal("openai-compatible"),
+  description: Description,
+  /** Base URL as OpenAI clients take it, e.g. `https://api.openai.com/v1`; we append `/chat/completions`. */
+  baseUrl: z
+    .url({ protocol: /^https?$/ })
+    .transform((url) => url.replace(/\/+$/, "")),
+  /** Name of the environment variable holding the upstream key: keys never live in the config file. */
+  apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"),
+  /** The model name sent upstream in place of the public name. */
+  upstreamModel: z.string().min(1),
+  inputPricePerMillionTokens: Price,
+  outputPricePerMillionTokens: Price,
+  /**
+   * Longest wait for the upstream's response headers; also the longest silence between two stream reads,
+   * and the bound on reading a whole non-streaming body.
+   */
+  timeoutMs: z.number().int().min(100).max(3_600_000).default(120_000),
+});
+
+export const ChatModelConfig = z.discriminatedUnion("provider", [EchoChatModel, OpenAICompatibleChatModel]);
+export type ChatModelConfig = z.infer<typeof ChatModelConfig>;
+export type OpenAICompatibleChatModel = z.infer<typeof OpenAICompatibleChatModel>;
+
+export const ChatModels = z.record(z.string().min(1), ChatModelConfig);
+export type ChatModels = z.infer<typeof ChatModels>;
+
+/**
+ * The least we must know of a chat request to route and bill it. Everything else (tools, response_format,
+ * temperature, messages of every role…) is the upstream's business and is passed through untouched.
+ */
+export const ChatRequestEnvelope = z.looseObject({
+  model: z.string().min(1, "model must name a chat model"),
+  messages: z.array(z.unknown()).min(1, "messages must be a non-empty array"),
+  stream: z.boolean().nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+});
+export type ChatRequestEnvelope = z.infer<typeof ChatRequestEnvelope>;
+
+/** OpenAI's usage object; only the counts we bill are required. */
+export const ChatUsage = z.looseObject({
+  prompt_tokens: z.number().int().min(0),
+  completion_tokens: z.number().int().min(0),
+  total_tokens: z.number().int().min(0).optional(),
+});
+export type ChatUsage = z.infer<typeof ChatUsage>;
+
+/** The error body every OpenAI client library understands; `type` and `code` follow OpenAI's values. */
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+/** One entry of `GET /models` (OpenAI's list shape). */
+export interface ModelEntry {
+  id: string;
+  object: "model";
+  created: number;
+  owned_by: string;
+}
