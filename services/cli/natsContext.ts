@@ -3,6 +3,9 @@ import type { ReelayConfig } from "../../contracts/config.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
 import { connectNats, type Nats } from "../shared/nats.ts";
 
+/** NATS_URL when set and non-empty: an external server or cluster instead of the embedded one. */
+export const externalNatsUrl = (): string | undefined => process.env.NATS_URL || undefined;
+
 export const dataDir = (): string => resolve(process.env.REELAY_DATA_DIR ?? ".data");
 
 /**
@@ -15,8 +18,9 @@ export async function openNats(
   config: ReelayConfig,
   say: (line: string) => void,
 ): Promise<{ nats: Nats; url: string; close(): Promise<void> }> {
-  const embedded = process.env.NATS_URL ? undefined : await embeddedNats(dataDir(), say);
-  const url = process.env.NATS_URL ?? embedded?.url ?? "";
+  const external = externalNatsUrl();
+  const embedded = external ? undefined : await embeddedNats(dataDir(), say);
+  const url = external ?? embedded?.url ?? "";
   const layout = { replicas: Number(process.env.REELAY_REPLICAS ?? 1), runnerLeaseMs: config.runner.leaseMs };
   const nats = await connectNats(url, name, layout).catch(async (error: unknown) => {
     await embedded?.stop();

@@ -5,7 +5,7 @@ import type { Nats } from "../shared/nats.ts";
 import { startEdge } from "../edge/main.ts";
 import { startProjector } from "../projector/main.ts";
 import { startRunner } from "../runner/main.ts";
-import { openNats } from "./natsContext.ts";
+import { externalNatsUrl, openNats } from "./natsContext.ts";
 
 export const SERVICES = ["edge", "runner", "projector"] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -45,7 +45,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
     });
     // The edge stops first: no new work is accepted while the others wind down.
     stops.unshift(edge.stop);
-    if (process.env.NATS_URL === undefined) await bootstrapDemoKey(nats, edge.port);
+    if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);
     log.info({ url: `http://localhost:${edge.port}` }, "reelay is ready");
   } else {
     log.info({ services: selected }, "reelay services ready");
