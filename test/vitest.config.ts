@@ -10,5 +10,6 @@ export default defineConfig({
     // Two cores: files that start servers and render videos run two at a time.
     maxWorkers: 2,
     pool: "forks",
+    reporters: ["default", "./test/plainSummaryReporter.ts"],
   },
 });
