@@ -42,6 +42,10 @@ export const VideoJobSpec = z.object({
   height: z.number().int().positive(),
   generateAudio: z.boolean(),
   watermark: z.boolean(),
+  /** Yuan per 1,000,000 tokens when the task was created: the price it is settled at. */
+  pricePerMillionTokens: z.number().positive(),
+  /** design.md's estimate, reserved at create. */
+  estimatedTokens: z.number().int().nonnegative(),
   references: z.object({
     image_url: z.string().optional(),
     video_url: z.string().optional(),
@@ -50,9 +54,10 @@ export const VideoJobSpec = z.object({
 });
 export type VideoJobSpec = z.infer<typeof VideoJobSpec>;
 
-/** Command on the work queue; its stream sequence becomes the task id. */
+/** Command on the work queue: run this task (its cost is already reserved). */
 export const SubmitVideoTask = z.object({
   type: z.literal("SubmitVideoTask"),
+  taskId: z.number().int().positive(),
   account: z.string(),
   job: VideoJobSpec,
   /** Reference fields the model does not support: ignored (spec rule 6) and kept for audit. */
@@ -149,6 +154,9 @@ export const TaskView = z.object({
   durationSeconds: z.number().int().optional(),
   resolution: z.string().optional(),
   totalTokens: z.number().int().optional(),
+  /** Price at creation, so the success answer can state the cost with the ledger's arithmetic. */
+  pricePerMillionTokens: z.number().positive(),
+  costMicros: z.number().int().optional(),
   failureReason: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),

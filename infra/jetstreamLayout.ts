@@ -16,13 +16,24 @@ import type { NatsConnection } from "@nats-io/transport-node";
 export const STREAMS = {
   /** The task log: every transition of task N is an event on tasks.N. */
   tasks: { name: "TASKS", subjects: ["tasks.>"], retention: RetentionPolicy.Limits, allow_direct: true },
-  /** Submitted video jobs waiting for, or held by, a runner. A message's sequence is its task id. */
+  /** Submitted video jobs waiting for, or held by, a runner. */
   work: { name: "WORK", subjects: ["work.video"], retention: RetentionPolicy.Workqueue, allow_direct: false },
+  /** Every money movement of account A is an event on ledger.A. */
+  ledger: { name: "LEDGER", subjects: ["ledger.>"], retention: RetentionPolicy.Limits, allow_direct: true },
+  /**
+   * Task ids: the sequence of a publish here is the next id — unique and increasing across every edge,
+   * never reused. Only the last message is kept; the sequence goes on.
+   */
+  taskIds: { name: "TASK_IDS", subjects: ["task-ids"], retention: RetentionPolicy.Limits, allow_direct: false, max_msgs: 1 },
 } as const;
 
 export const BUCKETS = {
   apiKeys: "api_keys",
   taskViews: "task_views",
+  balances: "balances",
+  taskCharges: "task_charges",
+  /** Idempotency-Key of a create → the task it made, per account. */
+  idempotency: "idempotency",
 } as const;
 
 export const OBJECT_STORES = { videos: "videos" } as const;
@@ -30,6 +41,10 @@ export const OBJECT_STORES = { videos: "videos" } as const;
 export const CONSUMERS = {
   runners: "runners",
   taskViewProjector: "projector_task_views",
+  balancesProjector: "projector_balances",
+  taskChargesProjector: "projector_task_charges",
+  /** Turns finished tasks into settlements and releases. */
+  settlement: "settlement",
 } as const;
 
 export interface LayoutOptions {
@@ -50,6 +65,22 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
     num_replicas: replicas,
     allow_direct: def.allow_direct,
     duplicate_window: nanos(2 * 60_000),
+    ...("max_msgs" in def ? { max_msgs: def.max_msgs } : {}),
+  };
+}
+
+/** A durable that folds a whole stream in order, from the beginning, acknowledging each event. */
+function projectionConsumer(stream: string, durable: string): { stream: string; config: Partial<ConsumerConfig> } {
+  return {
+    stream,
+    config: {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: nanos(30_000),
+      max_ack_pending: 20_000,
+      max_deliver: -1,
+    },
   };
 }
 
@@ -66,17 +97,10 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
         max_deliver: -1,
       },
     },
-    {
-      stream: STREAMS.tasks.name,
-      config: {
-        durable_name: CONSUMERS.taskViewProjector,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        ack_wait: nanos(30_000),
-        max_ack_pending: 20_000,
-        max_deliver: -1,
-      },
-    },
+    projectionConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector),
+    projectionConsumer(STREAMS.tasks.name, CONSUMERS.settlement),
+    projectionConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector),
+    projectionConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector),
   ];
 }
 
@@ -96,8 +120,7 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
     }
   }
   const kvm = new Kvm(nc);
-  await kvm.create(BUCKETS.apiKeys, { history: 1, replicas: options.replicas });
-  await kvm.create(BUCKETS.taskViews, { history: 1, replicas: options.replicas });
+  for (const bucket of Object.values(BUCKETS)) await kvm.create(bucket, { history: 1, replicas: options.replicas });
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });
   for (const { stream, config } of consumerConfigs(options)) {
     try {

@@ -50,11 +50,11 @@ export async function startNatsServer(options: {
   while (port >= 65534) port = await freeLoopbackPort();
   const logFile = join(options.storeDir, "..", "nats-server.log");
   const out = openSync(logFile, "a");
-  const child = spawn(
-    bin,
-    ["-c", SINGLE_NODE_CONFIG, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(options.storeDir)],
-    { stdio: ["ignore", out, out] },
-  );
+  const args = ["-c", SINGLE_NODE_CONFIG, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(options.storeDir)];
+  // A small shell keeps the server tied to this process: it stops the server (cleanly, SIGTERM) when our
+  // end of its stdin closes — on stop(), and also when this process dies without cleaning up (kill -9).
+  const watchdog = 'server="$1"; shift; "$server" "$@" & pid=$!; read -r _; kill -TERM "$pid"; wait "$pid"';
+  const child = spawn("sh", ["-c", watchdog, "sh", bin, ...args], { stdio: ["pipe", out, out] });
   await waitUntilReady(child, port, logFile);
   const pid = child.pid ?? 0;
   return {
@@ -64,8 +64,7 @@ export async function startNatsServer(options: {
       new Promise<void>((done) => {
         if (child.exitCode !== null) return done();
         child.once("exit", () => done());
-        // SIGTERM makes nats-server flush and close the JetStream store cleanly.
-        child.kill("SIGTERM");
+        child.stdin?.end();
       }),
   };
 }

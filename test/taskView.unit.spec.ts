@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { sampleJob as job } from "./helpers/fixtures.ts";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
 import { EventOutOfOrder, evolveTaskView } from "../services/projector/taskView.ts";
 
-const job = { model: "VideoModel-2.0", provider: "local", prompt: "p", durationSeconds: 5, ratio: "16:9" as const, width: 1280, height: 720, generateAudio: true, watermark: false, references: {} };
 const at = (n: number) => `2030-01-01T00:00:0${n}.000Z`;
 function events(...list: NewTaskEvent[]): TaskEvent[] {
   return list.map((event, index) => ({ ...event, meta: { schema: 1, taskId: 3, version: index + 1, at: at(index) } }) as TaskEvent);
@@ -30,6 +30,8 @@ describe("task view projection", () => {
       durationSeconds: 5,
       resolution: "1280*720",
       totalTokens: 108_900,
+      pricePerMillionTokens: 46,
+      costMicros: 5_009_400,
       createdAt: at(0),
       updatedAt: at(3),
       version: 4,

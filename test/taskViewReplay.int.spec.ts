@@ -1,7 +1,6 @@
 import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TaskView } from "../contracts/videoTask.ts";
-import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { auditProjection } from "../services/projector/audit.ts";
 import { taskViewProjection } from "../services/projector/projectorService.ts";
 import { queryReply } from "../services/edge/video/taskReplies.ts";
@@ -27,7 +26,7 @@ describe("task views rebuilt from the log", () => {
     await expect.poll(async () => (await app.nats.taskViews.get(String(ids.at(-1))))?.json<TaskView>().status, { timeout: 5000 }).toBe("failed");
 
     const fresh = await new Kvm(app.nats.js).create(`task_views_rebuild_${Date.now()}`);
-    const audit = await auditProjection(app.nats, taskViewProjection, STREAMS.tasks.name, app.nats.taskViews, fresh);
+    const audit = await auditProjection(app.nats, taskViewProjection, app.nats.taskViews, fresh);
     expect(audit.differences).toEqual([]);
     expect(audit.documents).toBe(ids.length);
 
@@ -49,7 +48,7 @@ describe("task views rebuilt from the log", () => {
     for await (const key of await app.nats.taskViews.keys()) first ||= key;
     const entry = await app.nats.taskViews.get(String(first));
     await app.nats.taskViews.put(String(first), JSON.stringify({ ...entry?.json<TaskView>(), status: "running" }));
-    const audit = await auditProjection(app.nats, taskViewProjection, STREAMS.tasks.name, app.nats.taskViews);
+    const audit = await auditProjection(app.nats, taskViewProjection, app.nats.taskViews);
     expect(audit.differences.map((d) => d.key)).toEqual([first]);
   });
 });

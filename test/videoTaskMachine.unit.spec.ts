@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { sampleJob as job } from "./helpers/fixtures.ts";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
 import {
   applyTaskEvent,
@@ -9,18 +10,6 @@ import {
   type ProviderReport,
 } from "../machines/videoTask.ts";
 
-const job = {
-  model: "VideoModel-2.0",
-  provider: "local",
-  prompt: "p",
-  durationSeconds: 5,
-  ratio: "16:9" as const,
-  width: 1280,
-  height: 720,
-  generateAudio: true,
-  watermark: false,
-  references: {},
-};
 const deadlineAt = "2030-01-01T00:15:00.000Z";
 
 function history(...events: NewTaskEvent[]): TaskEvent[] {

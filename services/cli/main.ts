@@ -2,6 +2,8 @@ import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../shared/config.ts";
 import { ReelayError } from "../shared/errors.ts";
 import { MissingProgramError } from "../../infra/binaries.ts";
+import { accountsCommand } from "./accountsCommand.ts";
+import { auditCommand } from "./auditCommand.ts";
 import { keysCommand } from "./keysCommand.ts";
 import { openNats } from "./natsContext.ts";
 import { serve, SERVICES, type ServiceName } from "./serve.ts";
@@ -12,6 +14,13 @@ const USAGE = `reelay — video generation and chat gateway
   reelay keys create --account <name>        create an API key (printed alone on the last line)
   reelay keys list [--account <name>]        list key ids
   reelay keys revoke <key-id>                revoke a key
+  reelay accounts create <name>              open an account
+  reelay accounts credit <name> <yuan>       add prepaid balance (up to 6 decimal places)
+  reelay accounts show <name>                balance, reserved, available, last 10 entries
+  reelay accounts list                       every account's balance
+  reelay audit replay                        rebuild every read model from the streams and compare
+  reelay audit task <id>                     a task's event timeline with its ledger effects
+  reelay audit account <name> [--json]       an account's ledger with the running balance
 
 Environment: PORT, HOST, REELAY_DATA_DIR, NATS_URL, REELAY_CONFIG, REELAY_PUBLIC_URL (see README).`;
 
@@ -21,7 +30,7 @@ async function main(argv: string[]): Promise<void> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { account: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { account: { type: "string" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   });
   const [command, ...rest] = positionals;
   if (values.help || command === undefined) {
@@ -36,10 +45,14 @@ async function main(argv: string[]): Promise<void> {
       await serve(config, rest.length === 0 ? SERVICES : rest.filter(isService));
       return;
     }
-    case "keys": {
+    case "keys":
+    case "accounts":
+    case "audit": {
       const { nats, close } = await openNats("reelay-cli", config, (line) => process.stderr.write(`${line}\n`));
       try {
-        await keysCommand(nats, rest, (name) => (name === "account" ? values.account : undefined));
+        if (command === "keys") await keysCommand(nats, rest, (name) => (name === "account" ? values.account : undefined));
+        if (command === "accounts") await accountsCommand(nats, rest);
+        if (command === "audit") process.exitCode = await auditCommand(nats, rest, values.json ?? false);
       } finally {
         await close();
       }

@@ -1,4 +1,7 @@
 import type { ReelayConfig } from "../../contracts/config.ts";
+import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
+import { AccountLedger } from "../billing/accountLedger.ts";
+import { formatYuan } from "../billing/pricing.ts";
 import { ApiKeyStore } from "../shared/apiKeys.ts";
 import { createLogger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -10,14 +13,20 @@ import { externalNatsUrl, openNats } from "./natsContext.ts";
 export const SERVICES = ["edge", "runner", "projector"] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
-/** First start on an empty store: an account `demo` with a ready key, so the README's curl works at once. */
+/** Prepaid balance of the `demo` account made on first start: enough for a handful of 5 s videos. */
+const DEMO_CREDIT_MICROS = 50 * MICROS_PER_YUAN;
+
+/** First start on an empty store: an account `demo` with balance and a ready key, so the README's curl works at once. */
 async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
   for await (const _ of await nats.apiKeys.keys()) return;
   const { key } = await new ApiKeyStore(nats.apiKeys).create("demo");
+  const ledger = new AccountLedger(nats.js, nats.jsm, nats.balances);
+  await ledger.execute("demo", { type: "open" });
+  await ledger.execute("demo", { type: "credit", amountMicros: DEMO_CREDIT_MICROS, creditId: "demo-first-start", note: "first start" });
   process.stdout.write(
     [
       "",
-      "First start: created account 'demo' with this API key (shown once; stored only as a hash):",
+      `First start: created account 'demo' with ${formatYuan(DEMO_CREDIT_MICROS)} yuan and this API key (shown once; stored only as a hash):`,
       `  ${key}`,
       "Try it:",
       `  curl -s http://localhost:${port}/api/compat/videosGenerations -H "Authorization: Bearer ${key}" \\`,

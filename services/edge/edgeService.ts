@@ -2,10 +2,14 @@ import type { ReelayConfig } from "../../contracts/config.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
+import { AccountLedger } from "../billing/accountLedger.ts";
 import { ApiKeyDirectory } from "./auth.ts";
+import { registerChatRoutes } from "./chat/chatRoutes.ts";
+import { noopUsageMeter, type ChatUsageMeter } from "./chat/usageMeter.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
 import { assertNativeUws, uWS, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
 import { registerVideoRoutes } from "./video/videoRoutes.ts";
+import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
 import { TaskSubmitter } from "./video/taskSubmitter.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
 import { VideoFiles } from "./video/videoFiles.ts";
@@ -14,6 +18,8 @@ export interface EdgeOptions {
   host: string;
   port: number;
   publicUrl: string | undefined;
+  /** Chat billing; charges nothing until the ledger is plugged in. */
+  chatUsageMeter?: ChatUsageMeter;
 }
 
 /** The HTTP edge: authenticates, validates and answers; all state lives in NATS. */
@@ -22,11 +28,13 @@ export class EdgeService {
   private readonly keys: ApiKeyDirectory;
   private readonly views: TaskViewReader;
   private readonly submitter: TaskSubmitter;
+  private readonly ledger: AccountLedger;
 
   constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
     this.keys = new ApiKeyDirectory(nats.apiKeys, log);
     this.views = new TaskViewReader(nats.taskViews, new TaskLog(nats.js, nats.jsm), log);
     this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
+    this.ledger = new AccountLedger(nats.js, nats.jsm, nats.balances);
   }
 
   /** Starts listening; resolves to the bound port (useful with port 0). */
@@ -58,9 +66,21 @@ export class EdgeService {
     registerVideoRoutes(app, {
       config: this.config,
       keys: this.keys,
-      submitter: this.submitter,
+      create: {
+        js: this.nats.js,
+        ledger: this.ledger,
+        idempotency: new IdempotencyKeys(this.nats.idempotency),
+        submitter: this.submitter,
+        views: this.views,
+      },
       views: this.views,
       publicUrl: this.options.publicUrl,
+      log: this.log,
+    });
+    registerChatRoutes(app, {
+      config: this.config,
+      keys: this.keys,
+      meter: this.options.chatUsageMeter ?? noopUsageMeter,
       log: this.log,
     });
     new VideoFiles(this.nats.videos).register(app, this.log);

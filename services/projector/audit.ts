@@ -34,12 +34,11 @@ async function liveDocuments(bucket: KV): Promise<Map<string, unknown>> {
 export async function auditProjection<Event, Doc>(
   nats: Nats,
   projection: Projection<Event, Doc>,
-  stream: string,
   live: KV,
   into?: KV,
 ): Promise<ProjectionAudit> {
   const started = performance.now();
-  const { docs, events } = await replayProjection(nats.js, nats.jsm, projection, stream);
+  const { docs, events } = await replayProjection(nats.js, nats.jsm, projection);
   const seconds = (performance.now() - started) / 1000;
   if (into) await Promise.all([...docs].map(([key, doc]) => into.put(key, JSON.stringify(doc))));
   const current = await liveDocuments(live);

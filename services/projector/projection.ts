@@ -6,9 +6,13 @@ import type { Logger } from "../shared/log.ts";
 /** A read model: which events it folds, into which document key, and how. */
 export interface Projection<Event, Doc> {
   name: string;
+  /** The stream it folds. */
+  stream: string;
   decode: (raw: unknown) => Event;
-  keyOf: (event: Event) => string;
-  evolve: (doc: Doc | null, event: Event) => Doc | null;
+  /** The document an event changes; undefined for events this read model ignores. */
+  keyOf: (event: Event) => string | undefined;
+  /** `sequence` is the event's stream sequence, for documents that record how far they are. */
+  evolve: (doc: Doc | null, event: Event, sequence: number) => Doc | null;
   docSchema: z.ZodType<Doc>;
 }
 
@@ -70,6 +74,10 @@ export class ProjectionRunner<Event, Doc> {
       return;
     }
     const key = this.projection.keyOf(event);
+    if (key === undefined) {
+      msg.ack();
+      return;
+    }
     const previous = this.chains.get(key) ?? Promise.resolve();
     const next = previous.then(() => this.apply(key, event, msg));
     this.chains.set(key, next);
@@ -81,7 +89,7 @@ export class ProjectionRunner<Event, Doc> {
   private async apply(key: string, event: Event, msg: JsMsg): Promise<void> {
     try {
       const current = this.cache.get(key) ?? (await this.load(key));
-      const doc = this.projection.evolve(current.doc, event);
+      const doc = this.projection.evolve(current.doc, event, msg.seq);
       if (doc !== current.doc && doc !== null) {
         const value = JSON.stringify(doc);
         const revision =

@@ -1,5 +1,8 @@
+import type { Consumer } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
 import { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { ProjectionRunner, type Projection } from "./projection.ts";
@@ -7,26 +10,40 @@ import { evolveTaskView, taskViewKey } from "./taskView.ts";
 
 export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   name: "task views",
+  stream: STREAMS.tasks.name,
   decode: (raw) => TaskEvent.parse(raw),
   keyOf: (event) => taskViewKey(event.meta.taskId),
   evolve: evolveTaskView,
   docSchema: TaskView,
 };
 
-/** Keeps the read models up to date from the event streams. */
+interface Stoppable {
+  stop(): Promise<void>;
+}
+
+/** Keeps every read model up to date from the event streams, each through its own durable consumer. */
 export class ProjectorService {
-  private runners: Array<ProjectionRunner<TaskEvent, TaskView>> = [];
+  private runners: Stoppable[] = [];
 
   constructor(private readonly nats: Nats, private readonly log: Logger) {}
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.taskViewProjector);
-    const runner = new ProjectionRunner(taskViewProjection, consumer, this.nats.taskViews, this.log);
-    runner.start();
-    this.runners = [runner];
+    const { nats } = this;
+    this.runners = [
+      await this.run(taskViewProjection, CONSUMERS.taskViewProjector, nats.taskViews),
+      await this.run(balancesProjection, CONSUMERS.balancesProjector, nats.balances),
+      await this.run(taskChargesProjection, CONSUMERS.taskChargesProjector, nats.taskCharges),
+    ];
   }
 
   async stop(): Promise<void> {
     await Promise.all(this.runners.map((runner) => runner.stop()));
+  }
+
+  private async run<Event, Doc>(projection: Projection<Event, Doc>, durable: string, bucket: KV): Promise<Stoppable> {
+    const consumer: Consumer = await this.nats.js.consumers.get(projection.stream, durable);
+    const runner = new ProjectionRunner(projection, consumer, bucket, this.log.child({ projection: projection.name }));
+    runner.start();
+    return runner;
   }
 }

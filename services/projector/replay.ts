@@ -1,5 +1,4 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
-import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Projection } from "./projection.ts";
 
 /**
@@ -10,20 +9,21 @@ export async function replayProjection<Event, Doc>(
   js: JetStreamClient,
   jsm: JetStreamManager,
   projection: Projection<Event, Doc>,
-  stream: string = STREAMS.tasks.name,
 ): Promise<{ docs: Map<string, Doc>; events: number }> {
   const docs = new Map<string, Doc>();
-  const { state } = await jsm.streams.info(stream);
+  const { state } = await jsm.streams.info(projection.stream);
   if (state.messages === 0) return { docs, events: 0 };
-  const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.All });
+  const consumer = await js.consumers.get(projection.stream, { deliver_policy: DeliverPolicy.All });
   let events = 0;
   for await (const msg of await consumer.consume({ max_messages: 2048 })) {
+    events += 1;
     const event = projection.decode(msg.json());
     const key = projection.keyOf(event);
-    const doc = projection.evolve(docs.get(key) ?? null, event);
-    if (doc === null) docs.delete(key);
-    else docs.set(key, doc);
-    events += 1;
+    if (key !== undefined) {
+      const doc = projection.evolve(docs.get(key) ?? null, event, msg.seq);
+      if (doc === null) docs.delete(key);
+      else docs.set(key, doc);
+    }
     if (msg.seq >= state.last_seq) break;
   }
   await consumer.delete().catch(() => undefined);

@@ -1,4 +1,5 @@
 import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { costMicros } from "../billing/pricing.ts";
 
 /** An event arrived before the one it follows (several projector instances, or a redelivery): retry later. */
 export class EventOutOfOrder extends Error {}
@@ -19,6 +20,7 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
       taskId: event.meta.taskId,
       account: event.data.account,
       model: event.data.job.model,
+      pricePerMillionTokens: event.data.job.pricePerMillionTokens,
       status: "pending",
       createdAt: event.meta.at,
       ...stamp,
@@ -39,6 +41,7 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
         durationSeconds: event.data.durationSeconds,
         resolution: event.data.resolution,
         totalTokens: event.data.totalTokens,
+        costMicros: costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: view.pricePerMillionTokens }]),
       };
     case "GenerationFailed":
       return { ...view, ...stamp, status: "failed", failureReason: event.data.reason };

@@ -68,13 +68,13 @@ export class RunnerService {
   }
 
   private host(msg: JsMsg): void {
-    const taskId = msg.seq;
     const parsed = SubmitVideoTask.safeParse(msg.json());
     if (!parsed.success) {
-      this.log.error({ taskId, issues: parsed.error.issues }, "unreadable work item; dropping it");
+      this.log.error({ seq: msg.seq, issues: parsed.error.issues }, "unreadable work item; dropping it");
       msg.term("unreadable work item");
       return;
     }
+    const { taskId } = parsed.data;
     const provider = this.providers.get(parsed.data.job.provider);
     if (!provider) {
       // Another runner may have this provider configured: hand the job back after a pause.

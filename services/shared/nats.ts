@@ -11,6 +11,9 @@ export interface Nats {
   jsm: JetStreamManager;
   apiKeys: KV;
   taskViews: KV;
+  balances: KV;
+  taskCharges: KV;
+  idempotency: KV;
   videos: ObjectStore;
 }
 
@@ -27,6 +30,9 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     jsm,
     apiKeys: await kvm.open(BUCKETS.apiKeys),
     taskViews: await kvm.open(BUCKETS.taskViews),
+    balances: await kvm.open(BUCKETS.balances),
+    taskCharges: await kvm.open(BUCKETS.taskCharges),
+    idempotency: await kvm.open(BUCKETS.idempotency),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
   };
 }

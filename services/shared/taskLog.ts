@@ -1,9 +1,7 @@
-import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { TaskEvent, taskSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { ConcurrencyError } from "./errors.ts";
-
-const WRONG_LAST_SEQUENCE = 10071;
+import { SubjectLog } from "./subjectLog.ts";
 
 export interface TaskHistory {
   events: TaskEvent[];
@@ -13,46 +11,21 @@ export interface TaskHistory {
 
 /** Reads and appends one task's events on `tasks.<id>` in stream TASKS. */
 export class TaskLog {
-  constructor(private readonly js: JetStreamClient, private readonly jsm: JetStreamManager) {}
+  private readonly log: SubjectLog<TaskEvent>;
 
-  async read(taskId: number): Promise<TaskHistory> {
-    const subject = taskSubject(taskId);
-    const last = await this.jsm.direct.getMessage(STREAMS.tasks.name, { last_by_subj: subject });
-    if (!last) return { events: [], lastSequence: 0 };
-    const consumer = await this.js.consumers.get(STREAMS.tasks.name, { filter_subjects: subject });
-    const events: TaskEvent[] = [];
-    try {
-      for await (const msg of await consumer.consume({ max_messages: 256 })) {
-        events.push(TaskEvent.parse(msg.json()));
-        if (msg.seq >= last.seq) break;
-      }
-    } finally {
-      await consumer.delete().catch(() => undefined);
-    }
-    return { events, lastSequence: last.seq };
+  constructor(js: JetStreamClient, jsm: JetStreamManager) {
+    this.log = new SubjectLog(js, jsm, STREAMS.tasks.name, (raw) => TaskEvent.parse(raw));
   }
 
-  /**
-   * Appends with optimistic concurrency: the write succeeds only if the task's last event is still
-   * `expectedLastSequence`. Two runners that both think they own a task cannot both write.
-   * The msgID makes a retried publish (lost ack) land once. The server checks msgID before the
-   * fence, so a duplicate may be another writer's event of the same version: callers must re-read.
-   */
+  async read(taskId: number): Promise<TaskHistory> {
+    const { events, lastSequence } = await this.log.read(taskSubject(taskId));
+    return { events: events.map(({ event }) => event), lastSequence };
+  }
+
+  /** Appends `event` as version `version` of the task, fenced on `expectedLastSequence` (see SubjectLog.append). */
   async append(taskId: number, event: NewTaskEvent, version: number, expectedLastSequence: number): Promise<{ event: TaskEvent; sequence: number }> {
     const full = TaskEvent.parse({ ...event, meta: { schema: 1, taskId, version, at: new Date().toISOString() } });
-    try {
-      const ack = await this.js.publish(taskSubject(taskId), JSON.stringify(full), {
-        msgID: `task-${taskId}-v${version}`,
-        expect: { lastSubjectSequence: expectedLastSequence },
-      });
-      if (ack.duplicate) throw new ConcurrencyError(`task ${taskId} already has an event version ${version}`);
-      return { event: full, sequence: ack.seq };
-    } catch (error) {
-      if (error instanceof ConcurrencyError) throw error;
-      if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
-        throw new ConcurrencyError(`task ${taskId} changed under us (expected last sequence ${expectedLastSequence})`);
-      }
-      throw error;
-    }
+    const sequence = await this.log.append(taskSubject(taskId), full, `task-${taskId}-v${version}`, expectedLastSequence);
+    return { event: full, sequence };
   }
 }

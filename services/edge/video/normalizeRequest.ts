@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import { RATIO_FRAME_SIZES, type ReelayConfig } from "../../../contracts/config.ts";
-import { CreateVideoRequest, REFERENCE_FIELDS, type VideoJobSpec } from "../../../contracts/videoTask.ts";
+import { CreateVideoRequest, estimateVideoTokens, REFERENCE_FIELDS, type VideoJobSpec } from "../../../contracts/videoTask.ts";
 import { ForbiddenError, ValidationError } from "../../shared/errors.ts";
 
 export interface NormalizedVideoRequest {
@@ -17,6 +17,9 @@ function describeIssue(issue: z.core.$ZodIssue): string {
   return issue.message;
 }
 
+/** Characters as a customer counts them: an emoji or a rare CJK ideograph is one, not two UTF-16 units. */
+const countCodePoints = (text: string): number => text.length - (text.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g)?.length ?? 0);
+
 /** Applies the spec, design.md and the model config to a create body. Pure: throws typed errors naming the field. */
 export function normalizeVideoRequest(body: unknown, config: ReelayConfig): NormalizedVideoRequest {
   const parsed = CreateVideoRequest.safeParse(body);
@@ -26,8 +29,9 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig): Norm
   const model = Object.hasOwn(config.videoModels, request.model) ? config.videoModels[request.model] : undefined;
   if (!model || !model.enabled) throw new ForbiddenError(`model not supported: ${request.model}`);
 
-  if (request.prompt.length > config.limits.maxPromptChars) {
-    throw new ValidationError(`prompt is ${request.prompt.length} characters; the limit is ${config.limits.maxPromptChars}`);
+  const promptChars = countCodePoints(request.prompt);
+  if (promptChars > config.limits.maxPromptChars) {
+    throw new ValidationError(`prompt is ${promptChars} characters; the limit is ${config.limits.maxPromptChars}`);
   }
   const durationSeconds = request.duration ?? model.defaultDurationSeconds;
   if (durationSeconds < model.minDurationSeconds || durationSeconds > model.maxDurationSeconds) {
@@ -57,6 +61,8 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig): Norm
       height,
       generateAudio: request.generate_audio,
       watermark: request.watermark,
+      pricePerMillionTokens: model.pricePerMillionTokens,
+      estimatedTokens: estimateVideoTokens(width, height, durationSeconds),
       references,
     },
     ignoredFields,

@@ -1,6 +1,8 @@
+import { MICROS_PER_YUAN } from "../../../contracts/ledger.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
 import { GenerationFailedError } from "../../shared/errors.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
+import type { CreatedTask } from "./createVideoTask.ts";
 
 /** The spec's query answer for a task view; a failed task is an error (code 500, reason, no data). */
 export function queryReply(view: TaskView, videoBaseUrl: string): HttpReply {
@@ -24,6 +26,7 @@ export function queryReply(view: TaskView, videoBaseUrl: string): HttpReply {
           duration: view.durationSeconds,
           resolution: view.resolution,
           total_tokens: view.totalTokens,
+          cost: view.costMicros === undefined ? undefined : view.costMicros / MICROS_PER_YUAN,
         },
       });
     case "failed":
@@ -31,10 +34,10 @@ export function queryReply(view: TaskView, videoBaseUrl: string): HttpReply {
   }
 }
 
-export function createReply(taskId: number, providerTaskId: string | undefined): HttpReply {
+export function createReply(task: CreatedTask): HttpReply {
   return jsonReply(200, {
     code: 200,
     msg: "success",
-    data: { task_id: taskId, ...(providerTaskId ? { provider_task_id: providerTaskId } : {}), status: "pending" },
+    data: { task_id: task.taskId, ...(task.providerTaskId ? { provider_task_id: task.providerTaskId } : {}), status: task.status },
   });
 }

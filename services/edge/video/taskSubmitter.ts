@@ -14,9 +14,9 @@ export interface SubmittedTask {
 }
 
 /**
- * Puts a job on the WORK queue (its stream sequence is the task id: unique and increasing across every
- * edge) and waits for the runner that takes it to say whether the upstream accepted it, because the
- * create response carries the upstream's task id and the spec answers an upstream refusal with 400.
+ * Puts a job on the WORK queue and waits for the runner that takes it to say whether the upstream
+ * accepted it, because the create response carries the upstream's task id and the spec answers an
+ * upstream refusal with 400.
  */
 export class TaskSubmitter {
   private readonly inbox = `_reelay.edge.${randomBytes(8).toString("hex")}`;
@@ -46,7 +46,7 @@ export class TaskSubmitter {
     this.subscription?.unsubscribe();
   }
 
-  async submit(account: string, request: NormalizedVideoRequest): Promise<SubmittedTask> {
+  async submit(account: string, taskId: number, request: NormalizedVideoRequest): Promise<SubmittedTask> {
     const ticket = String(++this.ticket);
     let timer: NodeJS.Timeout | undefined;
     const outcome = new Promise<SubmissionOutcome | undefined>((resolve) => {
@@ -56,17 +56,19 @@ export class TaskSubmitter {
     try {
       const command: SubmitVideoTask = {
         type: "SubmitVideoTask",
+        taskId,
         account,
         job: request.job,
         ignoredFields: request.ignoredFields,
         receivedAt: new Date().toISOString(),
         notify: `${this.inbox}.${ticket}`,
       };
-      const ack = await this.js.publish(STREAMS.work.subjects[0], JSON.stringify(command));
+      // The msgID makes a publish retried after a lost ack queue the job once.
+      await this.js.publish(STREAMS.work.subjects[0], JSON.stringify(command), { msgID: `task-${taskId}` });
       const result = await outcome;
-      if (!result) return { taskId: ack.seq };
+      if (!result) return { taskId };
       if (result.outcome === "rejected") throw new UpstreamRejectedError(`upstream generator refused the task: ${result.reason}`);
-      return { taskId: ack.seq, providerTaskId: result.providerTaskId };
+      return { taskId, providerTaskId: result.providerTaskId };
     } finally {
       clearTimeout(timer);
       this.waiting.delete(ticket);

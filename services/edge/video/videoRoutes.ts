@@ -11,13 +11,14 @@ import type { ApiKeyRecord } from "../../../contracts/apiKey.ts";
 import type { HttpReply } from "../http/reply.ts";
 import { normalizeVideoRequest } from "./normalizeRequest.ts";
 import { createReply, queryReply } from "./taskReplies.ts";
-import type { TaskSubmitter } from "./taskSubmitter.ts";
+import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
+import { IdempotencyKeys } from "./idempotencyKeys.ts";
 import type { TaskViewReader } from "./taskViewReader.ts";
 
 export interface VideoRouteDeps {
   config: ReelayConfig;
   keys: ApiKeyDirectory;
-  submitter: TaskSubmitter;
+  create: CreateDeps;
   views: TaskViewReader;
   /** REELAY_PUBLIC_URL; otherwise video addresses are built from the request's Host header. */
   publicUrl: string | undefined;
@@ -43,8 +44,14 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
       (request, body) =>
         withAccount(deps.keys, request, async (key) => {
           const normalized = normalizeVideoRequest(parseJsonBody(body ?? Buffer.alloc(0)), deps.config);
-          const task = await deps.submitter.submit(key.account, normalized);
-          return createReply(task.taskId, task.providerTaskId);
+          const idempotencyKey = request.header("idempotency-key") || undefined;
+          const task = await createVideoTask(
+            deps.create,
+            key.account,
+            normalized,
+            idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey),
+          );
+          return createReply(task);
         }),
       { maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
     ),

@@ -1,0 +1,85 @@
+import { z } from "zod";
+import { AccountName } from "./apiKey.ts";
+
+/**
+ * Money is integer micro-yuan (1 yuan = 1,000,000 µ¥): decimal yuan with up to 6 places is exact,
+ * and sums never pick up floating-point error.
+ */
+export const Micros = z.number().int().safe();
+export const MICROS_PER_YUAN = 1_000_000;
+
+const LedgerMeta = z.object({
+  schema: z.literal(1),
+  account: AccountName,
+  /** Position in the account's history, starting at 1. */
+  version: z.number().int().positive(),
+  at: z.string(),
+  /** What caused this movement (`task-42`, `credit-…`, `chat-…`); also the publish msgID, so a retry lands once. */
+  cause: z.string(),
+});
+export type LedgerMeta = z.infer<typeof LedgerMeta>;
+
+const event = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
+  z.object({ type: z.literal(type), data: z.object(data), meta: LedgerMeta });
+
+export const AccountOpened = event("AccountOpened", {});
+export const AccountCredited = event("AccountCredited", { amountMicros: Micros.positive(), note: z.string().optional() });
+export const CostReserved = event("CostReserved", { taskId: z.number().int().positive(), amountMicros: Micros.nonnegative() });
+export const ReservationSettled = event("ReservationSettled", {
+  taskId: z.number().int().positive(),
+  reservedMicros: Micros.nonnegative(),
+  costMicros: Micros.nonnegative(),
+  totalTokens: z.number().int().nonnegative(),
+  model: z.string(),
+});
+export const ReservationReleased = event("ReservationReleased", {
+  taskId: z.number().int().positive(),
+  reservedMicros: Micros.nonnegative(),
+  reason: z.string(),
+});
+export const ChatUsageCharged = event("ChatUsageCharged", {
+  requestId: z.string(),
+  model: z.string(),
+  promptTokens: z.number().int().nonnegative(),
+  completionTokens: z.number().int().nonnegative(),
+  costMicros: Micros.nonnegative(),
+});
+
+export const LedgerEvent = z.discriminatedUnion("type", [
+  AccountOpened,
+  AccountCredited,
+  CostReserved,
+  ReservationSettled,
+  ReservationReleased,
+  ChatUsageCharged,
+]);
+export type LedgerEvent = z.infer<typeof LedgerEvent>;
+export type NewLedgerEvent = { [E in LedgerEvent as E["type"]]: Omit<E, "meta"> }[LedgerEvent["type"]];
+
+/** Read model per account (bucket `balances`). */
+export const AccountBalance = z.object({
+  account: AccountName,
+  balanceMicros: Micros,
+  reservedMicros: Micros,
+  /** Open reservations by task id: what settle or release will free. */
+  reservations: z.record(z.string(), Micros),
+  openedAt: z.string(),
+  updatedAt: z.string(),
+  version: z.number().int(),
+});
+export type AccountBalance = z.infer<typeof AccountBalance>;
+
+/** Read model per task (bucket `task_charges`): what the task reserved and what it finally cost. */
+export const TaskCharge = z.object({
+  taskId: z.number().int(),
+  account: AccountName,
+  state: z.enum(["reserved", "settled", "released"]),
+  reservedMicros: Micros,
+  costMicros: Micros.optional(),
+  totalTokens: z.number().int().optional(),
+  /** meta.version of the account event last applied: replays and redeliveries are no-ops. */
+  accountVersion: z.number().int(),
+});
+export type TaskCharge = z.infer<typeof TaskCharge>;
+
+export const ledgerSubject = (account: string): string => `ledger.${account}`;

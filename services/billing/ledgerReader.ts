@@ -1,0 +1,41 @@
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { LedgerEvent, ledgerSubject } from "../../contracts/ledger.ts";
+import { STREAMS } from "../../infra/jetstreamLayout.ts";
+import { SubjectLog } from "../shared/subjectLog.ts";
+import { applyLedgerEvent, emptyAccount, type AccountState } from "./account.ts";
+
+export interface LedgerEntry {
+  event: LedgerEvent;
+  sequence: number;
+  /** The account right after this entry: a running balance. */
+  after: AccountState;
+}
+
+/** An account's whole history with the running balance after each entry (for operators, not the hot path). */
+export async function readAccountHistory(js: JetStreamClient, jsm: JetStreamManager, account: string): Promise<LedgerEntry[]> {
+  const log = new SubjectLog(js, jsm, STREAMS.ledger.name, (raw) => LedgerEvent.parse(raw));
+  const { events } = await log.read(ledgerSubject(account));
+  let state = emptyAccount(account);
+  return events.map(({ event, sequence }) => {
+    state = applyLedgerEvent(state, event);
+    return { event, sequence, after: state };
+  });
+}
+
+/** One line of what an entry did to the money, e.g. "reserved 5.009400 for task 12". */
+export function describeLedgerEvent(event: LedgerEvent, yuan: (micros: number) => string): string {
+  switch (event.type) {
+    case "AccountOpened":
+      return "account opened";
+    case "AccountCredited":
+      return `credited ${yuan(event.data.amountMicros)}${event.data.note ? ` (${event.data.note})` : ""}`;
+    case "CostReserved":
+      return `reserved ${yuan(event.data.amountMicros)} for task ${event.data.taskId}`;
+    case "ReservationSettled":
+      return `charged ${yuan(event.data.costMicros)} for task ${event.data.taskId} (${event.data.totalTokens} tokens of ${event.data.model}; reservation ${yuan(event.data.reservedMicros)} freed)`;
+    case "ReservationReleased":
+      return `released ${yuan(event.data.reservedMicros)} of task ${event.data.taskId}: ${event.data.reason}`;
+    case "ChatUsageCharged":
+      return `charged ${yuan(event.data.costMicros)} for chat ${event.data.requestId} (${event.data.promptTokens}+${event.data.completionTokens} tokens of ${event.data.model})`;
+  }
+}

@@ -1,0 +1,55 @@
+import { LedgerEvent, TaskCharge } from "../../contracts/ledger.ts";
+import { STREAMS } from "../../infra/jetstreamLayout.ts";
+import type { Projection } from "../projector/projection.ts";
+import { EventOutOfOrder } from "../projector/taskView.ts";
+import { applyLedgerEvent, emptyAccount } from "./account.ts";
+import { BalanceSnapshot } from "./accountLedger.ts";
+import type { z } from "zod";
+
+type BalanceDoc = z.infer<typeof BalanceSnapshot>;
+
+/** Per-account balance, reservations and the stream sequence it reflects (bucket `balances`). */
+export const balancesProjection: Projection<LedgerEvent, BalanceDoc> = {
+  name: "balances",
+  stream: STREAMS.ledger.name,
+  decode: (raw) => LedgerEvent.parse(raw),
+  keyOf: (event) => event.meta.account,
+  evolve: (doc, event, sequence) => {
+    const applied = doc?.version ?? 0;
+    if (event.meta.version <= applied) return doc;
+    if (event.meta.version !== applied + 1) {
+      throw new EventOutOfOrder(`account ${event.meta.account}: got version ${event.meta.version} after ${applied}`);
+    }
+    const { exists: _derived, ...balance } = applyLedgerEvent(doc ? { ...doc, exists: true } : emptyAccount(event.meta.account), event);
+    return { ...balance, sequence };
+  },
+  docSchema: BalanceSnapshot,
+};
+
+/** Per-task charge index (bucket `task_charges`): reserved, then settled with its cost, or released. */
+export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
+  name: "task charges",
+  stream: STREAMS.ledger.name,
+  decode: (raw) => LedgerEvent.parse(raw),
+  keyOf: (event) =>
+    event.type === "CostReserved" || event.type === "ReservationSettled" || event.type === "ReservationReleased"
+      ? String(event.data.taskId)
+      : undefined,
+  evolve: (doc, event) => {
+    if (doc && event.meta.version <= doc.accountVersion) return doc;
+    const accountVersion = event.meta.version;
+    switch (event.type) {
+      case "CostReserved":
+        return { taskId: event.data.taskId, account: event.meta.account, state: "reserved", reservedMicros: event.data.amountMicros, accountVersion };
+      case "ReservationSettled":
+        if (!doc) return null;
+        return { ...doc, state: "settled", costMicros: event.data.costMicros, totalTokens: event.data.totalTokens, accountVersion };
+      case "ReservationReleased":
+        if (!doc) return null;
+        return { ...doc, state: "released", accountVersion };
+      default:
+        return doc;
+    }
+  },
+  docSchema: TaskCharge,
+};

@@ -1,0 +1,76 @@
+import { randomUUID } from "node:crypto";
+import { AccountName } from "../../contracts/apiKey.ts";
+import { BalanceSnapshot, AccountLedger } from "../billing/accountLedger.ts";
+import { availableMicros } from "../billing/account.ts";
+import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
+import { formatYuan, parseYuan } from "../billing/pricing.ts";
+import { ValidationError } from "../shared/errors.ts";
+import type { Nats } from "../shared/nats.ts";
+
+const USAGE =
+  "usage: reelay accounts create <name> | accounts credit <name> <yuan> | accounts show <name> | accounts list";
+
+function accountName(name: string | undefined): string {
+  const parsed = AccountName.safeParse(name);
+  if (!parsed.success) throw new ValidationError(`${parsed.error.issues[0]?.message ?? "bad account name"}\n${USAGE}`);
+  return parsed.data;
+}
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+
+/** `reelay accounts …`: every change is an event on ledger.<account>; reads fold the same events. */
+export async function accountsCommand(nats: Nats, args: string[]): Promise<void> {
+  const ledger = new AccountLedger(nats.js, nats.jsm, nats.balances);
+  const [action, name, amount] = args;
+  switch (action) {
+    case "create": {
+      const account = accountName(name);
+      const before = await ledger.current(account);
+      await ledger.execute(account, { type: "open" });
+      out(before.exists ? `account ${account} already exists` : `created account ${account}`);
+      return;
+    }
+    case "credit": {
+      const account = accountName(name);
+      if (amount === undefined) throw new ValidationError(`accounts credit needs an amount in yuan\n${USAGE}`);
+      let micros: number;
+      try {
+        micros = parseYuan(amount);
+      } catch (error) {
+        throw new ValidationError((error as Error).message);
+      }
+      await ledger.execute(account, { type: "open" });
+      const after = await ledger.execute(account, { type: "credit", amountMicros: micros, creditId: randomUUID(), note: "reelay accounts credit" });
+      out(`credited ${formatYuan(micros)} yuan to ${account}; balance ${formatYuan(after.balanceMicros)}, available ${formatYuan(availableMicros(after))}`);
+      return;
+    }
+    case "show": {
+      const account = accountName(name);
+      const history = await readAccountHistory(nats.js, nats.jsm, account);
+      const now = history.at(-1)?.after;
+      if (!now) throw new ValidationError(`no account named ${account}`);
+      out(`account    ${account}`);
+      out(`balance    ${formatYuan(now.balanceMicros)} yuan`);
+      out(`reserved   ${formatYuan(now.reservedMicros)} yuan (${Object.keys(now.reservations).length} open tasks)`);
+      out(`available  ${formatYuan(availableMicros(now))} yuan`);
+      out("last entries:");
+      for (const entry of history.slice(-10)) {
+        out(`  ${entry.event.meta.at}  ${describeLedgerEvent(entry.event, formatYuan)}  → balance ${formatYuan(entry.after.balanceMicros)}`);
+      }
+      return;
+    }
+    case "list": {
+      const rows: string[] = [];
+      for await (const key of await nats.balances.keys()) {
+        const entry = await nats.balances.get(key);
+        if (!entry || entry.operation !== "PUT") continue;
+        const doc = BalanceSnapshot.parse(entry.json());
+        rows.push(`${doc.account}\tbalance ${formatYuan(doc.balanceMicros)}\treserved ${formatYuan(doc.reservedMicros)}\tavailable ${formatYuan(availableMicros(doc))}`);
+      }
+      out(rows.length === 0 ? "no accounts" : rows.sort().join("\n"));
+      return;
+    }
+    default:
+      throw new ValidationError(USAGE);
+  }
+}

@@ -1,0 +1,115 @@
+import { Kvm, type KV } from "@nats-io/kv";
+import { CONSUMERS } from "../../infra/jetstreamLayout.ts";
+import { availableMicros } from "../billing/account.ts";
+import { BalanceSnapshot } from "../billing/accountLedger.ts";
+import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
+import { formatYuan } from "../billing/pricing.ts";
+import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
+import { auditProjection, type ProjectionAudit } from "../projector/audit.ts";
+import type { Projection } from "../projector/projection.ts";
+import { taskViewProjection } from "../projector/projectorService.ts";
+import { ValidationError } from "../shared/errors.ts";
+import type { Nats } from "../shared/nats.ts";
+import { TaskLog } from "../shared/taskLog.ts";
+import { TaskView } from "../../contracts/videoTask.ts";
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const USAGE = "usage: reelay audit replay | audit task <id> | audit account <name> [--json]";
+
+/** Waits until a projector consumer has applied everything in its stream, so live and replayed can be compared. */
+async function waitForProjector(nats: Nats, stream: string, durable: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const info = await nats.jsm.consumers.info(stream, durable);
+    if (info.num_pending === 0 && info.num_ack_pending === 0) return;
+    if (Date.now() > deadline) throw new Error(`projector ${durable} is still behind (${info.num_pending} pending); is it running?`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+async function auditInto<Event, Doc>(nats: Nats, projection: Projection<Event, Doc>, live: KV, durable: string, stamp: string): Promise<ProjectionAudit> {
+  await waitForProjector(nats, projection.stream, durable);
+  const kvm = new Kvm(nats.js);
+  const name = `audit_${projection.name.replace(/\W+/g, "_")}_${stamp}`;
+  const fresh = await kvm.create(name);
+  try {
+    return await auditProjection(nats, projection, live, fresh);
+  } finally {
+    await fresh.destroy();
+  }
+}
+
+async function replay(nats: Nats): Promise<number> {
+  const stamp = String(Date.now());
+  const audits = [
+    await auditInto(nats, taskViewProjection, nats.taskViews, CONSUMERS.taskViewProjector, stamp),
+    await auditInto(nats, balancesProjection, nats.balances, CONSUMERS.balancesProjector, stamp),
+    await auditInto(nats, taskChargesProjection, nats.taskCharges, CONSUMERS.taskChargesProjector, stamp),
+  ];
+  let negative = 0;
+  for await (const key of await nats.balances.keys()) {
+    const doc = BalanceSnapshot.parse((await nats.balances.get(key))?.json());
+    if (availableMicros(doc) < 0) negative += 1;
+  }
+  out("read model       events   events/s  documents  differences");
+  for (const audit of audits) {
+    const rate = audit.seconds > 0 ? Math.round(audit.events / audit.seconds) : audit.events;
+    out(`${audit.projection.padEnd(15)} ${String(audit.events).padStart(7)} ${String(rate).padStart(10)} ${String(audit.documents).padStart(10)} ${String(audit.differences.length).padStart(12)}`);
+  }
+  const [tasks, accounts] = [audits[0]?.documents ?? 0, audits[1]?.documents ?? 0];
+  const differences = audits.flatMap((audit) => audit.differences.map((d) => ({ projection: audit.projection, ...d })));
+  out(`accounts ${accounts}, tasks ${tasks}, accounts with negative available balance ${negative}, differences ${differences.length}`);
+  for (const difference of differences.slice(0, 20)) out(`DIFF ${JSON.stringify(difference)}`);
+  return differences.length === 0 ? 0 : 1;
+}
+
+async function taskTimeline(nats: Nats, idText: string | undefined): Promise<void> {
+  const taskId = Number(idText);
+  if (!Number.isInteger(taskId) || taskId <= 0) throw new ValidationError(`audit task needs a task id\n${USAGE}`);
+  const { events } = await new TaskLog(nats.js, nats.jsm).read(taskId);
+  const submitted = events.find((e) => e.type === "TaskSubmitted");
+  if (submitted?.type !== "TaskSubmitted") throw new ValidationError(`task ${taskId} has no events`);
+  const ledger = (await readAccountHistory(nats.js, nats.jsm, submitted.data.account)).filter(
+    (entry) => "taskId" in entry.event.data && entry.event.data.taskId === taskId,
+  );
+  const lines = [
+    ...events.map((e) => ({ at: e.meta.at, text: `${e.type.padEnd(20)} ${JSON.stringify(e.data)}` })),
+    ...ledger.map((entry) => ({ at: entry.event.meta.at, text: `${"ledger".padEnd(20)} ${describeLedgerEvent(entry.event, formatYuan)}` })),
+  ].sort((a, b) => a.at.localeCompare(b.at));
+  out(`task ${taskId} of account ${submitted.data.account}`);
+  for (const line of lines) out(`${line.at}  ${line.text}`);
+  const view = await nats.taskViews.get(String(taskId));
+  if (view?.operation === "PUT") out(`now: ${TaskView.parse(view.json()).status}`);
+}
+
+async function accountStatement(nats: Nats, account: string | undefined, json: boolean): Promise<void> {
+  if (!account) throw new ValidationError(`audit account needs a name\n${USAGE}`);
+  const history = await readAccountHistory(nats.js, nats.jsm, account);
+  if (history.length === 0) throw new ValidationError(`no account named ${account}`);
+  if (json) {
+    out(JSON.stringify(history.map(({ event, sequence, after }) => ({ sequence, event, balanceMicros: after.balanceMicros, reservedMicros: after.reservedMicros })), null, 2));
+    return;
+  }
+  out("time                      balance      reserved     entry");
+  for (const { event, after } of history) {
+    out(`${event.meta.at}  ${formatYuan(after.balanceMicros).padStart(11)}  ${formatYuan(after.reservedMicros).padStart(11)}  ${describeLedgerEvent(event, formatYuan)}`);
+  }
+}
+
+/** `reelay audit …`; resolves to the process exit code. */
+export async function auditCommand(nats: Nats, args: string[], json: boolean): Promise<number> {
+  const [action, target] = args;
+  switch (action) {
+    case "replay":
+      return replay(nats);
+    case "task":
+      await taskTimeline(nats, target);
+      return 0;
+    case "account":
+      await accountStatement(nats, target, json);
+      return 0;
+    default:
+      throw new ValidationError(USAGE);
+  }
+}
+
