@@ -50,8 +50,11 @@ export const CONSUMERS = {
 export interface LayoutOptions {
   /** 1 on a single server, 3 on a cluster. */
   replicas: number;
-  /** How long a runner may go silent before its tasks are handed to another runner. */
-  runnerLeaseMs: number;
+  /**
+   * How long a consumer may hold a job or event without acking (runners heartbeat) before it is handed
+   * to another instance: the recovery time after a crash.
+   */
+  leaseMs: number;
 }
 
 const nanos = (ms: number) => ms * 1_000_000;
@@ -70,14 +73,14 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
 }
 
 /** A durable that folds a whole stream in order, from the beginning, acknowledging each event. */
-function projectionConsumer(stream: string, durable: string): { stream: string; config: Partial<ConsumerConfig> } {
+function projectionConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
   return {
     stream,
     config: {
       durable_name: durable,
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
-      ack_wait: nanos(30_000),
+      ack_wait: nanos(ackWaitMs),
       max_ack_pending: 20_000,
       max_deliver: -1,
     },
@@ -92,15 +95,15 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
         durable_name: CONSUMERS.runners,
         ack_policy: AckPolicy.Explicit,
         // A runner holds a job unacked until its task is final and heartbeats it with `working()`.
-        ack_wait: nanos(options.runnerLeaseMs),
+        ack_wait: nanos(options.leaseMs),
         max_ack_pending: 100_000,
         max_deliver: -1,
       },
     },
-    projectionConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector),
-    projectionConsumer(STREAMS.tasks.name, CONSUMERS.settlement),
-    projectionConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector),
-    projectionConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector),
+    projectionConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector, options.leaseMs),
+    projectionConsumer(STREAMS.tasks.name, CONSUMERS.settlement, options.leaseMs),
+    projectionConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
+    projectionConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
   ];
 }
 

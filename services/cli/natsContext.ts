@@ -21,7 +21,7 @@ export async function openNats(
   const external = externalNatsUrl();
   const embedded = external ? undefined : await embeddedNats(dataDir(), say);
   const url = external ?? embedded?.url ?? "";
-  const layout = { replicas: Number(process.env.REELAY_REPLICAS ?? 1), runnerLeaseMs: config.runner.leaseMs };
+  const layout = { replicas: Number(process.env.REELAY_REPLICAS ?? 1), leaseMs: config.runner.leaseMs };
   const nats = await connectNats(url, name, layout).catch(async (error: unknown) => {
     await embedded?.stop();
     throw new Error(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
