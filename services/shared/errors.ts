@@ -28,5 +28,17 @@ export class UpstreamRejectedError extends ReelayError {
 export class GenerationFailedError extends ReelayError {
   readonly status = 500;
 }
+/** Too many requests (ours, or an upstream's that we pass on so clients back off). */
+export class RateLimitedError extends ReelayError {
+  readonly status = 429;
+}
+/** An upstream failed or answered something we cannot relay: the gateway is fine, the hop behind it is not. */
+export class UpstreamError extends ReelayError {
+  readonly status = 502;
+}
+/** An upstream did not answer (or went silent) within its configured time. */
+export class UpstreamTimeoutError extends ReelayError {
+  readonly status = 504;
+}
 /** Another writer appended to the same task first (JetStream "wrong last sequence", 10071). */
 export class ConcurrencyError extends Error {}

@@ -1,0 +1,98 @@
+import type { ApiKeyRecord } from "../../../contracts/apiKey.ts";
+import type { ReelayConfig } from "../../../contracts/config.ts";
+import { NotFoundError } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { ApiKeyDirectory } from "../auth.ts";
+import type { RequestInfo } from "../http/request.ts";
+import type { TemplatedApp } from "../http/uws.ts";
+import { withDetail } from "./chatErrors.ts";
+import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
+import { parseChatRequest } from "./chatRequest.ts";
+import type { ResponseSink } from "./responseSink.ts";
+import { streamRoute, type StreamHandler } from "./streamRoute.ts";
+import type { ChatUsageMeter } from "./usageMeter.ts";
+
+export interface ChatRouteDeps {
+  config: ReelayConfig;
+  keys: ApiKeyDirectory;
+  meter: ChatUsageMeter;
+  log: Logger;
+}
+
+const safeDecode = (text: string): string => {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+};
+
+/** Runs `then` with the caller's key record, synchronously when the key is already known (the usual case). */
+function withAccount(keys: ApiKeyDirectory, request: RequestInfo, then: (key: ApiKeyRecord) => Promise<void> | void) {
+  const key = keys.authenticate(request.header("authorization"));
+  return key instanceof Promise ? key.then(then) : then(key);
+}
+
+/**
+ * The OpenAI-compatible surface under /api/compat: chat completions at the spec's path and at the path
+ * client libraries append to their base URL, and the model list those libraries (and users) ask for.
+ */
+export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void {
+  const { config, keys, meter, log } = deps;
+  const models = buildChatModels(config, log);
+  const created = Math.floor(Date.now() / 1000);
+
+  const findModel = (name: string): ChatModel => {
+    const model = models.get(name);
+    if (model) return model;
+    const hint = name in config.videoModels ? " (it is a video model: use POST /api/compat/videosGenerations)" : "";
+    throw withDetail(new NotFoundError(`The model \`${name}\` does not exist or you do not have access to it${hint}.`), {
+      param: "model",
+      code: "model_not_found",
+    });
+  };
+
+  const complete = async (key: ApiKeyRecord, body: Buffer | undefined, sink: ResponseSink): Promise<void> => {
+    const request = parseChatRequest(body ?? Buffer.alloc(0));
+    const model = findModel(request.model);
+    await meter.assertCanSpend(key.account);
+    if (!sink.open) return;
+    const usage = await model.provider.complete(request, sink);
+    if (!usage) return;
+    meter
+      .charge({
+        account: key.account,
+        model: model.name,
+        requestId: sink.requestId,
+        promptTokens: usage.prompt_tokens,
+        completionTokens: usage.completion_tokens,
+        inputPricePerMillionTokens: model.config.inputPricePerMillionTokens,
+        outputPricePerMillionTokens: model.config.outputPricePerMillionTokens,
+      })
+      .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "chat usage charge failed"));
+  };
+
+  const chat: StreamHandler = (request, body, sink) => withAccount(keys, request, (key) => complete(key, body, sink));
+  const chatRoute = streamRoute(chat, { maxBodyBytes: config.limits.maxBodyBytes, log });
+  app.post("/api/compat/chatCompletions", chatRoute);
+  app.post("/api/compat/chat/completions", chatRoute);
+
+  const list = JSON.stringify(modelList(config, created));
+  app.get(
+    "/api/compat/models",
+    streamRoute((request, _body, sink) => withAccount(keys, request, () => sink.reply(200, "application/json", list)), { log }),
+  );
+  app.get(
+    "/api/compat/models/:model",
+    streamRoute(
+      (request, _body, sink) =>
+        withAccount(keys, request, () => {
+          const id = safeDecode(request.url.slice("/api/compat/models/".length));
+          const entry = modelList(config, created).data.find((model) => model.id === id);
+          if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });
+          sink.reply(200, "application/json", JSON.stringify(entry));
+        }),
+      { log },
+    ),
+  );
+}

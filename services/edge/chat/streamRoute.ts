@@ -1,0 +1,51 @@
+import { randomUUID } from "node:crypto";
+import type { Logger } from "../../shared/log.ts";
+import { captureRequest, readBody, type RequestInfo } from "../http/request.ts";
+import type { HttpRequest, HttpResponse } from "../http/uws.ts";
+import { chatError, chatErrorEvent } from "./chatErrors.ts";
+import { UwsResponseSink, type ResponseSink } from "./responseSink.ts";
+
+/** A handler that answers through the sink, as one reply or as a stream; it may throw at any point. */
+export type StreamHandler = (request: RequestInfo, body: Buffer | undefined, sink: ResponseSink) => void | Promise<void>;
+
+export interface StreamRouteOptions {
+  /** Read the body (up to this many bytes) before calling the handler; omitted for GET routes. */
+  maxBodyBytes?: number;
+  log: Logger;
+}
+
+/** `x-request-id` on every chat answer: OpenAI clients show it to users, and it keys the usage charge. */
+export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
+
+/**
+ * The chat counterpart of `http/route.ts`: same guarantees (onAborted first, body size enforced while
+ * reading, no error escapes), but the handler owns the response through a sink so it can stream.
+ * A failure before the first byte becomes an OpenAI error reply with its status; after the stream has
+ * started the status is gone, so it becomes a final `data: {"error":…}` event and the stream closes.
+ */
+export function streamRoute(handler: StreamHandler, options: StreamRouteOptions) {
+  return (res: HttpResponse, req: HttpRequest): void => {
+    const request = captureRequest(req);
+    const sink = new UwsResponseSink(res, newRequestId());
+    const fail = (error: unknown, closeConnection = false) => {
+      if (!sink.open) return;
+      if (sink.streaming) sink.end(chatErrorEvent(error, options.log));
+      else {
+        const answer = chatError(error, options.log);
+        sink.reply(answer.status, "application/json", JSON.stringify(answer.body), closeConnection);
+      }
+    };
+    const run = (body: Buffer | undefined) => {
+      try {
+        const done = handler(request, body, sink);
+        if (done) done.catch(fail);
+      } catch (error) {
+        fail(error);
+      }
+    };
+    if (options.maxBodyBytes === undefined) run(undefined);
+    else
+      // The rest of a refused body may still be arriving; closing beats reading it.
+      readBody(res, request, options.maxBodyBytes).then(run, (error: unknown) => fail(error, true));
+  };
+}
