@@ -7,7 +7,7 @@ import { ApiKeyDirectory } from "./auth.ts";
 import { registerChatRoutes } from "./chat/chatRoutes.ts";
 import { noopUsageMeter, type ChatUsageMeter } from "./chat/usageMeter.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
-import { assertNativeUws, uWS, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
+import { nativeUws, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
 import { registerVideoRoutes } from "./video/videoRoutes.ts";
 import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
 import { TaskSubmitter } from "./video/taskSubmitter.ts";
@@ -25,6 +25,7 @@ export interface EdgeOptions {
 /** The HTTP edge: authenticates, validates and answers; all state lives in NATS. */
 export class EdgeService {
   private listenSocket: us_listen_socket | undefined;
+  private uws: ReturnType<typeof nativeUws> | undefined;
   private readonly keys: ApiKeyDirectory;
   private readonly views: TaskViewReader;
   private readonly submitter: TaskSubmitter;
@@ -39,7 +40,8 @@ export class EdgeService {
 
   /** Starts listening; resolves to the bound port (useful with port 0). */
   async start(): Promise<number> {
-    assertNativeUws(this.log);
+    const uWS = nativeUws(this.log);
+    this.uws = uWS;
     await this.keys.start();
     await this.views.start();
     this.submitter.start();
@@ -55,7 +57,7 @@ export class EdgeService {
   }
 
   async stop(): Promise<void> {
-    if (this.listenSocket) uWS.us_listen_socket_close(this.listenSocket);
+    if (this.listenSocket) this.uws?.us_listen_socket_close(this.listenSocket);
     this.listenSocket = undefined;
     this.submitter.stop();
     this.views.stop();
