@@ -63,4 +63,19 @@ describe("runners that die", () => {
     const log = new TaskLog(app.nats.js, app.nats.jsm);
     for (const id of ids) expectOneCleanLifecycle((await log.read(id)).events);
   });
+
+  it("a runner stopped with SIGTERM exits cleanly and hands its tasks back at once", async () => {
+    const stopping = await runner();
+    const created = await client.create({ model: "VideoModel-2.0-mini", prompt: "handed over", duration: 4 });
+    const taskId = created.body.data?.task_id as number;
+    // Only the runner about to be stopped holds work.
+    await Promise.all(children.filter((c) => c !== stopping).map(killHard));
+    const exit = new Promise<number | null>((resolve) => stopping.once("exit", (code) => resolve(code)));
+    stopping.kill("SIGTERM");
+    expect(await exit).toBe(0);
+    await runner();
+    const final = await client.waitForFinal(taskId, 30_000);
+    expect(final.body.msg).toBe("success");
+    expectOneCleanLifecycle((await new TaskLog(app.nats.js, app.nats.jsm).read(taskId)).events);
+  });
 });

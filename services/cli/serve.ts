@@ -43,16 +43,16 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   const { nats, url, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
   log.info({ nats: url }, "connected to NATS; streams and buckets ready");
 
+  // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
   const stops: Array<() => Promise<void>> = [];
-  if (selected.includes("projector")) stops.push((await startProjector(nats, log.child({ service: "projector" }))).stop);
-  if (selected.includes("runner")) stops.push((await startRunner(nats, config, log.child({ service: "runner" }))).stop);
+  if (selected.includes("projector")) stops.unshift((await startProjector(nats, log.child({ service: "projector" }))).stop);
+  if (selected.includes("runner")) stops.unshift((await startRunner(nats, config, log.child({ service: "runner" }))).stop);
   if (selected.includes("edge")) {
     const edge = await startEdge(nats, config, log.child({ service: "edge" }), {
       host: process.env.HOST ?? "127.0.0.1",
       port: Number(process.env.PORT ?? 8080),
       publicUrl: process.env.REELAY_PUBLIC_URL,
     });
-    // The edge stops first: no new work is accepted while the others wind down.
     stops.unshift(edge.stop);
     if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);
     log.info({ url: `http://localhost:${edge.port}` }, "reelay is ready");
