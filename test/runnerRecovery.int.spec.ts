@@ -65,11 +65,11 @@ describe("runners that die", () => {
   });
 
   it("a runner stopped with SIGTERM exits cleanly and hands its tasks back at once", async () => {
+    // Only the runner about to be stopped holds work.
+    await Promise.all(children.map(killHard));
     const stopping = await runner();
     const created = await client.create({ model: "VideoModel-2.0-mini", prompt: "handed over", duration: 4 });
     const taskId = created.body.data?.task_id as number;
-    // Only the runner about to be stopped holds work.
-    await Promise.all(children.filter((c) => c !== stopping).map(killHard));
     const exit = new Promise<number | null>((resolve) => stopping.once("exit", (code) => resolve(code)));
     stopping.kill("SIGTERM");
     expect(await exit).toBe(0);
