@@ -59,6 +59,8 @@ export type NewLedgerEvent = { [E in LedgerEvent as E["type"]]: Omit<E, "meta"> 
 /** Read model per account (bucket `balances`). */
 export const AccountBalance = z.object({
   account: AccountName,
+  /** Opened or credited at least once. */
+  exists: z.boolean(),
   balanceMicros: Micros,
   reservedMicros: Micros,
   /** Open reservations by task id: what settle or release will free. */

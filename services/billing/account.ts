@@ -1,12 +1,12 @@
 import type { AccountBalance, LedgerEvent, NewLedgerEvent } from "../../contracts/ledger.ts";
-import { ForbiddenError } from "../shared/errors.ts";
+import { ForbiddenError, ValidationError } from "../shared/errors.ts";
 import { formatYuan } from "./pricing.ts";
 
 /**
  * An account's money, folded from its ledger events. Pure: the same fold serves the writer's decisions
  * (can this task reserve?) and the `balances` read model, so the two can never disagree on arithmetic.
  */
-export type AccountState = AccountBalance & { exists: boolean };
+export type AccountState = AccountBalance;
 
 export const emptyAccount = (account: string): AccountState => ({
   account,
@@ -27,34 +27,43 @@ function withoutReservation(reservations: Record<string, number>, taskId: number
   return rest;
 }
 
-export function applyLedgerEvent(state: AccountState, event: LedgerEvent): AccountState {
-  const next = { ...state, version: event.meta.version, updatedAt: event.meta.at };
+/** Folds one event. Generic so read models can carry extra fields (e.g. the stream sequence) through it. */
+export function applyLedgerEvent<State extends AccountState>(state: State, event: LedgerEvent): State {
+  // One object per event: replay speed is bound by this fold.
+  const version = event.meta.version;
+  const updatedAt = event.meta.at;
   switch (event.type) {
     case "AccountOpened":
-      return { ...next, exists: true, openedAt: event.meta.at };
+      return { ...state, version, updatedAt, exists: true, openedAt: event.meta.at };
     case "AccountCredited":
-      return { ...next, exists: true, balanceMicros: state.balanceMicros + event.data.amountMicros };
+      return { ...state, version, updatedAt, exists: true, balanceMicros: state.balanceMicros + event.data.amountMicros };
     case "CostReserved":
       return {
-        ...next,
+        ...state,
+        version,
+        updatedAt,
         reservedMicros: state.reservedMicros + event.data.amountMicros,
         reservations: { ...state.reservations, [String(event.data.taskId)]: event.data.amountMicros },
       };
     case "ReservationSettled":
       return {
-        ...next,
+        ...state,
+        version,
+        updatedAt,
         balanceMicros: state.balanceMicros - event.data.costMicros,
         reservedMicros: state.reservedMicros - event.data.reservedMicros,
         reservations: withoutReservation(state.reservations, event.data.taskId),
       };
     case "ReservationReleased":
       return {
-        ...next,
+        ...state,
+        version,
+        updatedAt,
         reservedMicros: state.reservedMicros - event.data.reservedMicros,
         reservations: withoutReservation(state.reservations, event.data.taskId),
       };
     case "ChatUsageCharged":
-      return { ...next, balanceMicros: state.balanceMicros - event.data.costMicros };
+      return { ...state, version, updatedAt, balanceMicros: state.balanceMicros - event.data.costMicros };
   }
 }
 
@@ -97,6 +106,10 @@ export function decideLedger(state: AccountState, command: LedgerCommand): NewLe
     case "open":
       return state.exists ? [] : [{ type: "AccountOpened", data: {} }];
     case "credit":
+      // A balance past 2^53 µ¥ is no longer exact, and the read model's schema would refuse it for good.
+      if (!Number.isSafeInteger(state.balanceMicros + command.amountMicros)) {
+        throw new ValidationError(`credit refused: the balance would exceed ${formatYuan(Number.MAX_SAFE_INTEGER)} yuan`);
+      }
       return [{ type: "AccountCredited", data: { amountMicros: command.amountMicros, ...(command.note ? { note: command.note } : {}) } }];
     case "reserve": {
       if (open !== undefined) return [];

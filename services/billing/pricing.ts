@@ -20,6 +20,8 @@ export function parseYuan(text: string): number {
   if (!match) throw new Error(`amount must be yuan with up to 6 decimal places, e.g. 100 or 12.345678 (got "${text}")`);
   const micros = Number(match[1]) * MICROS_PER_YUAN + Number((match[2] ?? "").padEnd(6, "0"));
   if (micros <= 0) throw new Error("amount must be greater than zero");
+  // Beyond 2^53 µ¥ the sum above is no longer exact and the ledger's schema refuses it anyway.
+  if (!Number.isSafeInteger(micros)) throw new Error(`amount is too large (at most ${formatYuan(Number.MAX_SAFE_INTEGER)} yuan)`);
   return micros;
 }
 

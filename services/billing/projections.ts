@@ -20,8 +20,7 @@ export const balancesProjection: Projection<LedgerEvent, BalanceDoc> = {
     if (event.meta.version !== applied + 1) {
       throw new EventOutOfOrder(`account ${event.meta.account}: got version ${event.meta.version} after ${applied}`);
     }
-    const { exists: _derived, ...balance } = applyLedgerEvent(doc ? { ...doc, exists: true } : emptyAccount(event.meta.account), event);
-    return { ...balance, sequence };
+    return { ...applyLedgerEvent(doc ?? { ...emptyAccount(event.meta.account), sequence }, event), sequence };
   },
   docSchema: BalanceSnapshot,
 };
