@@ -1,0 +1,37 @@
+import type { ChatUsageCharge, ChatUsageMeter } from "../edge/chat/usageMeter.ts";
+import { availableMicros, InsufficientBalanceError } from "./account.ts";
+import type { AccountLedger } from "./accountLedger.ts";
+import type { BalanceMirror } from "./balanceMirror.ts";
+import { costMicros, formatYuan } from "./pricing.ts";
+
+/**
+ * Chat billing on the ledger. Chat cost is known only after the answer, so nothing is reserved: an
+ * account may start a request while its available balance is above zero, and the usage is charged
+ * afterwards as a ChatUsageCharged event keyed by the request id (a retried charge lands once).
+ * A free model (price 0) charges nothing.
+ */
+export class LedgerChatUsageMeter implements ChatUsageMeter {
+  constructor(private readonly ledger: AccountLedger, private readonly balances: BalanceMirror) {}
+
+  async assertCanSpend(account: string): Promise<void> {
+    const balance = this.balances.get(account);
+    const available = balance ? availableMicros(balance) : 0;
+    if (available <= 0) throw new InsufficientBalanceError(`insufficient balance: available ${formatYuan(available)} yuan`);
+  }
+
+  async charge(input: ChatUsageCharge): Promise<void> {
+    const cost = costMicros([
+      { tokens: input.promptTokens, pricePerMillionTokens: input.inputPricePerMillionTokens },
+      { tokens: input.completionTokens, pricePerMillionTokens: input.outputPricePerMillionTokens },
+    ]);
+    if (cost === 0) return;
+    await this.ledger.execute(input.account, {
+      type: "chargeChat",
+      requestId: input.requestId,
+      model: input.model,
+      promptTokens: input.promptTokens,
+      completionTokens: input.completionTokens,
+      costMicros: cost,
+    });
+  }
+}

@@ -1,0 +1,60 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { describe, expect, it } from "vitest";
+import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig } from "../services/shared/config.ts";
+
+interface RawConfig {
+  videoModels: Record<string, Record<string, unknown>>;
+  limits: Record<string, unknown>;
+}
+const shipped = () => JSON.parse(readFileSync(DEFAULT_CONFIG_PATH, "utf8")) as RawConfig;
+const model = (config: RawConfig, name: string): Record<string, unknown> => config.videoModels[name] ?? {};
+function configFile(content: unknown): string {
+  const path = join(mkdtempSync(join(tmpdir(), "reelay-config-")), "config.json");
+  writeFileSync(path, typeof content === "string" ? content : JSON.stringify(content));
+  return path;
+}
+
+describe("model and provider config", () => {
+  it("the shipped default is valid: three models on the local provider with the spec's prices", () => {
+    const config = loadConfig(DEFAULT_CONFIG_PATH);
+    expect(Object.keys(config.videoModels)).toEqual(["VideoModel-2.0", "VideoModel-2.0-fast", "VideoModel-2.0-mini"]);
+    expect(Object.values(config.videoModels).map((m) => [m.provider, m.pricePerMillionTokens, m.capabilities])).toEqual([
+      ["local", 46, ["image", "video", "audio"]],
+      ["local", 37, ["image"]],
+      ["local", 23, []],
+    ]);
+  });
+
+  it.each([
+    ["a model on an unknown provider", (c: RawConfig) => (model(c, "VideoModel-2.0").provider = "nope"), 'videoModels.VideoModel-2.0.provider: unknown provider "nope"'],
+    ["a missing price", (c: RawConfig) => delete model(c, "VideoModel-2.0-mini").pricePerMillionTokens, "videoModels.VideoModel-2.0-mini.pricePerMillionTokens"],
+    ["an unknown capability", (c: RawConfig) => (model(c, "VideoModel-2.0-fast").capabilities = ["smell"]), "videoModels.VideoModel-2.0-fast.capabilities.0"],
+    ["a misspelt limit", (c: RawConfig) => (c.limits.maxPromptChar = 5), "limits"],
+  ])("refuses %s, naming the field", (_name, breakIt, field) => {
+    const config = shipped();
+    breakIt(config);
+    expect(() => loadConfig(configFile(config))).toThrow(ConfigError);
+    expect(() => loadConfig(configFile(config))).toThrow(field);
+  });
+
+  it("refuses a file that is not JSON, naming the file", () => {
+    const path = configFile("{ not json");
+    expect(() => loadConfig(path)).toThrow(`cannot read config ${path}`);
+  });
+
+  it("a bad config stops `reelay serve` with the problem and exit code 1, before touching NATS", async () => {
+    const config = shipped();
+    model(config, "VideoModel-2.0").pricePerMillionTokens = -1;
+    const cli = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
+    const failure = await promisify(execFile)(process.execPath, [cli, "serve"], {
+      env: { ...process.env, REELAY_CONFIG: configFile(config), NATS_URL: "nats://127.0.0.1:1" },
+    }).catch((error: { code: number; stderr: string }) => error);
+    expect(failure).toMatchObject({ code: 1 });
+    expect((failure as { stderr: string }).stderr).toMatch(/videoModels\.VideoModel-2\.0\.pricePerMillionTokens/);
+    expect((failure as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
+  });
+});
