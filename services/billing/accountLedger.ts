@@ -3,7 +3,7 @@ import type { KV } from "@nats-io/kv";
 import { AccountBalance, LedgerEvent, ledgerSubject, type NewLedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
-import { SubjectLog } from "../shared/subjectLog.ts";
+import { DuplicateAppendError, SubjectLog } from "../shared/subjectLog.ts";
 import { applyLedgerEvent, causeOf, decideLedger, emptyAccount, type AccountState, type LedgerCommand } from "./account.ts";
 
 interface Known {
@@ -51,16 +51,35 @@ export class AccountLedger {
   }
 
   private async attempt(account: string, command: LedgerCommand): Promise<AccountState> {
-    let known = this.known.get(account) ?? (await this.catchUp(account));
+    const cached = this.known.get(account);
+    let known = cached ?? (await this.catchUp(account));
+    // Deciding on what this process folded earlier is only safe for appends (the fence checks them).
+    // A refusal or a no-op decided on a stale fold would miss another process's credit or reservation:
+    // a topped-up account refused, a reservation never settled. Those are re-decided on a fresh fold.
+    let fresh = cached === undefined;
     for (let attempt = 1; ; attempt++) {
-      const events = decideLedger(known.state, command);
-      if (events.length === 0) return known.state;
+      let events: NewLedgerEvent[];
+      try {
+        events = decideLedger(known.state, command);
+      } catch (error) {
+        if (fresh) throw error;
+        events = [];
+      }
+      if (events.length === 0) {
+        if (fresh) return known.state;
+        known = await this.catchUp(account);
+        fresh = true;
+        continue;
+      }
       try {
         known = await this.append(account, known, events, causeOf(command, account));
         return known.state;
       } catch (error) {
+        // Ledger msgIDs are causes: a duplicate means this very command was already written (a retry).
+        if (error instanceof DuplicateAppendError) return (await this.catchUp(account)).state;
         if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
         known = await this.catchUp(account);
+        fresh = true;
       }
     }
   }
@@ -88,8 +107,8 @@ export class AccountLedger {
   private async snapshot(account: string): Promise<Known> {
     const entry = await this.balances.get(account).catch(() => null);
     if (!entry || entry.operation !== "PUT") return { state: emptyAccount(account), sequence: 0 };
-    const { sequence, ...balance } = BalanceSnapshot.parse(entry.json());
-    return { state: { ...balance, exists: true }, sequence };
+    const { sequence, ...state } = BalanceSnapshot.parse(entry.json());
+    return { state, sequence };
   }
 }
 

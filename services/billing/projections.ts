@@ -41,10 +41,12 @@ export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
       case "CostReserved":
         return { taskId: event.data.taskId, account: event.meta.account, state: "reserved", reservedMicros: event.data.amountMicros, accountVersion };
       case "ReservationSettled":
-        if (!doc) return null;
+        // Before its reservation (another projector instance holds that one, or it is being retried):
+        // dropping it would leave the task "reserved" for good, so it waits its turn.
+        if (!doc) throw new EventOutOfOrder(`task ${event.data.taskId}: settled before it was reserved`);
         return { ...doc, state: "settled", costMicros: event.data.costMicros, totalTokens: event.data.totalTokens, accountVersion };
       case "ReservationReleased":
-        if (!doc) return null;
+        if (!doc) throw new EventOutOfOrder(`task ${event.data.taskId}: released before it was reserved`);
         return { ...doc, state: "released", accountVersion };
       default:
         return doc;

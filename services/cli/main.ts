@@ -64,7 +64,8 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  const known = error instanceof ConfigError || error instanceof MissingProgramError || error instanceof ReelayError;
+  const badArguments = String((error as { code?: unknown })?.code ?? "").startsWith("ERR_PARSE_ARGS");
+  const known = error instanceof ConfigError || error instanceof MissingProgramError || error instanceof ReelayError || badArguments;
   process.stderr.write(`reelay: ${known ? (error as Error).message : String((error as Error)?.stack ?? error)}\n`);
   process.exit(1);
 });

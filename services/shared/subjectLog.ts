@@ -3,6 +3,9 @@ import { ConcurrencyError } from "./errors.ts";
 
 const WRONG_LAST_SEQUENCE = 10071;
 
+/** The stream already holds a message with this msgID (within its duplicate window). */
+export class DuplicateAppendError extends ConcurrencyError {}
+
 export interface SubjectHistory<Event> {
   events: Array<{ event: Event; sequence: number }>;
   /** Stream sequence of the subject's last message (0 when it has none): the fence for the next append. */
@@ -50,7 +53,7 @@ export class SubjectLog<Event> {
   async append(subject: string, event: Event, msgID: string, expectedLastSequence: number): Promise<number> {
     try {
       const ack = await this.js.publish(subject, JSON.stringify(event), { msgID, expect: { lastSubjectSequence: expectedLastSequence } });
-      if (ack.duplicate) throw new ConcurrencyError(`${subject}: ${msgID} was already written`);
+      if (ack.duplicate) throw new DuplicateAppendError(`${subject}: ${msgID} was already written`);
       return ack.seq;
     } catch (error) {
       if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {

@@ -1,0 +1,353 @@
+import fc from "fast-check";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TaskCharge, type LedgerEvent } from "../contracts/ledger.ts";
+import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
+import { availableMicros, InsufficientBalanceError, type LedgerCommand } from "../services/billing/account.ts";
+import { AccountLedger, BalanceSnapshot } from "../services/billing/accountLedger.ts";
+import { readAccountHistory, type LedgerEntry } from "../services/billing/ledgerReader.ts";
+import { balancesProjection, taskChargesProjection } from "../services/billing/projections.ts";
+import { auditProjection, type ProjectionDifference } from "../services/projector/audit.ts";
+import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+
+/**
+ * The audit property of design.md, against a real nats-server and the real projector: random
+ * interleavings of credits, creates (reserve), successes (settle), failures (release), redeliveries and
+ * restarts, spread over two AccountLedger instances as two processes would be, some of them concurrent.
+ */
+
+type Via = 0 | 1;
+type Step = { via: Via; withPrevious: boolean } & (
+  | { kind: "credit"; account: number; amountMicros: number }
+  | { kind: "create"; account: number; estimateMicros: number }
+  /** Success; `duplicateVia` fires the same settle from the other process at once (a redelivery racing the first). */
+  | { kind: "succeed"; pick: number; costPermille: number; duplicateVia: Via | undefined }
+  | { kind: "fail"; pick: number; duplicateVia: Via | undefined }
+  /** Success on one process racing a failure (timeout) on the other: exactly one of them may land. */
+  | { kind: "race"; pick: number; costPermille: number }
+  /** A late redelivery of a task that has already finished. */
+  | { kind: "redeliver"; pick: number; as: "settle" | "release"; costPermille: number }
+  | { kind: "restart" }
+);
+
+const via = fc.constantFrom<Via>(0, 1);
+const common = { via, withPrevious: fc.boolean() };
+const pick = fc.nat({ max: 1000 });
+const permille = fc.oneof(fc.constant(1000), fc.integer({ min: 0, max: 1000 }));
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 3, arbitrary: fc.record({ ...common, kind: fc.constant("credit" as const), account: fc.nat({ max: 2 }), amountMicros: fc.integer({ min: 1, max: 4_000_000 }) }) },
+  { weight: 5, arbitrary: fc.record({ ...common, kind: fc.constant("create" as const), account: fc.nat({ max: 2 }), estimateMicros: fc.integer({ min: 1, max: 3_000_000 }) }) },
+  { weight: 3, arbitrary: fc.record({ ...common, kind: fc.constant("succeed" as const), pick, costPermille: permille, duplicateVia: fc.option(via, { nil: undefined }) }) },
+  { weight: 2, arbitrary: fc.record({ ...common, kind: fc.constant("fail" as const), pick, duplicateVia: fc.option(via, { nil: undefined }) }) },
+  { weight: 1, arbitrary: fc.record({ ...common, kind: fc.constant("race" as const), pick, costPermille: permille }) },
+  { weight: 2, arbitrary: fc.record({ ...common, kind: fc.constant("redeliver" as const), pick, as: fc.constantFrom("settle" as const, "release" as const), costPermille: permille }) },
+  { weight: 1, arbitrary: fc.record({ ...common, kind: fc.constant("restart" as const) }) },
+);
+const scenario = fc.record({
+  /** What each account starts with (0 included: then its first creates are refused). */
+  opening: fc.array(fc.integer({ min: 0, max: 10_000_000 }), { minLength: 2, maxLength: 3 }),
+  steps: fc.array(step, { minLength: 1, maxLength: 40, size: "max" }),
+});
+
+/** Up to 4 consecutive steps marked `withPrevious` run concurrently. */
+function batches(steps: Step[]): Step[][] {
+  const out: Step[][] = [];
+  for (const s of steps) {
+    const last = out.at(-1);
+    if (s.withPrevious && last && last.length < 4) last.push(s);
+    else out.push([s]);
+  }
+  return out;
+}
+
+interface TaskModel {
+  id: number;
+  account: string;
+  estimate: number;
+  state: "reserved" | "settled" | "released";
+  cost: number;
+}
+
+interface AccountModel {
+  name: string;
+  credits: number;
+  tasks: TaskModel[];
+  refused: number[];
+}
+
+const settledCost = (a: AccountModel) => a.tasks.reduce((sum, t) => sum + (t.state === "settled" ? t.cost : 0), 0);
+const modelReserved = (a: AccountModel) => a.tasks.reduce((sum, t) => sum + (t.state === "reserved" ? t.estimate : 0), 0);
+const modelAvailable = (a: AccountModel) => a.credits - settledCost(a) - modelReserved(a);
+const costOf = (task: TaskModel, costPermille: number) => Math.floor((task.estimate * costPermille) / 1000);
+const settle = (task: TaskModel, costMicros: number): LedgerCommand => ({ type: "settle", taskId: task.id, costMicros, totalTokens: costMicros, model: "VideoModel-2.0" });
+const release = (task: TaskModel): LedgerCommand => ({ type: "release", taskId: task.id, reason: "generation failed" });
+
+async function projectorCaughtUp(app: TestApp): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  for (const durable of [CONSUMERS.balancesProjector, CONSUMERS.taskChargesProjector]) {
+    for (;;) {
+      const info = await app.nats.jsm.consumers.info(STREAMS.ledger.name, durable);
+      if (info.num_pending === 0 && info.num_ack_pending === 0) break;
+      if (Date.now() > deadline) throw new Error(`${durable} still behind: ${info.num_pending} pending, ${info.num_ack_pending} unacked`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}
+
+const ofTask = (event: LedgerEvent, taskId: number) => "taskId" in event.data && event.data.taskId === taskId;
+
+describe("ledger properties (real NATS, projector running)", () => {
+  let app: TestApp;
+  let ledgers: [AccountLedger, AccountLedger];
+  let nextTaskId = 1;
+  let nextCreditId = 1;
+  let runs = 0;
+  const newLedger = () => new AccountLedger(app.nats.js, app.nats.jsm, app.nats.balances);
+
+  beforeAll(async () => {
+    app = await startTestApp({ services: ["projector"] });
+    ledgers = [newLedger(), newLedger()];
+  });
+  afterAll(async () => app?.stop());
+
+  /** Runs one batch of steps concurrently and folds their outcomes into the model. */
+  async function runBatch(batch: Step[], accounts: AccountModel[]): Promise<void> {
+    const claimed = new Set<number>();
+    const startAvailable = new Map(accounts.map((a) => [a.name, modelAvailable(a)]));
+    const reservesInBatch = new Map<string, number>();
+    const open = () => accounts.flatMap((a) => a.tasks).filter((t) => t.state === "reserved" && !claimed.has(t.id));
+    const finished = () => accounts.flatMap((a) => a.tasks).filter((t) => t.state !== "reserved" && !claimed.has(t.id));
+    const claim = (from: TaskModel[], index: number): TaskModel | undefined => {
+      const task = from.length > 0 ? from[index % from.length] : undefined;
+      if (task) claimed.add(task.id);
+      return task;
+    };
+    const account = (index: number) => accounts[index % accounts.length] as AccountModel;
+    const run = (v: Via, name: string, command: LedgerCommand) => ledgers[v].execute(name, command);
+    const effects: Array<() => Promise<() => Promise<void>>> = [];
+
+    for (const s of batch) {
+      switch (s.kind) {
+        case "credit": {
+          const a = account(s.account);
+          effects.push(async () => {
+            await run(s.via, a.name, { type: "credit", amountMicros: s.amountMicros, creditId: `${a.name}-${nextCreditId++}` });
+            return async () => {
+              a.credits += s.amountMicros;
+            };
+          });
+          break;
+        }
+        case "create": {
+          const a = account(s.account);
+          const id = nextTaskId++;
+          reservesInBatch.set(a.name, (reservesInBatch.get(a.name) ?? 0) + s.estimateMicros);
+          effects.push(async () => {
+            const accepted = await run(s.via, a.name, { type: "reserve", taskId: id, amountMicros: s.estimateMicros }).then(
+              () => true,
+              (error: unknown) => {
+                if (error instanceof InsufficientBalanceError) return false;
+                throw error;
+              },
+            );
+            return async () => {
+              const othersInBatch = (reservesInBatch.get(a.name) ?? 0) - s.estimateMicros;
+              const worstCase = (startAvailable.get(a.name) ?? 0) - othersInBatch;
+              // Nothing running beside it can lower available below `worstCase`, so this much must be accepted.
+              if (worstCase >= s.estimateMicros) expect(accepted, `task ${id} of ${a.name} refused with ${worstCase} available at worst`).toBe(true);
+              if (batch.length === 1) expect(accepted, `task ${id}: available ${worstCase}, estimate ${s.estimateMicros}`).toBe(worstCase >= s.estimateMicros);
+              if (accepted) a.tasks.push({ id, account: a.name, estimate: s.estimateMicros, state: "reserved", cost: 0 });
+              else a.refused.push(id);
+            };
+          });
+          break;
+        }
+        case "succeed":
+        case "fail": {
+          const task = claim(open(), s.pick);
+          if (!task) break;
+          const command = s.kind === "succeed" ? settle(task, costOf(task, s.costPermille)) : release(task);
+          const duplicate = s.duplicateVia;
+          effects.push(async () => {
+            await Promise.all([run(s.via, task.account, command), ...(duplicate === undefined ? [] : [run(duplicate, task.account, command)])]);
+            return async () => {
+              task.state = command.type === "settle" ? "settled" : "released";
+              task.cost = command.type === "settle" ? command.costMicros : 0;
+            };
+          });
+          break;
+        }
+        case "race": {
+          const task = claim(open(), s.pick);
+          if (!task) break;
+          const cost = costOf(task, s.costPermille);
+          effects.push(async () => {
+            await Promise.all([run(s.via, task.account, settle(task, cost)), run(s.via === 0 ? 1 : 0, task.account, release(task))]);
+            return async () => {
+              const history = await readAccountHistory(app.nats.js, app.nats.jsm, task.account);
+              const ends = history.filter((e) => ofTask(e.event, task.id) && e.event.type !== "CostReserved");
+              expect(ends, `task ${task.id} ended ${ends.length} times`).toHaveLength(1);
+              task.state = ends[0]?.event.type === "ReservationSettled" ? "settled" : "released";
+              task.cost = task.state === "settled" ? cost : 0;
+            };
+          });
+          break;
+        }
+        case "redeliver": {
+          const task = claim(finished(), s.pick);
+          if (!task) break;
+          const command = s.as === "settle" ? settle(task, costOf(task, s.costPermille)) : release(task);
+          effects.push(async () => {
+            await run(s.via, task.account, command);
+            return async () => {};
+          });
+          break;
+        }
+        case "restart":
+          effects.push(async () => {
+            ledgers[s.via].forget();
+            return async () => {};
+          });
+          break;
+      }
+    }
+    const outcomes = await Promise.all(effects.map((effect) => effect()));
+    for (const apply of outcomes) await apply();
+  }
+
+  async function checkInvariants(accounts: AccountModel[]): Promise<void> {
+    const taskIds = new Set<string>();
+    for (const a of accounts) {
+      const history: LedgerEntry[] = await readAccountHistory(app.nats.js, app.nats.jsm, a.name);
+      // (a) no accepted movement ever left the account with a negative available balance.
+      for (const { event, after } of history) {
+        expect(availableMicros(after), `${a.name} after v${event.meta.version} ${event.type}`).toBeGreaterThanOrEqual(0);
+        expect(after.reservedMicros).toBeGreaterThanOrEqual(0);
+      }
+      const now = history.at(-1)?.after;
+      expect(now).toBeDefined();
+      if (!now) return;
+      // (c) each task reserved once, ended at most once, exactly as the model says.
+      for (const task of a.tasks) {
+        taskIds.add(String(task.id));
+        const events = history.filter((e) => ofTask(e.event, task.id)).map((e) => e.event);
+        const ends = events.filter((e) => e.type !== "CostReserved");
+        expect(events[0]?.type).toBe("CostReserved");
+        expect(events.filter((e) => e.type === "CostReserved")).toHaveLength(1);
+        expect(ends.length, `task ${task.id} ended ${ends.length} times`).toBe(task.state === "reserved" ? 0 : 1);
+        const end = ends[0];
+        if (task.state === "settled") expect(end?.type === "ReservationSettled" && end.data.costMicros).toBe(task.cost);
+        if (task.state === "released") expect(end?.type).toBe("ReservationReleased");
+      }
+      for (const id of a.refused) expect(history.some((e) => ofTask(e.event, id)), `refused task ${id} left a trace`).toBe(false);
+      const chargedInLedger = history.reduce((sum, e) => sum + (e.event.type === "ReservationSettled" ? e.event.data.costMicros : 0), 0);
+      expect(chargedInLedger).toBe(settledCost(a));
+      expect(now.balanceMicros).toBe(a.credits - settledCost(a));
+      expect(now.reservedMicros).toBe(modelReserved(a));
+      expect(Object.keys(now.reservations).sort()).toEqual(a.tasks.filter((t) => t.state === "reserved").map((t) => String(t.id)).sort());
+      // Both "processes" agree with the log, whatever they had folded before.
+      for (const ledger of ledgers) {
+        const current = await ledger.current(a.name);
+        expect([current.balanceMicros, current.reservedMicros, current.version]).toEqual([now.balanceMicros, now.reservedMicros, now.version]);
+      }
+    }
+
+    // (b) the live read models equal a replay of the log.
+    await projectorCaughtUp(app);
+    const ours = (d: ProjectionDifference) => accounts.some((a) => a.name === d.key) || taskIds.has(d.key);
+    const balances = await auditProjection(app.nats, balancesProjection, app.nats.balances);
+    expect(balances.differences.filter(ours), "balances differ from their replay").toEqual([]);
+    const charges = await auditProjection(app.nats, taskChargesProjection, app.nats.taskCharges);
+    expect(charges.differences.filter(ours), "task charges differ from their replay").toEqual([]);
+    for (const a of accounts) {
+      const live = BalanceSnapshot.parse((await app.nats.balances.get(a.name))?.json());
+      expect([live.balanceMicros, live.reservedMicros]).toEqual([a.credits - settledCost(a), modelReserved(a)]);
+      // (c) what task_charges says was charged = what the ledger charged = the model.
+      let charged = 0;
+      for (const task of a.tasks) {
+        const doc = TaskCharge.parse((await app.nats.taskCharges.get(String(task.id)))?.json());
+        expect(doc).toMatchObject({ account: a.name, state: task.state, reservedMicros: task.estimate });
+        if (doc.state === "settled") charged += doc.costMicros ?? Number.NaN;
+      }
+      expect(charged).toBe(settledCost(a));
+      for (const id of a.refused) expect(await app.nats.taskCharges.get(String(id))).toBeNull();
+    }
+  }
+
+  it("random interleavings over two processes: never overspends, charges each task once, replays to the live balances", async () => {
+    await fc.assert(
+      fc.asyncProperty(scenario, async ({ opening, steps }) => {
+        runs += 1;
+        const accounts: AccountModel[] = opening.map((credits, i) => ({ name: `run${runs}-acct${i}`, credits, tasks: [], refused: [] }));
+        for (const [i, a] of accounts.entries()) {
+          const ledger = ledgers[(i % 2) as Via];
+          await ledger.execute(a.name, { type: "open" });
+          if (a.credits > 0) await ledger.execute(a.name, { type: "credit", amountMicros: a.credits, creditId: `${a.name}-opening` });
+        }
+        for (const batch of batches(steps)) await runBatch(batch, accounts);
+        await checkInvariants(accounts);
+      }),
+      { numRuns: 25, plugins: [fc.interruptAfterTimeLimit(40_000)] },
+    );
+    expect(runs).toBeGreaterThanOrEqual(25);
+  }, 60_000);
+
+  it("a cost above the estimate is charged in full, even past zero: the work was done (design.md: settle the real cost)", async () => {
+    const [edge, settler] = ledgers;
+    const name = "over-estimate";
+    const id = nextTaskId++;
+    await edge.execute(name, { type: "credit", amountMicros: 5_000_000, creditId: "over-1" });
+    await edge.execute(name, { type: "reserve", taskId: id, amountMicros: 5_000_000 });
+    const after = await settler.execute(name, { type: "settle", taskId: id, costMicros: 6_000_000, totalTokens: 130_435, model: "VideoModel-2.0" });
+    expect(after).toMatchObject({ balanceMicros: -1_000_000, reservedMicros: 0 });
+    expect(availableMicros(after)).toBe(-1_000_000);
+    // Reserves are the only gate: the debt blocks new work until a credit covers it.
+    await expect(edge.execute(name, { type: "reserve", taskId: nextTaskId++, amountMicros: 1 })).rejects.toThrow(
+      "insufficient balance: this task needs 0.000001 yuan, available 0.000000",
+    );
+    await edge.execute(name, { type: "credit", amountMicros: 1_000_001, creditId: "over-2" });
+    await edge.execute(name, { type: "reserve", taskId: nextTaskId++, amountMicros: 1 });
+    await projectorCaughtUp(app);
+    const charge = TaskCharge.parse((await app.nats.taskCharges.get(String(id)))?.json());
+    expect(charge).toMatchObject({ state: "settled", reservedMicros: 5_000_000, costMicros: 6_000_000 });
+  });
+
+  it("a process whose fold is stale still sees another process's credit before refusing a reserve", async () => {
+    const [edge, cli] = ledgers;
+    const name = "topped-up";
+    await edge.execute(name, { type: "open" }); // the edge has folded the account: balance 0
+    await cli.execute(name, { type: "credit", amountMicros: 3_000_000, creditId: "topup-1" });
+    const id = nextTaskId++;
+    const after = await edge.execute(name, { type: "reserve", taskId: id, amountMicros: 2_000_000 });
+    expect(after.reservations).toEqual({ [String(id)]: 2_000_000 });
+  });
+
+  it("a process whose fold predates a reservation still settles it (and still releases it)", async () => {
+    const [edge, settler] = ledgers;
+    const name = "stale-settler";
+    await settler.execute(name, { type: "credit", amountMicros: 9_000_000, creditId: "stale-1" }); // settler folds the account now
+    const [first, second] = [nextTaskId++, nextTaskId++];
+    await edge.execute(name, { type: "reserve", taskId: first, amountMicros: 2_000_000 });
+    await edge.execute(name, { type: "reserve", taskId: second, amountMicros: 2_000_000 });
+    await settler.execute(name, { type: "settle", taskId: first, costMicros: 1_500_000, totalTokens: 1, model: "m" });
+    const after = await settler.execute(name, { type: "release", taskId: second, reason: "generation failed" });
+    expect(after).toMatchObject({ balanceMicros: 7_500_000, reservedMicros: 0, reservations: {} });
+  });
+
+  it("a command retried from another process (same cause) lands once and the retry succeeds", async () => {
+    const first = new AccountLedger(app.nats.js, app.nats.jsm, app.nats.balances);
+    const retry = new AccountLedger(app.nats.js, app.nats.jsm, app.nats.balances);
+    const credit: LedgerCommand = { type: "credit", amountMicros: 7_000_000, creditId: "retried-credit" };
+    await first.execute("retried", { type: "open" });
+    await first.execute("retried", credit);
+    const after = await retry.execute("retried", credit);
+    expect(after.balanceMicros).toBe(7_000_000);
+    const history = await readAccountHistory(app.nats.js, app.nats.jsm, "retried");
+    expect(history.filter((entry) => entry.event.type === "AccountCredited")).toHaveLength(1);
+  });
+
+  it("the whole ledger replays to exactly the live balances and task charges", async () => {
+    await projectorCaughtUp(app);
+    expect((await auditProjection(app.nats, balancesProjection, app.nats.balances)).differences).toEqual([]);
+    expect((await auditProjection(app.nats, taskChargesProjection, app.nats.taskCharges)).differences).toEqual([]);
+  });
+});
