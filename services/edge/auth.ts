@@ -5,6 +5,7 @@ import { AuthError } from "../shared/errors.ts";
 import type { Logger } from "../shared/log.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
+const HASH_CACHE_LIMIT = 10_000;
 
 /**
  * Resolves `Authorization: Bearer <key>` to its account. Keys live hashed in the api_keys bucket;
@@ -13,6 +14,8 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
  */
 export class ApiKeyDirectory {
   private readonly byHash = new Map<string, ApiKeyRecord>();
+  /** Presented key → its hash: hashing is the largest cost of an authenticated request. Bounded. */
+  private readonly hashes = new Map<string, string>();
   private readonly store: ApiKeyStore;
   private stopWatching: (() => void) | undefined;
 
@@ -39,7 +42,12 @@ export class ApiKeyDirectory {
   authenticate(authorization: string): ApiKeyRecord | Promise<ApiKeyRecord> {
     const key = BEARER.exec(authorization)?.[1];
     if (!key) throw new AuthError("missing API key: send Authorization: Bearer <API_KEY>");
-    const hash = hashApiKey(key);
+    let hash = this.hashes.get(key);
+    if (hash === undefined) {
+      if (this.hashes.size >= HASH_CACHE_LIMIT) this.hashes.clear();
+      hash = hashApiKey(key);
+      this.hashes.set(key, hash);
+    }
     const known = this.byHash.get(hash);
     if (known) return known;
     return this.store.lookup(hash).then((record) => {

@@ -19,7 +19,8 @@ export interface Nats {
 
 /** Connects; with `layout`, first creates or updates every stream, bucket and consumer. */
 export async function connectNats(url: string, name: string, layout?: LayoutOptions): Promise<Nats> {
-  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1 });
+  // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU).
+  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true });
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   if (layout) await ensureJetStreamLayout(nc, jsm, layout);

@@ -9,12 +9,13 @@ export interface RequestInfo {
   header(name: string): string;
 }
 
-const COPIED_HEADERS = ["authorization", "content-type", "content-length", "host", "range", "idempotency-key", "x-forwarded-proto"] as const;
-type CopiedHeader = (typeof COPIED_HEADERS)[number];
+export const ALL_HEADERS = ["authorization", "content-type", "content-length", "host", "range", "idempotency-key", "x-forwarded-proto"] as const;
+export type HeaderName = (typeof ALL_HEADERS)[number];
 
-export function captureRequest(req: HttpRequest): RequestInfo {
+/** Copies the request line and the named headers (only those: copying costs on the hot path). */
+export function captureRequest(req: HttpRequest, names: readonly HeaderName[] = ALL_HEADERS): RequestInfo {
   const headers = new Map<string, string>();
-  for (const name of COPIED_HEADERS) {
+  for (const name of names) {
     const value = req.getHeader(name);
     if (value) headers.set(name, value);
   }
@@ -22,7 +23,7 @@ export function captureRequest(req: HttpRequest): RequestInfo {
     method: req.getMethod().toUpperCase(),
     url: req.getUrl(),
     query: req.getQuery() ?? "",
-    header: (name: CopiedHeader | string) => headers.get(name) ?? "",
+    header: (name: string) => headers.get(name) ?? "",
   };
 }
 

@@ -1,10 +1,12 @@
-import { captureRequest, readBody, type RequestInfo } from "./request.ts";
+import { captureRequest, readBody, type HeaderName, type RequestInfo } from "./request.ts";
 import { writeReply, type HttpReply } from "./reply.ts";
 import type { HttpRequest, HttpResponse } from "./uws.ts";
 
 export type RouteHandler = (request: RequestInfo, body: Buffer | undefined) => HttpReply | Promise<HttpReply>;
 
 export interface RouteOptions {
+  /** Headers the handler reads (content-length is added when the body is read). */
+  headers: readonly HeaderName[];
   /** Read the body (up to this many bytes) before calling the handler. */
   maxBodyBytes?: number;
   /** Maps anything a handler throws to the reply format of its API (envelope or OpenAI error). */
@@ -19,8 +21,10 @@ const isPromise = (value: HttpReply | Promise<HttpReply>): value is Promise<Http
  * writes the reply corked, and never lets an error escape (an unanswered uWS request aborts the process).
  */
 export function route(handler: RouteHandler, options: RouteOptions) {
+  const headerNames: readonly HeaderName[] =
+    options.maxBodyBytes === undefined ? options.headers : [...options.headers, "content-length"];
   return (res: HttpResponse, req: HttpRequest): void => {
-    const request = captureRequest(req);
+    const request = captureRequest(req, headerNames);
     let aborted = false;
     res.onAborted(() => {
       aborted = true;

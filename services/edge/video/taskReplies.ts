@@ -41,3 +41,24 @@ export function createReply(task: CreatedTask): HttpReply {
     data: { task_id: task.taskId, ...(task.providerTaskId ? { provider_task_id: task.providerTaskId } : {}), status: task.status },
   });
 }
+
+const REPLY_CACHE_LIMIT = 50_000;
+
+/**
+ * Polling clients ask the same question every few seconds and the answer changes only with the task's
+ * version: keep the serialized reply per (task, version, base URL) instead of rebuilding it. Bounded.
+ */
+export class QueryReplyCache {
+  private readonly replies = new Map<string, HttpReply>();
+
+  reply(view: TaskView, videoBaseUrl: string): HttpReply {
+    const key = `${view.taskId}:${view.version}:${videoBaseUrl}`;
+    let reply = this.replies.get(key);
+    if (reply === undefined) {
+      reply = queryReply(view, videoBaseUrl);
+      if (this.replies.size >= REPLY_CACHE_LIMIT) this.replies.clear();
+      this.replies.set(key, reply);
+    }
+    return reply;
+  }
+}

@@ -34,7 +34,7 @@ export class VideoFiles {
     for (const method of ["get", "head"] as const) {
       app[method](
         "/videos/:name",
-        route((request) => this.serve(nameFromUrl(request.url), request.header("range"), method === "head"), { replyForError }),
+        route((request) => this.serve(nameFromUrl(request.url), request.header("range"), method === "head"), { headers: ["range"], replyForError }),
       );
     }
   }

@@ -10,7 +10,7 @@ import { videoErrorReply } from "../http/videoErrors.ts";
 import type { ApiKeyRecord } from "../../../contracts/apiKey.ts";
 import type { HttpReply } from "../http/reply.ts";
 import { normalizeVideoRequest } from "./normalizeRequest.ts";
-import { createReply, queryReply } from "./taskReplies.ts";
+import { createReply, QueryReplyCache } from "./taskReplies.ts";
 import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
 import { IdempotencyKeys } from "./idempotencyKeys.ts";
 import type { TaskViewReader } from "./taskViewReader.ts";
@@ -35,6 +35,7 @@ function withAccount(keys: ApiKeyDirectory, request: RequestInfo, then: (key: Ap
 
 export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): void {
   const replyForError = videoErrorReply(deps.log);
+  const replies = new QueryReplyCache();
   const baseUrl = (request: RequestInfo) =>
     deps.publicUrl ?? `${request.header("x-forwarded-proto") || "http"}://${request.header("host") || "localhost"}`;
 
@@ -53,7 +54,7 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
           );
           return createReply(task);
         }),
-      { maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
+      { headers: ["authorization", "idempotency-key", "host", "x-forwarded-proto"], maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
     ),
   );
 
@@ -68,12 +69,12 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
           const answer = (view: TaskView | undefined) => {
             // Another account's task answers exactly like a missing one: ids are guessable.
             if (!view || view.account !== key.account) throw new NotFoundError(`task ${id} does not exist`);
-            return queryReply(view, baseUrl(request));
+            return replies.reply(view, baseUrl(request));
           };
           const view = deps.views.get(Number(id));
           return view instanceof Promise ? view.then(answer) : answer(view);
         }),
-      { replyForError },
+      { headers: ["authorization", "host", "x-forwarded-proto"], replyForError },
     ),
   );
 }

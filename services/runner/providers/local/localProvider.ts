@@ -27,6 +27,8 @@ export class LocalProvider implements VideoProvider {
   private readonly states = new Map<string, ProviderReport>();
   private readonly renders: Semaphore;
   private readonly aborter = new AbortController();
+  /** Jobs sleeping out the queue delay; close() wakes them (one set, not a listener per job). */
+  private readonly queued = new Set<() => void>();
 
   constructor(
     private readonly settings: LocalSettings,
@@ -55,7 +57,24 @@ export class LocalProvider implements VideoProvider {
 
   async close(): Promise<void> {
     this.aborter.abort();
+    for (const wake of this.queued) wake();
+    this.queued.clear();
     await Promise.allSettled(this.jobs.values());
+  }
+
+  private queueDelay(): Promise<void> {
+    const ms = this.settings.queueDelayMs;
+    if (ms === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.queued.delete(wake);
+        if (this.aborter.signal.aborted) reject(new Error("runner shutting down"));
+        else resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.queued.add(wake);
+    });
   }
 
   private start(task: ProviderTask & { providerTaskId: string }): void {
@@ -73,7 +92,7 @@ export class LocalProvider implements VideoProvider {
 
   private async run(task: ProviderTask & { providerTaskId: string }): Promise<ProviderReport> {
     const signal = this.aborter.signal;
-    await delay(this.settings.queueDelayMs, signal);
+    await this.queueDelay();
     return this.renders.run(async () => {
       this.states.set(task.providerTaskId, { state: "running" });
       const dir = await mkdtemp(join(tmpdir(), "reelay-render-"));
@@ -124,13 +143,3 @@ function succeeded(task: ProviderTask, object: string, bytes: number): ProviderR
   };
 }
 
-function delay(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (ms === 0) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      reject(new Error("runner shutting down"));
-    }, { once: true });
-  });
-}
