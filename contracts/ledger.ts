@@ -56,20 +56,31 @@ export const LedgerEvent = z.discriminatedUnion("type", [
 export type LedgerEvent = z.infer<typeof LedgerEvent>;
 export type NewLedgerEvent = { [E in LedgerEvent as E["type"]]: Omit<E, "meta"> }[LedgerEvent["type"]];
 
-/** Read model per account (bucket `balances`). */
+/** Read model per account (bucket `balances`): totals only; per-task amounts are in `task_charges`. */
 export const AccountBalance = z.object({
   account: AccountName,
   /** Opened or credited at least once. */
   exists: z.boolean(),
   balanceMicros: Micros,
   reservedMicros: Micros,
-  /** Open reservations by task id: what settle or release will free. */
-  reservations: z.record(z.string(), Micros),
+  openReservations: z.number().int(),
   openedAt: z.string(),
   updatedAt: z.string(),
+  /** meta.version of the last event applied. */
   version: z.number().int(),
+  /** Stream sequence of the last event applied: where to resume reading. */
+  sequence: z.number().int(),
 });
 export type AccountBalance = z.infer<typeof AccountBalance>;
+
+/**
+ * The writer's whole state at a point of the account's history (bucket `ledger_snapshots`), so a
+ * process that starts reads only what came after instead of the account's whole history.
+ */
+export const LedgerSnapshot = AccountBalance.extend({
+  reservations: z.array(z.tuple([z.number().int().positive(), Micros])),
+});
+export type LedgerSnapshot = z.infer<typeof LedgerSnapshot>;
 
 /** Read model per task (bucket `task_charges`): what the task reserved and what it finally cost. */
 export const TaskCharge = z.object({

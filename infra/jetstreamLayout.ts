@@ -32,6 +32,8 @@ export const BUCKETS = {
   taskViews: "task_views",
   balances: "balances",
   taskCharges: "task_charges",
+  /** Each account's writer state every few hundred events (services/billing/accountLedger.ts). */
+  ledgerSnapshots: "ledger_snapshots",
   /** Idempotency-Key of a create → the task it made, per account. */
   idempotency: "idempotency",
 } as const;

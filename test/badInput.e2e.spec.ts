@@ -89,7 +89,7 @@ beforeAll(async () => {
   app = await startTestApp({ tweak: (config) => Object.values(config.providers).forEach((p) => (p.queueDelayMs = 600_000)) });
   auth = { authorization: `Bearer ${await app.keyFor(ACCOUNT)}`, "content-type": "application/json" };
   // Create reserves the estimated cost (design.md, Billing): fund the account so no valid body is refused for money.
-  const ledger = new AccountLedger(app.nats.js, app.nats.jsm, app.nats.balances);
+  const ledger = new AccountLedger(app.nats);
   await ledger.execute(ACCOUNT, { type: "credit", amountMicros: 1_000_000 * 1_000_000, creditId: "bad-input-suite" });
 });
 afterAll(async () => app?.stop());

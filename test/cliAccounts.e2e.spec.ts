@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
-import { BalanceSnapshot } from "../services/billing/accountLedger.ts";
+import { AccountBalance } from "../contracts/ledger.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
@@ -184,7 +184,7 @@ describe("reelay accounts and reelay audit", () => {
   it("audit replay exits non-zero and prints the DIFF when a live balance was tampered with", async () => {
     await projectorsCaughtUp();
     const entry = await app.nats.balances.get("cli-demo");
-    const live = BalanceSnapshot.parse(entry?.json());
+    const live = AccountBalance.parse(entry?.json());
     await app.nats.balances.put("cli-demo", JSON.stringify({ ...live, balanceMicros: live.balanceMicros + 1_000_000 }));
 
     const replayed = await reelay("audit", "replay");

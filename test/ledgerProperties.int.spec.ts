@@ -1,9 +1,9 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TaskCharge, type LedgerEvent } from "../contracts/ledger.ts";
+import { AccountBalance, TaskCharge, type LedgerEvent } from "../contracts/ledger.ts";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
 import { availableMicros, InsufficientBalanceError, type LedgerCommand } from "../services/billing/account.ts";
-import { AccountLedger, BalanceSnapshot } from "../services/billing/accountLedger.ts";
+import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory, type LedgerEntry } from "../services/billing/ledgerReader.ts";
 import { balancesProjection, taskChargesProjection } from "../services/billing/projections.ts";
 import { auditProjection, type ProjectionDifference } from "../services/projector/audit.ts";
@@ -101,7 +101,7 @@ describe("ledger properties (real NATS, projector running)", () => {
   let nextTaskId = 1;
   let nextCreditId = 1;
   let runs = 0;
-  const newLedger = () => new AccountLedger(app.nats.js, app.nats.jsm, app.nats.balances);
+  const newLedger = () => new AccountLedger(app.nats);
 
   beforeAll(async () => {
     app = await startTestApp({ services: ["projector"] });
@@ -243,7 +243,7 @@ describe("ledger properties (real NATS, projector running)", () => {
       expect(chargedInLedger).toBe(settledCost(a));
       expect(now.balanceMicros).toBe(a.credits - settledCost(a));
       expect(now.reservedMicros).toBe(modelReserved(a));
-      expect(Object.keys(now.reservations).sort()).toEqual(a.tasks.filter((t) => t.state === "reserved").map((t) => String(t.id)).sort());
+      expect([...now.reservations.keys()].map(String).sort()).toEqual(a.tasks.filter((t) => t.state === "reserved").map((t) => String(t.id)).sort());
       // Both "processes" agree with the log, whatever they had folded before.
       for (const ledger of ledgers) {
         const current = await ledger.current(a.name);
@@ -259,7 +259,7 @@ describe("ledger properties (real NATS, projector running)", () => {
     const charges = await auditProjection(app.nats, taskChargesProjection, app.nats.taskCharges);
     expect(charges.differences.filter(ours), "task charges differ from their replay").toEqual([]);
     for (const a of accounts) {
-      const live = BalanceSnapshot.parse((await app.nats.balances.get(a.name))?.json());
+      const live = AccountBalance.parse((await app.nats.balances.get(a.name))?.json());
       expect([live.balanceMicros, live.reservedMicros]).toEqual([a.credits - settledCost(a), modelReserved(a)]);
       // (c) what task_charges says was charged = what the ledger charged = the model.
       let charged = 0;
@@ -318,7 +318,7 @@ describe("ledger properties (real NATS, projector running)", () => {
     await cli.execute(name, { type: "credit", amountMicros: 3_000_000, creditId: "topup-1" });
     const id = nextTaskId++;
     const after = await edge.execute(name, { type: "reserve", taskId: id, amountMicros: 2_000_000 });
-    expect(after.reservations).toEqual({ [String(id)]: 2_000_000 });
+    expect(after.reservations).toEqual(new Map([[id, 2_000_000]]));
   });
 
   it("a process whose fold predates a reservation still settles it (and still releases it)", async () => {
@@ -330,12 +330,12 @@ describe("ledger properties (real NATS, projector running)", () => {
     await edge.execute(name, { type: "reserve", taskId: second, amountMicros: 2_000_000 });
     await settler.execute(name, { type: "settle", taskId: first, costMicros: 1_500_000, totalTokens: 1, model: "m" });
     const after = await settler.execute(name, { type: "release", taskId: second, reason: "generation failed" });
-    expect(after).toMatchObject({ balanceMicros: 7_500_000, reservedMicros: 0, reservations: {} });
+    expect(after).toMatchObject({ balanceMicros: 7_500_000, reservedMicros: 0, reservations: new Map() });
   });
 
   it("a command retried from another process (same cause) lands once and the retry succeeds", async () => {
-    const first = new AccountLedger(app.nats.js, app.nats.jsm, app.nats.balances);
-    const retry = new AccountLedger(app.nats.js, app.nats.jsm, app.nats.balances);
+    const first = new AccountLedger(app.nats);
+    const retry = new AccountLedger(app.nats);
     const credit: LedgerCommand = { type: "credit", amountMicros: 7_000_000, creditId: "retried-credit" };
     await first.execute("retried", { type: "open" });
     await first.execute("retried", credit);
@@ -343,6 +343,21 @@ describe("ledger properties (real NATS, projector running)", () => {
     expect(after.balanceMicros).toBe(7_000_000);
     const history = await readAccountHistory(app.nats.js, app.nats.jsm, "retried");
     expect(history.filter((entry) => entry.event.type === "AccountCredited")).toHaveLength(1);
+  });
+
+  it("a cold start resumes from the writer's snapshot and reaches the same state as a full read", async () => {
+    const writer = newLedger();
+    await writer.execute("snapshotted", { type: "open" });
+    await writer.execute("snapshotted", { type: "credit", amountMicros: 1_000_000_000, creditId: "snap-credit" });
+    for (let task = 1; task <= 300; task++) {
+      await writer.execute("snapshotted", { type: "reserve", taskId: 900_000 + task, amountMicros: 1_000 });
+      if (task % 3 !== 0) await writer.execute("snapshotted", { type: "settle", taskId: 900_000 + task, costMicros: 900, totalTokens: 1, model: "m" });
+    }
+    const live = await writer.current("snapshotted");
+    await expect.poll(async () => (await app.nats.ledgerSnapshots.get("snapshotted"))?.json<{ version: number }>().version).toBe(500);
+    const cold = await newLedger().current("snapshotted");
+    expect({ ...cold, reservations: [...cold.reservations] }).toEqual({ ...live, reservations: [...live.reservations] });
+    expect(cold.reservations.size).toBe(100);
   });
 
   it("the whole ledger replays to exactly the live balances and task charges", async () => {

@@ -3,68 +3,80 @@ import { ForbiddenError, ValidationError } from "../shared/errors.ts";
 import { formatYuan } from "./pricing.ts";
 
 /**
- * An account's money, folded from its ledger events. Pure: the same fold serves the writer's decisions
- * (can this task reserve?) and the `balances` read model, so the two can never disagree on arithmetic.
+ * An account's money, folded from its ledger events: the totals (also the `balances` read model, folded
+ * by the same `applyToTotals`, so the two never disagree on arithmetic) plus the index of open
+ * reservations that the writer's decisions need (is task 42 reserved, and for how much?).
+ *
+ * The index is a Map updated in place by `applyLedgerEvent`: copying it for every event would cost
+ * O(open tasks) per create. So a fold's earlier states keep their own totals but share the latest index;
+ * decide only from the newest state.
  */
-export type AccountState = AccountBalance;
+export interface AccountState extends AccountBalance {
+  reservations: Map<number, number>;
+}
 
-export const emptyAccount = (account: string): AccountState => ({
+export const emptyBalance = (account: string): AccountBalance => ({
   account,
   exists: false,
   balanceMicros: 0,
   reservedMicros: 0,
-  reservations: {},
+  openReservations: 0,
   openedAt: "",
   updatedAt: "",
   version: 0,
+  sequence: 0,
 });
+
+export const emptyAccount = (account: string): AccountState => ({ ...emptyBalance(account), reservations: new Map() });
 
 export const availableMicros = (state: Pick<AccountBalance, "balanceMicros" | "reservedMicros">): number =>
   state.balanceMicros - state.reservedMicros;
 
-function withoutReservation(reservations: Record<string, number>, taskId: number): Record<string, number> {
-  const { [String(taskId)]: _freed, ...rest } = reservations;
-  return rest;
-}
-
-/** Folds one event. Generic so read models can carry extra fields (e.g. the stream sequence) through it. */
-export function applyLedgerEvent<State extends AccountState>(state: State, event: LedgerEvent): State {
+/** Folds one event into the totals. Generic: the writer's state carries its reservation index through. */
+export function applyToTotals<Totals extends AccountBalance>(totals: Totals, event: LedgerEvent): Totals {
   // One object per event: replay speed is bound by this fold.
   const version = event.meta.version;
   const updatedAt = event.meta.at;
   switch (event.type) {
     case "AccountOpened":
-      return { ...state, version, updatedAt, exists: true, openedAt: event.meta.at };
+      return { ...totals, version, updatedAt, exists: true, openedAt: event.meta.at };
     case "AccountCredited":
-      return { ...state, version, updatedAt, exists: true, balanceMicros: state.balanceMicros + event.data.amountMicros };
+      return { ...totals, version, updatedAt, exists: true, balanceMicros: totals.balanceMicros + event.data.amountMicros };
     case "CostReserved":
       return {
-        ...state,
+        ...totals,
         version,
         updatedAt,
-        reservedMicros: state.reservedMicros + event.data.amountMicros,
-        reservations: { ...state.reservations, [String(event.data.taskId)]: event.data.amountMicros },
+        reservedMicros: totals.reservedMicros + event.data.amountMicros,
+        openReservations: totals.openReservations + 1,
       };
     case "ReservationSettled":
       return {
-        ...state,
+        ...totals,
         version,
         updatedAt,
-        balanceMicros: state.balanceMicros - event.data.costMicros,
-        reservedMicros: state.reservedMicros - event.data.reservedMicros,
-        reservations: withoutReservation(state.reservations, event.data.taskId),
+        balanceMicros: totals.balanceMicros - event.data.costMicros,
+        reservedMicros: totals.reservedMicros - event.data.reservedMicros,
+        openReservations: totals.openReservations - 1,
       };
     case "ReservationReleased":
       return {
-        ...state,
+        ...totals,
         version,
         updatedAt,
-        reservedMicros: state.reservedMicros - event.data.reservedMicros,
-        reservations: withoutReservation(state.reservations, event.data.taskId),
+        reservedMicros: totals.reservedMicros - event.data.reservedMicros,
+        openReservations: totals.openReservations - 1,
       };
     case "ChatUsageCharged":
-      return { ...state, version, updatedAt, balanceMicros: state.balanceMicros - event.data.costMicros };
+      return { ...totals, version, updatedAt, balanceMicros: totals.balanceMicros - event.data.costMicros };
   }
+}
+
+/** Folds one event into the writer's state: new totals, reservation index updated in place. */
+export function applyLedgerEvent(state: AccountState, event: LedgerEvent): AccountState {
+  if (event.type === "CostReserved") state.reservations.set(event.data.taskId, event.data.amountMicros);
+  if (event.type === "ReservationSettled" || event.type === "ReservationReleased") state.reservations.delete(event.data.taskId);
+  return applyToTotals(state, event);
 }
 
 export type LedgerCommand =
@@ -101,7 +113,7 @@ export function causeOf(command: LedgerCommand, account: string): string {
  * open reservation adds nothing: that is what makes redelivered successes and failures charge once.
  */
 export function decideLedger(state: AccountState, command: LedgerCommand): NewLedgerEvent[] {
-  const open = state.reservations[String("taskId" in command ? command.taskId : "")];
+  const open = "taskId" in command ? state.reservations.get(command.taskId) : undefined;
   switch (command.type) {
     case "open":
       return state.exists ? [] : [{ type: "AccountOpened", data: {} }];

@@ -1,18 +1,13 @@
-import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
-import type { KV } from "@nats-io/kv";
-import { AccountBalance, LedgerEvent, ledgerSubject, type NewLedgerEvent } from "../../contracts/ledger.ts";
+import { LedgerEvent, LedgerSnapshot, ledgerSubject, type NewLedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
+import type { Nats } from "../shared/nats.ts";
 import { DuplicateAppendError, SubjectLog } from "../shared/subjectLog.ts";
 import { applyLedgerEvent, causeOf, decideLedger, emptyAccount, type AccountState, type LedgerCommand } from "./account.ts";
 
-interface Known {
-  state: AccountState;
-  /** Stream sequence of the last event folded into `state`. */
-  sequence: number;
-}
-
 const MAX_ATTEMPTS = 100;
+/** A writer saves its whole state every this many events of an account, so a cold start reads little. */
+const SNAPSHOT_EVERY = 500;
 
 /**
  * Writes money movements to `ledger.<account>`: fold → decide → append fenced on the last sequence.
@@ -22,11 +17,11 @@ const MAX_ATTEMPTS = 100;
  */
 export class AccountLedger {
   private readonly log: SubjectLog<LedgerEvent>;
-  private readonly known = new Map<string, Known>();
+  private readonly known = new Map<string, AccountState>();
   private readonly queues = new Map<string, Promise<unknown>>();
 
-  constructor(js: JetStreamClient, jsm: JetStreamManager, private readonly balances: KV) {
-    this.log = new SubjectLog(js, jsm, STREAMS.ledger.name, (raw) => LedgerEvent.parse(raw));
+  constructor(private readonly nats: Nats) {
+    this.log = new SubjectLog(nats.js, nats.jsm, STREAMS.ledger.name, (raw) => LedgerEvent.parse(raw));
   }
 
   /** Runs a command; resolves to the account after it (unchanged when the command was already done). */
@@ -42,7 +37,7 @@ export class AccountLedger {
 
   /** The account as the ledger says now (catching up from the last known point). */
   async current(account: string): Promise<AccountState> {
-    return (await this.catchUp(account)).state;
+    return this.catchUp(account);
   }
 
   /** Forget what this process folded (tests use it to act like a restarted process). */
@@ -60,23 +55,22 @@ export class AccountLedger {
     for (let attempt = 1; ; attempt++) {
       let events: NewLedgerEvent[];
       try {
-        events = decideLedger(known.state, command);
+        events = decideLedger(known, command);
       } catch (error) {
         if (fresh) throw error;
         events = [];
       }
       if (events.length === 0) {
-        if (fresh) return known.state;
+        if (fresh) return known;
         known = await this.catchUp(account);
         fresh = true;
         continue;
       }
       try {
-        known = await this.append(account, known, events, causeOf(command, account));
-        return known.state;
+        return await this.append(account, known, events, causeOf(command, account));
       } catch (error) {
         // Ledger msgIDs are causes: a duplicate means this very command was already written (a retry).
-        if (error instanceof DuplicateAppendError) return (await this.catchUp(account)).state;
+        if (error instanceof DuplicateAppendError) return this.catchUp(account);
         if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
         known = await this.catchUp(account);
         fresh = true;
@@ -84,33 +78,38 @@ export class AccountLedger {
     }
   }
 
-  private async append(account: string, known: Known, events: NewLedgerEvent[], cause: string): Promise<Known> {
-    let { state, sequence } = known;
+  private async append(account: string, known: AccountState, events: NewLedgerEvent[], cause: string): Promise<AccountState> {
+    let state = known;
     for (const [index, event] of events.entries()) {
       const full = LedgerEvent.parse({ ...event, meta: { schema: 1, account, version: state.version + 1, at: new Date().toISOString(), cause } });
-      sequence = await this.log.append(ledgerSubject(account), full, index === 0 ? cause : `${cause}-${index}`, sequence);
-      state = applyLedgerEvent(state, full);
-      this.known.set(account, { state, sequence });
+      const sequence = await this.log.append(ledgerSubject(account), full, index === 0 ? cause : `${cause}-${index}`, state.sequence);
+      state = { ...applyLedgerEvent(state, full), sequence };
+      this.known.set(account, state);
+      if (state.version % SNAPSHOT_EVERY === 0) this.saveSnapshot(state);
     }
-    return { state, sequence };
+    return state;
   }
 
-  /** Starts from the projected balance (a snapshot) when this process knows nothing, then reads what came after. */
-  private async catchUp(account: string): Promise<Known> {
-    let known = this.known.get(account) ?? (await this.snapshot(account));
-    const { events } = await this.log.read(ledgerSubject(account), known.sequence);
-    for (const { event, sequence } of events) known = { state: applyLedgerEvent(known.state, event), sequence };
-    this.known.set(account, known);
-    return known;
+  /** Starts from the last snapshot when this process knows nothing, then reads what came after. */
+  private async catchUp(account: string): Promise<AccountState> {
+    let state = this.known.get(account) ?? (await this.loadSnapshot(account));
+    const { events } = await this.log.read(ledgerSubject(account), state.sequence);
+    for (const { event, sequence } of events) state = { ...applyLedgerEvent(state, event), sequence };
+    this.known.set(account, state);
+    return state;
   }
 
-  private async snapshot(account: string): Promise<Known> {
-    const entry = await this.balances.get(account).catch(() => null);
-    if (!entry || entry.operation !== "PUT") return { state: emptyAccount(account), sequence: 0 };
-    const { sequence, ...state } = BalanceSnapshot.parse(entry.json());
-    return { state, sequence };
+  private async loadSnapshot(account: string): Promise<AccountState> {
+    const entry = await this.nats.ledgerSnapshots.get(account).catch(() => null);
+    if (!entry || entry.operation !== "PUT") return emptyAccount(account);
+    const { reservations, ...totals } = LedgerSnapshot.parse(entry.json());
+    return { ...totals, reservations: new Map(reservations) };
+  }
+
+  /** Best effort: a lost snapshot only means a longer read at the next cold start. */
+  private saveSnapshot(state: AccountState): void {
+    const { reservations, ...totals } = state;
+    const snapshot: LedgerSnapshot = { ...totals, reservations: [...reservations] };
+    this.nats.ledgerSnapshots.put(state.account, JSON.stringify(snapshot)).catch(() => undefined);
   }
 }
-
-/** What the balances projection stores: the account fold plus the stream sequence it reflects. */
-export const BalanceSnapshot = AccountBalance.extend({ sequence: AccountBalance.shape.version });

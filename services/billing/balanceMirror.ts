@@ -1,9 +1,8 @@
 import type { KV } from "@nats-io/kv";
 import type { Logger } from "../shared/log.ts";
-import { BalanceSnapshot } from "./accountLedger.ts";
-import type { z } from "zod";
+import { AccountBalance } from "../../contracts/ledger.ts";
 
-type Balance = z.infer<typeof BalanceSnapshot>;
+type Balance = AccountBalance;
 
 /**
  * The `balances` read model mirrored in memory by a KV watch, for checks on a hot path (may this account
@@ -22,7 +21,7 @@ export class BalanceMirror {
     (async () => {
       for await (const entry of watch) {
         if (entry.operation !== "PUT") this.byAccount.delete(entry.key);
-        else this.byAccount.set(entry.key, BalanceSnapshot.parse(entry.json()));
+        else this.byAccount.set(entry.key, AccountBalance.parse(entry.json()));
       }
     })().catch((error: unknown) => this.log.error({ err: error }, "balances watch ended"));
   }

@@ -1,15 +1,11 @@
-import { LedgerEvent, TaskCharge } from "../../contracts/ledger.ts";
+import { AccountBalance, LedgerEvent, TaskCharge } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Projection } from "../projector/projection.ts";
 import { EventOutOfOrder } from "../projector/taskView.ts";
-import { applyLedgerEvent, emptyAccount } from "./account.ts";
-import { BalanceSnapshot } from "./accountLedger.ts";
-import type { z } from "zod";
-
-type BalanceDoc = z.infer<typeof BalanceSnapshot>;
+import { applyToTotals, emptyBalance } from "./account.ts";
 
 /** Per-account balance, reservations and the stream sequence it reflects (bucket `balances`). */
-export const balancesProjection: Projection<LedgerEvent, BalanceDoc> = {
+export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
   name: "balances",
   stream: STREAMS.ledger.name,
   decode: (raw) => LedgerEvent.parse(raw),
@@ -20,9 +16,9 @@ export const balancesProjection: Projection<LedgerEvent, BalanceDoc> = {
     if (event.meta.version !== applied + 1) {
       throw new EventOutOfOrder(`account ${event.meta.account}: got version ${event.meta.version} after ${applied}`);
     }
-    return { ...applyLedgerEvent(doc ?? { ...emptyAccount(event.meta.account), sequence }, event), sequence };
+    return { ...applyToTotals(doc ?? emptyBalance(event.meta.account), event), sequence };
   },
-  docSchema: BalanceSnapshot,
+  docSchema: AccountBalance,
 };
 
 /** Per-task charge index (bucket `task_charges`): reserved, then settled with its cost, or released. */

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { AccountName } from "../../contracts/apiKey.ts";
-import { BalanceSnapshot, AccountLedger } from "../billing/accountLedger.ts";
+import { AccountBalance } from "../../contracts/ledger.ts";
+import { AccountLedger } from "../billing/accountLedger.ts";
 import { availableMicros } from "../billing/account.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
 import { formatYuan, parseYuan } from "../billing/pricing.ts";
@@ -20,7 +21,7 @@ const out = (line: string) => process.stdout.write(`${line}\n`);
 
 /** `reelay accounts …`: every change is an event on ledger.<account>; reads fold the same events. */
 export async function accountsCommand(nats: Nats, args: string[]): Promise<void> {
-  const ledger = new AccountLedger(nats.js, nats.jsm, nats.balances);
+  const ledger = new AccountLedger(nats);
   const [action, name, amount] = args;
   switch (action) {
     case "create": {
@@ -51,7 +52,7 @@ export async function accountsCommand(nats: Nats, args: string[]): Promise<void>
       if (!now) throw new ValidationError(`no account named ${account}`);
       out(`account    ${account}`);
       out(`balance    ${formatYuan(now.balanceMicros)} yuan`);
-      out(`reserved   ${formatYuan(now.reservedMicros)} yuan (${Object.keys(now.reservations).length} open tasks)`);
+      out(`reserved   ${formatYuan(now.reservedMicros)} yuan (${now.openReservations} open tasks)`);
       out(`available  ${formatYuan(availableMicros(now))} yuan`);
       out("last entries:");
       for (const entry of history.slice(-10)) {
@@ -64,7 +65,7 @@ export async function accountsCommand(nats: Nats, args: string[]): Promise<void>
       for await (const key of await nats.balances.keys()) {
         const entry = await nats.balances.get(key);
         if (!entry || entry.operation !== "PUT") continue;
-        const doc = BalanceSnapshot.parse(entry.json());
+        const doc = AccountBalance.parse(entry.json());
         rows.push(`${doc.account}\tbalance ${formatYuan(doc.balanceMicros)}\treserved ${formatYuan(doc.reservedMicros)}\tavailable ${formatYuan(availableMicros(doc))}`);
       }
       out(rows.length === 0 ? "no accounts" : rows.sort().join("\n"));

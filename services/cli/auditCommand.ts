@@ -1,7 +1,7 @@
 import { Kvm, type KV } from "@nats-io/kv";
 import { CONSUMERS } from "../../infra/jetstreamLayout.ts";
 import { availableMicros } from "../billing/account.ts";
-import { BalanceSnapshot } from "../billing/accountLedger.ts";
+import { AccountBalance } from "../../contracts/ledger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
 import { formatYuan } from "../billing/pricing.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
@@ -48,7 +48,7 @@ async function replay(nats: Nats): Promise<number> {
   ];
   let negative = 0;
   for await (const key of await nats.balances.keys()) {
-    const doc = BalanceSnapshot.parse((await nats.balances.get(key))?.json());
+    const doc = AccountBalance.parse((await nats.balances.get(key))?.json());
     if (availableMicros(doc) < 0) negative += 1;
   }
   out("read model       events   events/s  documents  differences");

@@ -14,7 +14,7 @@ export async function keysCommand(nats: Nats, args: string[], option: (name: str
       if (!account) throw new Error(`keys create needs --account <name>\n${USAGE}`);
       const { key, keyId } = await store.create(account);
       // A key's account exists in the ledger too (balance 0 until credited).
-      await new AccountLedger(nats.js, nats.jsm, nats.balances).execute(account, { type: "open" });
+      await new AccountLedger(nats).execute(account, { type: "open" });
       process.stdout.write(`created key ${keyId} for account ${account}; it is shown only now:\n${key}\n`);
       return;
     }

@@ -20,7 +20,7 @@ const DEMO_CREDIT_MICROS = 50 * MICROS_PER_YUAN;
 async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
   for await (const _ of await nats.apiKeys.keys()) return;
   const { key } = await new ApiKeyStore(nats.apiKeys).create("demo");
-  const ledger = new AccountLedger(nats.js, nats.jsm, nats.balances);
+  const ledger = new AccountLedger(nats);
   await ledger.execute("demo", { type: "open" });
   await ledger.execute("demo", { type: "credit", amountMicros: DEMO_CREDIT_MICROS, creditId: "demo-first-start", note: "first start" });
   process.stdout.write(

@@ -13,6 +13,7 @@ export interface Nats {
   taskViews: KV;
   balances: KV;
   taskCharges: KV;
+  ledgerSnapshots: KV;
   idempotency: KV;
   videos: ObjectStore;
 }
@@ -33,6 +34,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     taskViews: await kvm.open(BUCKETS.taskViews),
     balances: await kvm.open(BUCKETS.balances),
     taskCharges: await kvm.open(BUCKETS.taskCharges),
+    ledgerSnapshots: await kvm.open(BUCKETS.ledgerSnapshots),
     idempotency: await kvm.open(BUCKETS.idempotency),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
   };

@@ -1,4 +1,6 @@
+import { randomUUID } from "node:crypto";
 import { pino } from "pino";
+import { AccountLedger } from "../../services/billing/accountLedger.ts";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { loadConfig } from "../../services/shared/config.ts";
 import { ApiKeyStore } from "../../services/shared/apiKeys.ts";
@@ -6,6 +8,7 @@ import { connectNats, type Nats } from "../../services/shared/nats.ts";
 import { startEdge } from "../../services/edge/main.ts";
 import { startProjector } from "../../services/projector/main.ts";
 import { startRunner } from "../../services/runner/main.ts";
+import type { ChatUsageMeter } from "../../services/edge/chat/usageMeter.ts";
 import { startTestNats } from "./testNats.ts";
 
 export type ConfigTweak = (config: ReelayConfig) => void;
@@ -28,8 +31,9 @@ export interface TestApp {
   natsUrl: string;
   nats: Nats;
   config: ReelayConfig;
-  /** A fresh API key for the account (created on the spot). */
-  keyFor(account: string): Promise<string>;
+  ledger: AccountLedger;
+  /** A fresh API key for the account, which is opened and credited (default 10,000 yuan) on the spot. */
+  keyFor(account: string, creditYuan?: number): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -39,27 +43,42 @@ export const silentLog = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" })
  * The whole service in this process against its own nats-server, as `npm start` wires it.
  * `services` picks which services run here (e.g. no runner, when a test runs runners as child processes).
  */
-export async function startTestApp(options: { tweak?: ConfigTweak; services?: Array<"edge" | "runner" | "projector"> } = {}): Promise<TestApp> {
+export async function startTestApp(
+  options: { tweak?: ConfigTweak; services?: Array<"edge" | "runner" | "projector">; chatUsageMeter?: ChatUsageMeter } = {},
+): Promise<TestApp> {
   const services = options.services ?? ["edge", "runner", "projector"];
   const server = await startTestNats();
   const config = testConfig(options.tweak);
-  const nats = await connectNats(server.url, "reelay-test", { replicas: 1, runnerLeaseMs: config.runner.leaseMs });
+  const nats = await connectNats(server.url, "reelay-test", { replicas: 1, leaseMs: config.runner.leaseMs });
   const stops: Array<() => Promise<void>> = [];
   if (services.includes("projector")) stops.push((await startProjector(nats, silentLog)).stop);
   if (services.includes("runner")) stops.push((await startRunner(nats, config, silentLog)).stop);
   let port = 0;
   if (services.includes("edge")) {
-    const edge = await startEdge(nats, config, silentLog, { host: "127.0.0.1", port: 0, publicUrl: undefined });
+    const edge = await startEdge(nats, config, silentLog, {
+      host: "127.0.0.1",
+      port: 0,
+      publicUrl: undefined,
+      ...(options.chatUsageMeter ? { chatUsageMeter: options.chatUsageMeter } : {}),
+    });
     port = edge.port;
     stops.unshift(edge.stop);
   }
   const keys = new ApiKeyStore(nats.apiKeys);
+  const ledger = new AccountLedger(nats);
   return {
     baseUrl: `http://127.0.0.1:${port}`,
     natsUrl: server.url,
     nats,
     config,
-    keyFor: async (account) => (await keys.create(account)).key,
+    ledger,
+    keyFor: async (account, creditYuan = 10_000) => {
+      await ledger.execute(account, { type: "open" });
+      if (creditYuan > 0) {
+        await ledger.execute(account, { type: "credit", amountMicros: creditYuan * 1_000_000, creditId: `test-${randomUUID()}` });
+      }
+      return (await keys.create(account)).key;
+    },
     stop: async () => {
       for (const stop of stops) await stop();
       await nats.nc.drain();
