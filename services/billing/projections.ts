@@ -30,6 +30,7 @@ export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
     event.type === "CostReserved" || event.type === "ReservationSettled" || event.type === "ReservationReleased"
       ? String(event.data.taskId)
       : undefined,
+  startsDocument: (event) => event.type === "CostReserved",
   evolve: (doc, event) => {
     if (doc && event.meta.version <= doc.accountVersion) return doc;
     const accountVersion = event.meta.version;

@@ -11,6 +11,8 @@ export interface Projection<Event, Doc> {
   decode: (raw: unknown) => Event;
   /** The document an event changes; undefined for events this read model ignores. */
   keyOf: (event: Event) => string | undefined;
+  /** True for an event that creates its document (no read needed: the write is a create). */
+  startsDocument?: (event: Event) => boolean;
   /** `sequence` is the event's stream sequence, for documents that record how far they are. */
   evolve: (doc: Doc | null, event: Event, sequence: number) => Doc | null;
   docSchema: z.ZodType<Doc>;
@@ -22,6 +24,7 @@ interface CachedDoc<Doc> {
 }
 
 const CACHE_LIMIT = 50_000;
+const NEW_DOC = { doc: null, revision: 0 } as const;
 
 /**
  * Runs a projection from a durable pull consumer into a KV bucket: explicit acks (a crash replays
@@ -86,9 +89,10 @@ export class ProjectionRunner<Event, Doc> {
     });
   }
 
-  private async apply(key: string, event: Event, msg: JsMsg): Promise<void> {
+  private async apply(key: string, event: Event, msg: JsMsg, attempt = 1): Promise<void> {
     try {
-      const current = this.cache.get(key) ?? (await this.load(key));
+      // A document's first event needs no read: create() fails if it exists (a redelivery), then we read.
+      const current = this.cache.get(key) ?? (this.projection.startsDocument?.(event) && attempt === 1 ? NEW_DOC : await this.load(key));
       const doc = this.projection.evolve(current.doc, event, msg.seq);
       if (doc !== current.doc && doc !== null) {
         const value = JSON.stringify(doc);
@@ -99,6 +103,7 @@ export class ProjectionRunner<Event, Doc> {
       msg.ack();
     } catch (error) {
       this.cache.delete(key);
+      if (attempt === 1) return this.apply(key, event, msg, 2);
       this.log.debug({ err: error, key }, `${this.projection.name}: retrying event later`);
       msg.nak(200);
     }

@@ -13,6 +13,7 @@ export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   stream: STREAMS.tasks.name,
   decode: (raw) => TaskEvent.parse(raw),
   keyOf: (event) => taskViewKey(event.meta.taskId),
+  startsDocument: (event) => event.type === "TaskSubmitted",
   evolve: evolveTaskView,
   docSchema: TaskView,
 };
