@@ -244,6 +244,7 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
     if (reelay) process.stderr.write(`--- last lines of reelay's log ---\n${logTail(reelay.logFile)}\n`);
     throw error;
   } finally {
+    agent.destroy();
     if (ownCpus) pinProcess(process.pid, ownCpus);
     for (const stop of stops.reverse()) await stop().catch((error: unknown) => say(`cleanup failed: ${(error as Error).message}`));
     rmSync(workDir, { recursive: true, force: true });

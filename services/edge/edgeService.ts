@@ -35,7 +35,7 @@ export class EdgeService {
     this.keys = new ApiKeyDirectory(nats.apiKeys, log);
     this.views = new TaskViewReader(nats.taskViews, new TaskLog(nats.js, nats.jsm), log);
     this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
-    this.ledger = new AccountLedger(nats.js, nats.jsm, nats.balances);
+    this.ledger = new AccountLedger(nats);
   }
 
   /** Starts listening; resolves to the bound port (useful with port 0). */

@@ -83,7 +83,8 @@ export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void
     streamRoute((request, _body, sink) => withAccount(keys, request, () => sink.reply(200, "application/json", list)), { log }),
   );
   app.get(
-    "/api/compat/models/:model",
+    // A wildcard, not `:model`: model ids may contain slashes ("org/model").
+    "/api/compat/models/*",
     streamRoute(
       (request, _body, sink) =>
         withAccount(keys, request, () => {
