@@ -26,7 +26,7 @@ function createProviders(nats: Nats, config: ReelayConfig, log: Logger): Map<str
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger): Promise<{ stop(): Promise<void> }> {
   const providers = createProviders(nats, config, log);
   const runner = new RunnerService(nats, config, providers, log);
-  const settlement = new Settlement(nats, new AccountLedger(nats.js, nats.jsm, nats.balances), log.child({ part: "settlement" }));
+  const settlement = new Settlement(nats, new AccountLedger(nats), log.child({ part: "settlement" }));
   await runner.start();
   await settlement.start();
   return {
