@@ -3,9 +3,11 @@ import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
+import { BalanceMirror } from "../billing/balanceMirror.ts";
+import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
 import { registerChatRoutes } from "./chat/chatRoutes.ts";
-import { noopUsageMeter, type ChatUsageMeter } from "./chat/usageMeter.ts";
+import type { ChatUsageMeter } from "./chat/usageMeter.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
 import { nativeUws, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
 import { registerVideoRoutes } from "./video/videoRoutes.ts";
@@ -18,7 +20,7 @@ export interface EdgeOptions {
   host: string;
   port: number;
   publicUrl: string | undefined;
-  /** Chat billing; charges nothing until the ledger is plugged in. */
+  /** Chat billing; the ledger by default (tests pass a recording meter). */
   chatUsageMeter?: ChatUsageMeter;
 }
 
@@ -30,12 +32,14 @@ export class EdgeService {
   private readonly views: TaskViewReader;
   private readonly submitter: TaskSubmitter;
   private readonly ledger: AccountLedger;
+  private readonly balances: BalanceMirror;
 
   constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
     this.keys = new ApiKeyDirectory(nats.apiKeys, log);
     this.views = new TaskViewReader(nats.taskViews, new TaskLog(nats.js, nats.jsm), log);
     this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
     this.ledger = new AccountLedger(nats);
+    this.balances = new BalanceMirror(nats.balances, log);
   }
 
   /** Starts listening; resolves to the bound port (useful with port 0). */
@@ -44,6 +48,7 @@ export class EdgeService {
     this.uws = uWS;
     await this.keys.start();
     await this.views.start();
+    await this.balances.start();
     this.submitter.start();
     const app = uWS.App();
     this.registerRoutes(app);
@@ -61,6 +66,7 @@ export class EdgeService {
     this.listenSocket = undefined;
     this.submitter.stop();
     this.views.stop();
+    this.balances.stop();
     this.keys.stop();
   }
 
@@ -82,7 +88,7 @@ export class EdgeService {
     registerChatRoutes(app, {
       config: this.config,
       keys: this.keys,
-      meter: this.options.chatUsageMeter ?? noopUsageMeter,
+      meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances),
       log: this.log,
     });
     new VideoFiles(this.nats.videos).register(app, this.log);

@@ -1,7 +1,7 @@
 /**
  * Where chat billing plugs in. The relay asks before spending (so an exhausted account gets a 403
- * before any upstream cost) and reports usage once a response is complete. The ledger implementation
- * lives with the billing work; until then the no-op meter lets everything through and charges nothing.
+ * before any upstream cost) and reports usage once a response is complete. The ledger implementation is
+ * services/billing/chatUsageMeter.ts.
  */
 export interface ChatUsageCharge {
   account: string;
@@ -25,8 +25,3 @@ export interface ChatUsageMeter {
    */
   charge(input: ChatUsageCharge): Promise<void>;
 }
-
-export const noopUsageMeter: ChatUsageMeter = {
-  assertCanSpend: () => Promise.resolve(),
-  charge: () => Promise.resolve(),
-};
