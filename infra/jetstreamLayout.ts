@@ -18,6 +18,8 @@ export const STREAMS = {
   tasks: { name: "TASKS", subjects: ["tasks.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /** Submitted video jobs waiting for, or held by, a runner. */
   work: { name: "WORK", subjects: ["work.video"], retention: RetentionPolicy.Workqueue, allow_direct: false },
+  /** Finished tasks waiting to be settled or released on the ledger. */
+  settlements: { name: "SETTLEMENTS", subjects: ["settle.video"], retention: RetentionPolicy.Workqueue, allow_direct: false },
   /** Every money movement of account A is an event on ledger.A. */
   ledger: { name: "LEDGER", subjects: ["ledger.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /**
@@ -46,7 +48,7 @@ export const CONSUMERS = {
   balancesProjector: "projector_balances",
   taskChargesProjector: "projector_task_charges",
   /** Turns finished tasks into settlements and releases. */
-  settlement: "settlement",
+  settlers: "settlers",
 } as const;
 
 export interface LayoutOptions {
@@ -74,8 +76,8 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
   };
 }
 
-/** A durable that folds a whole stream in order, from the beginning, acknowledging each event. */
-function projectionConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
+/** A durable that reads a whole stream in order, from the beginning, acknowledging each message. */
+function durableConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
   return {
     stream,
     config: {
@@ -102,10 +104,10 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
         max_deliver: -1,
       },
     },
-    projectionConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector, options.leaseMs),
-    projectionConsumer(STREAMS.tasks.name, CONSUMERS.settlement, options.leaseMs),
-    projectionConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
-    projectionConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
+    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector, options.leaseMs),
+    durableConsumer(STREAMS.settlements.name, CONSUMERS.settlers, options.leaseMs),
+    durableConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
+    durableConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
   ];
 }
 

@@ -12,6 +12,8 @@ export interface VideoTaskContext {
   version: number;
   deadlineAt?: string;
   providerTaskId?: string;
+  /** How the task ended, for billing: tokens on success, the reason on failure. */
+  outcome?: { kind: "succeeded"; totalTokens: number } | { kind: "failed"; reason: string };
 }
 
 export const videoTaskMachine = setup({
@@ -27,6 +29,11 @@ export const videoTaskMachine = setup({
     recordAcceptance: assign(({ event }) =>
       event.type === "UpstreamAccepted" ? { providerTaskId: event.data.providerTaskId } : {},
     ),
+    recordOutcome: assign(({ event }) => {
+      if (event.type === "GenerationSucceeded") return { outcome: { kind: "succeeded" as const, totalTokens: event.data.totalTokens } };
+      if (event.type === "GenerationFailed") return { outcome: { kind: "failed" as const, reason: event.data.reason } };
+      return {};
+    }),
   },
   guards: {
     notYetAccepted: ({ context }) => context.providerTaskId === undefined,
@@ -44,13 +51,13 @@ export const videoTaskMachine = setup({
       on: {
         UpstreamAccepted: { guard: "notYetAccepted", actions: ["countEvent", "recordAcceptance"] },
         GenerationStarted: { guard: "accepted", target: "running", actions: "countEvent" },
-        GenerationFailed: { target: "failed", actions: "countEvent" },
+        GenerationFailed: { target: "failed", actions: ["countEvent", "recordOutcome"] },
       },
     },
     running: {
       on: {
-        GenerationSucceeded: { target: "success", actions: "countEvent" },
-        GenerationFailed: { target: "failed", actions: "countEvent" },
+        GenerationSucceeded: { target: "success", actions: ["countEvent", "recordOutcome"] },
+        GenerationFailed: { target: "failed", actions: ["countEvent", "recordOutcome"] },
       },
     },
     success: { type: "final" },

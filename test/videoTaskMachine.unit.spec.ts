@@ -68,6 +68,7 @@ describe("video task machine", () => {
     const final = foldTaskEvents(history(submitted, accepted, ...events));
     expect(taskState(final)).toBe("success");
     expect(isFinal(final)).toBe(true);
+    expect(final.context.outcome).toEqual({ kind: "succeeded", totalTokens: 108_900 });
   });
 
   it("when the deadline passes, then the task fails with a timeout reason; before it, nothing", () => {
@@ -81,6 +82,7 @@ describe("video task machine", () => {
   it("given a final task, nothing more is decided and late events change nothing", () => {
     const failed = foldTaskEvents(history(submitted, accepted, { type: "GenerationFailed", data: { reason: "x", stage: "generation" } }));
     expect(taskState(failed)).toBe("failed");
+    expect(failed.context.outcome).toEqual({ kind: "failed", reason: "x" });
     expect(decideTaskEvents(failed, { kind: "upstreamReported", report: success })).toEqual([]);
     expect(decideTaskEvents(failed, { kind: "clock", now: new Date("2031-01-01"), maxTaskMs: 900_000 })).toEqual([]);
     const late = history(submitted, accepted, started)[2] as TaskEvent;

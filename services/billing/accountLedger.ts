@@ -81,7 +81,8 @@ export class AccountLedger {
   private async append(account: string, known: AccountState, events: NewLedgerEvent[], cause: string): Promise<AccountState> {
     let state = known;
     for (const [index, event] of events.entries()) {
-      const full = LedgerEvent.parse({ ...event, meta: { schema: 1, account, version: state.version + 1, at: new Date().toISOString(), cause } });
+      const meta = { schema: 1 as const, account, version: state.version + 1, at: new Date().toISOString(), cause };
+      const full = { ...event, meta } as LedgerEvent;
       const sequence = await this.log.append(ledgerSubject(account), full, index === 0 ? cause : `${cause}-${index}`, state.sequence);
       state = { ...applyLedgerEvent(state, full), sequence };
       this.known.set(account, state);

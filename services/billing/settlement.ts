@@ -1,31 +1,28 @@
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
-import { TaskEvent } from "../../contracts/videoTask.ts";
+import { SettleVideoTask } from "../../contracts/ledger.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { TaskLog } from "../shared/taskLog.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
 
 /**
  * Settles what finished tasks cost: a success charges its real cost against the reservation, a failure
- * releases it (failed work is free). Driven by the task log through a durable consumer, so a crash
- * anywhere replays the event; the ledger's decision (no open reservation → nothing to do) and the
- * cause-derived msgID make the replay charge nothing twice.
+ * releases it (failed work is free). Runners queue each finished task on SETTLEMENTS before letting go of
+ * it; an item stays there until its ledger write is done, so a crash anywhere delivers it again, and the
+ * ledger's decision (no open reservation → nothing to do) plus the cause-derived msgID make the repeat
+ * charge nothing twice.
  */
 export class Settlement {
-  private readonly tasks: TaskLog;
   private stopped = false;
   private loop: Promise<void> | undefined;
   private readonly inFlight = new Set<Promise<void>>();
 
-  constructor(private readonly nats: Nats, private readonly ledger: AccountLedger, private readonly log: Logger) {
-    this.tasks = new TaskLog(nats.js, nats.jsm);
-  }
+  constructor(private readonly nats: Nats, private readonly ledger: AccountLedger, private readonly log: Logger) {}
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.settlement);
+    const consumer = await this.nats.js.consumers.get(STREAMS.settlements.name, CONSUMERS.settlers);
     this.loop = this.pull(consumer);
   }
 
@@ -51,28 +48,29 @@ export class Settlement {
   }
 
   private async handle(msg: JsMsg): Promise<void> {
+    const parsed = SettleVideoTask.safeParse(msg.json());
+    if (!parsed.success) {
+      this.log.error({ seq: msg.seq, issues: parsed.error.issues }, "unreadable settlement item; parking it");
+      msg.term("unreadable settlement item");
+      return;
+    }
     try {
-      const event = TaskEvent.parse(msg.json());
-      if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") await this.settle(event);
+      await this.settle(parsed.data);
       msg.ack();
     } catch (error) {
-      this.log.error({ err: error, seq: msg.seq }, "settling a task failed; retrying");
+      this.log.error({ err: error, taskId: parsed.data.taskId }, "settling a task failed; retrying");
       msg.nak(1000);
     }
   }
 
-  private async settle(event: Extract<TaskEvent, { type: "GenerationSucceeded" | "GenerationFailed" }>): Promise<void> {
-    const taskId = event.meta.taskId;
-    const { events } = await this.tasks.read(taskId);
-    const submitted = events.find((e) => e.type === "TaskSubmitted");
-    if (submitted?.type !== "TaskSubmitted") throw new Error(`task ${taskId} has no TaskSubmitted event`);
-    const { account, job } = submitted.data;
+  private async settle(item: SettleVideoTask): Promise<void> {
+    const { taskId, account, model, outcome } = item;
     failpoint("settlement:before-append");
-    if (event.type === "GenerationSucceeded") {
-      const cost = costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: job.pricePerMillionTokens }]);
-      await this.ledger.execute(account, { type: "settle", taskId, costMicros: cost, totalTokens: event.data.totalTokens, model: job.model });
+    if (outcome.kind === "succeeded") {
+      const cost = costMicros([{ tokens: outcome.totalTokens, pricePerMillionTokens: item.pricePerMillionTokens }]);
+      await this.ledger.execute(account, { type: "settle", taskId, costMicros: cost, totalTokens: outcome.totalTokens, model });
     } else {
-      await this.ledger.execute(account, { type: "release", taskId, reason: event.data.reason });
+      await this.ledger.execute(account, { type: "release", taskId, reason: outcome.reason });
     }
     failpoint("settlement:after-append");
   }

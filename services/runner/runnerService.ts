@@ -85,6 +85,7 @@ export class RunnerService {
     this.held.set(taskId, msg);
     const actor = new TaskActor(taskId, parsed.data, {
       nc: this.nats.nc,
+      js: this.nats.js,
       log: this.log,
       taskLog: this.taskLog,
       provider,

@@ -24,7 +24,8 @@ export class TaskLog {
 
   /** Appends `event` as version `version` of the task, fenced on `expectedLastSequence` (see SubjectLog.append). */
   async append(taskId: number, event: NewTaskEvent, version: number, expectedLastSequence: number): Promise<{ event: TaskEvent; sequence: number }> {
-    const full = TaskEvent.parse({ ...event, meta: { schema: 1, taskId, version, at: new Date().toISOString() } });
+    // Built from typed parts: no parse needed on the way out (events are parsed where they are read back).
+    const full = { ...event, meta: { schema: 1, taskId, version, at: new Date().toISOString() } } as TaskEvent;
     const sequence = await this.log.append(taskSubject(taskId), full, `task-${taskId}-v${version}`, expectedLastSequence);
     return { event: full, sequence };
   }
