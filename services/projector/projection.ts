@@ -29,11 +29,14 @@ const NEW_DOC = { doc: null, revision: 0 } as const;
 /**
  * Runs a projection from a durable pull consumer into a KV bucket: explicit acks (a crash replays
  * unacked events, which the idempotent evolve absorbs), compare-and-set writes (several instances can't
- * clobber each other), events for different documents in parallel, events for one document in order.
+ * clobber each other), events for different documents in parallel, events for one document in order —
+ * and those that arrive while the document's previous write is in flight are folded into one write.
  */
 export class ProjectionRunner<Event, Doc> {
   private readonly cache = new Map<string, CachedDoc<Doc>>();
-  private readonly chains = new Map<string, Promise<void>>();
+  /** Events waiting for their document, per key, and the drain working through each key. */
+  private readonly pending = new Map<string, Array<{ event: Event; msg: JsMsg }>>();
+  private readonly draining = new Map<string, Promise<void>>();
   private stopped = false;
   private loop: Promise<void> | undefined;
 
@@ -51,7 +54,7 @@ export class ProjectionRunner<Event, Doc> {
   async stop(): Promise<void> {
     this.stopped = true;
     await this.loop;
-    await Promise.allSettled(this.chains.values());
+    await Promise.allSettled(this.draining.values());
   }
 
   private async pull(): Promise<void> {
@@ -81,31 +84,44 @@ export class ProjectionRunner<Event, Doc> {
       msg.ack();
       return;
     }
-    const previous = this.chains.get(key) ?? Promise.resolve();
-    const next = previous.then(() => this.apply(key, event, msg));
-    this.chains.set(key, next);
-    void next.finally(() => {
-      if (this.chains.get(key) === next) this.chains.delete(key);
-    });
+    const queued = this.pending.get(key);
+    if (queued) queued.push({ event, msg });
+    else this.pending.set(key, [{ event, msg }]);
+    if (!this.draining.has(key)) this.draining.set(key, this.drain(key));
   }
 
-  private async apply(key: string, event: Event, msg: JsMsg, attempt = 1): Promise<void> {
+  private async drain(key: string): Promise<void> {
+    for (let batch = this.take(key); batch.length > 0; batch = this.take(key)) await this.apply(key, batch);
+    // Synchronous with the empty take: an event enqueued after this starts a new drain.
+    this.draining.delete(key);
+  }
+
+  private take(key: string): Array<{ event: Event; msg: JsMsg }> {
+    const batch = this.pending.get(key) ?? [];
+    this.pending.delete(key);
+    return batch;
+  }
+
+  private async apply(key: string, batch: Array<{ event: Event; msg: JsMsg }>, attempt = 1): Promise<void> {
     try {
+      const first = batch[0]?.event;
       // A document's first event needs no read: create() fails if it exists (a redelivery), then we read.
-      const current = this.cache.get(key) ?? (this.projection.startsDocument?.(event) && attempt === 1 ? NEW_DOC : await this.load(key));
-      const doc = this.projection.evolve(current.doc, event, msg.seq);
+      const startsDocument = first !== undefined && this.projection.startsDocument?.(first) === true;
+      const current = this.cache.get(key) ?? (startsDocument && attempt === 1 ? NEW_DOC : await this.load(key));
+      let doc = current.doc;
+      for (const { event, msg } of batch) doc = this.projection.evolve(doc, event, msg.seq);
       if (doc !== current.doc && doc !== null) {
         const value = JSON.stringify(doc);
         const revision =
           current.revision === 0 ? await this.bucket.create(key, value) : await this.bucket.update(key, value, current.revision);
         this.remember(key, { doc, revision });
       }
-      msg.ack();
+      for (const { msg } of batch) msg.ack();
     } catch (error) {
       this.cache.delete(key);
-      if (attempt === 1) return this.apply(key, event, msg, 2);
-      this.log.debug({ err: error, key }, `${this.projection.name}: retrying event later`);
-      msg.nak(200);
+      if (attempt === 1) return this.apply(key, batch, 2);
+      this.log.debug({ err: error, key }, `${this.projection.name}: retrying events later`);
+      for (const { msg } of batch) msg.nak(200);
     }
   }
 
