@@ -68,7 +68,9 @@ export const videoTaskMachine = setup({
 export type VideoTaskSnapshot = SnapshotFrom<typeof videoTaskMachine>;
 export type VideoTaskState = "unsubmitted" | "pending" | "running" | "success" | "failed";
 
-export const initialTaskSnapshot = (): VideoTaskSnapshot => initialTransition(videoTaskMachine)[0];
+/** Snapshots are immutable, so every task starts from the same one (computing it costs an actor). */
+const INITIAL_SNAPSHOT: VideoTaskSnapshot = initialTransition(videoTaskMachine)[0];
+export const initialTaskSnapshot = (): VideoTaskSnapshot => INITIAL_SNAPSHOT;
 
 /** Applies one event; an event the current state does not accept leaves the snapshot unchanged. */
 export const applyTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): VideoTaskSnapshot =>

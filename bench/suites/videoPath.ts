@@ -15,6 +15,7 @@ const SUITE = "video";
 /** Server side (nats-server, reelay, bare uWS) on CPU 0; load generators (wrk, the raw publisher) on CPU 1. */
 const SERVER_CPU = "0";
 const LOAD_CPU = "1";
+const BOTH_CPUS = "0,1";
 const CONNECTIONS = 64;
 const QUERY_ROUNDS = 3;
 const QUERY_SECONDS = 3;
@@ -105,7 +106,12 @@ async function measure(workDir: string, cleanup: Cleanup, started: (child: Reela
   pinProcess(reelay.proc.pid, SERVER_CPU);
   pinProcess(natsPid, SERVER_CPU);
   rows.push(...(await queryPhase(workDir, cleanup, reelay, key, e2e.firstTaskId)));
-  rows.push(...(await createPhase(workDir, reelay, nats.url, natsPid, key)));
+  rows.push(...(await createPhase(workDir, reelay, nats.url, natsPid, key, "1 server core")));
+  // The issue's target is for this 2-core machine: the server side (reelay's threads and nats-server) may
+  // use both cores; wrk, which needs little at these rates, shares CPU 1.
+  pinProcess(reelay.proc.pid, BOTH_CPUS);
+  pinProcess(natsPid, BOTH_CPUS);
+  rows.push(...(await createPhase(workDir, reelay, nats.url, natsPid, key, "2 cores")));
   return rows;
 }
 
@@ -206,7 +212,7 @@ async function rawPublishRate(natsUrl: string): Promise<number> {
 }
 
 /** POST videosGenerations with CONNECTIONS in flight, bounded by count and time, vs raw publish rate. */
-async function createPhase(workDir: string, reelay: ReelayChild, natsUrl: string, natsPid: number, key: string): Promise<BenchRow[]> {
+async function createPhase(workDir: string, reelay: ReelayChild, natsUrl: string, natsPid: number, key: string, cores: string): Promise<BenchRow[]> {
   const publishRate = await rawPublishRate(natsUrl);
   const request = {
     url: `${reelay.baseUrl}/api/compat/videosGenerations`,
@@ -220,7 +226,7 @@ async function createPhase(workDir: string, reelay: ReelayChild, natsUrl: string
     bodyMarker: "provider_task_id",
   };
   await runWrk({ ...request, name: "warm-create", durationS: 1, maxResponses: 300 });
-  say(`create path: up to ${CREATE_MAX} tasks / ${CREATE_SECONDS} s`);
+  say(`create path (${cores}): up to ${CREATE_MAX} tasks / ${CREATE_SECONDS} s`);
   const before = await varz(natsUrl);
   const { result: run, cpuUs } = await measureCpu([reelay.proc.pid, natsPid], () =>
     runWrk({ ...request, name: "create", durationS: CREATE_SECONDS, maxResponses: CREATE_MAX }),
@@ -231,15 +237,22 @@ async function createPhase(workDir: string, reelay: ReelayChild, natsUrl: string
   const perTask = (n: number) => (accepted > 0 ? n / accepted : Number.NaN);
   const rate = accepted / run.durationS;
   const rows: BenchRow[] = [
-    { suite: SUITE, metric: "create accepted (vs raw JS publish)", value: rate, unit: "tasks/s", baseline: publishRate, ratio: rate / publishRate, target: ">= 500/s" },
-    { suite: SUITE, metric: "create p50 latency", value: run.p50Ms, unit: "ms" },
-    { suite: SUITE, metric: "create p99 latency", value: run.p99Ms, unit: "ms" },
-    { suite: SUITE, metric: "create reelay CPU per task", value: perTask(cpuUs[0] ?? 0), unit: "µs" },
-    { suite: SUITE, metric: "create nats-server CPU per task", value: perTask(cpuUs[1] ?? 0), unit: "µs" },
-    { suite: SUITE, metric: "create NATS msgs per task (in+out)", value: perTask(msgs.in_msgs + msgs.out_msgs), unit: "msgs" },
-    { suite: SUITE, metric: "create NATS bytes per task (in+out)", value: perTask(msgs.in_bytes + msgs.out_bytes), unit: "B" },
+    {
+      suite: SUITE,
+      metric: `create accepted, ${cores} (vs raw JS publish)`,
+      value: rate,
+      unit: "tasks/s",
+      baseline: publishRate,
+      ratio: rate / publishRate,
+      ...(cores === "2 cores" ? { target: ">= 500/s" } : {}),
+    },
+    { suite: SUITE, metric: `create p50 latency, ${cores}`, value: run.p50Ms, unit: "ms" },
+    { suite: SUITE, metric: `create p99 latency, ${cores}`, value: run.p99Ms, unit: "ms" },
+    { suite: SUITE, metric: `create reelay CPU per task, ${cores}`, value: perTask(cpuUs[0] ?? 0), unit: "µs" },
+    { suite: SUITE, metric: `create nats-server CPU per task, ${cores}`, value: perTask(cpuUs[1] ?? 0), unit: "µs" },
+    { suite: SUITE, metric: `create NATS msgs per task (in+out), ${cores}`, value: perTask(msgs.in_msgs + msgs.out_msgs), unit: "msgs" },
   ];
-  if (run.errors > 0) rows.push({ suite: SUITE, metric: "create errors (non-200, socket)", value: run.errors, unit: "count", target: "<= 0/run" });
+  if (run.errors > 0) rows.push({ suite: SUITE, metric: `create errors (non-200, socket), ${cores}`, value: run.errors, unit: "count", target: "<= 0/run" });
   const withoutProviderId = accepted - run.marked;
   if (withoutProviderId > 0) {
     rows.push({ suite: SUITE, metric: "create answers without provider_task_id", value: withoutProviderId, unit: "count", target: "<= 0/run" });

@@ -6,9 +6,11 @@ import { ApiKeyStore } from "../shared/apiKeys.ts";
 import { createLogger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { startEdge } from "../edge/main.ts";
+import { availableParallelism } from "node:os";
 import { startProjector } from "../projector/main.ts";
 import { startRunner } from "../runner/main.ts";
 import { externalNatsUrl, openNats } from "./natsContext.ts";
+import { startServiceThread } from "./threadedService.ts";
 
 export const SERVICES = ["edge", "runner", "projector"] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -37,7 +39,11 @@ async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
   );
 }
 
-/** `reelay serve [edge] [runner] [projector]`: the given services (all by default) in this process. */
+/**
+ * `reelay serve [edge] [runner] [projector]`: the given services (all by default) in this process — the
+ * edge on the main thread, the runner and the projector each on a thread of their own (when there is
+ * more than one core).
+ */
 export async function serve(config: ReelayConfig, selected: readonly ServiceName[]): Promise<void> {
   const log = createLogger(selected.length === SERVICES.length ? "reelay" : selected.join("+"));
   const { nats, url, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
@@ -45,8 +51,20 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
 
   // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
   const stops: Array<() => Promise<void>> = [];
-  if (selected.includes("projector")) stops.unshift((await startProjector(nats, log.child({ service: "projector" }))).stop);
-  if (selected.includes("runner")) stops.unshift((await startRunner(nats, config, log.child({ service: "runner" }))).stop);
+  // Threads pay off only with cores to run them on; on one core they would just take turns.
+  const threaded = availableParallelism() > 1;
+  if (selected.includes("projector")) {
+    const projector = threaded
+      ? await startServiceThread({ service: "projector", natsUrl: url, config })
+      : await startProjector(nats, log.child({ service: "projector" }));
+    stops.unshift(projector.stop);
+  }
+  if (selected.includes("runner")) {
+    const runner = threaded
+      ? await startServiceThread({ service: "runner", natsUrl: url, config })
+      : await startRunner(nats, config, log.child({ service: "runner" }));
+    stops.unshift(runner.stop);
+  }
   if (selected.includes("edge")) {
     const edge = await startEdge(nats, config, log.child({ service: "edge" }), {
       host: process.env.HOST ?? "127.0.0.1",

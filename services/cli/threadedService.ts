@@ -1,0 +1,28 @@
+import { Worker } from "node:worker_threads";
+import type { ServiceThreadData } from "./serviceThread.ts";
+
+const ENTRY = new URL("../../scripts/service-thread.mjs", import.meta.url);
+
+/**
+ * Runs the runner or the projector on a thread of its own, so one `reelay serve` process uses more than
+ * one core (Node runs JavaScript on one thread; the edge keeps the main one). Resolves once it is ready.
+ */
+export async function startServiceThread(data: ServiceThreadData): Promise<{ stop(): Promise<void> }> {
+  const worker = new Worker(ENTRY, { workerData: data });
+  await new Promise<void>((resolve, reject) => {
+    worker.once("message", (message: unknown) => (message === "ready" ? resolve() : reject(new Error(String(message)))));
+    worker.once("error", reject);
+    worker.once("exit", (code) => reject(new Error(`${data.service} thread exited with code ${code} before it was ready`)));
+  });
+  worker.removeAllListeners();
+  return {
+    stop: () =>
+      new Promise<void>((resolve) => {
+        worker.once("exit", () => resolve());
+        worker.on("message", (message: unknown) => {
+          if (message === "stopped") void worker.terminate();
+        });
+        worker.postMessage("stop");
+      }),
+  };
+}
