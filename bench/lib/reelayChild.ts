@@ -41,18 +41,21 @@ export interface ReelayChild {
 }
 
 /**
- * `reelay serve` (edge, runner and projector in one process, as `npm start` runs them) as a child process
- * against `natsUrl`, with `config` written to the work dir; resolves once GET /healthz answers 200.
+ * `reelay serve` (edge, runner and projector in one process, as `npm start` runs them; or only the given
+ * `services`) as a child process against `natsUrl`, with `config` written to the work dir; resolves once
+ * it is ready (GET /healthz answers 200 when it runs the edge).
  */
 export async function startReelay(options: {
   natsUrl: string;
   config: ReelayConfig;
   workDir: string;
   cpu?: string;
+  services?: readonly string[];
 }): Promise<ReelayChild> {
   const configPath = writeConfig(options.workDir, options.config);
   const port = await freeLoopbackPort();
-  const logFile = join(options.workDir, "reelay.log");
+  const services = options.services ?? [];
+  const logFile = join(options.workDir, `reelay${services.length ? `-${services.join("-")}` : ""}.log`);
   const spawnOptions: SpawnOptions = {
     env: { NATS_URL: options.natsUrl, REELAY_CONFIG: configPath, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "info" },
     logFile,
@@ -61,13 +64,16 @@ export async function startReelay(options: {
   // BENCH_CPU_PROF_DIR=<dir>: reelay writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
   const profileDir = process.env.BENCH_CPU_PROF_DIR;
   const profiling = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [];
-  const proc = spawnTracked("reelay serve", process.execPath, [...profiling, CLI, "serve"], spawnOptions);
+  const proc = spawnTracked(`reelay serve ${services.join(" ")}`.trim(), process.execPath, [...profiling, CLI, "serve", ...services], spawnOptions);
   const baseUrl = `http://127.0.0.1:${port}`;
+  const withEdge = services.length === 0 || services.includes("edge");
   const deadline = Date.now() + 30_000;
   for (;;) {
     if (proc.exited()) throw new Error(`reelay serve exited during start-up:\n${logTail(logFile)}`);
-    const health = await fetch(`${baseUrl}/healthz`).catch(() => undefined);
-    if (health?.ok) return { proc, baseUrl, logFile };
+    const ready = withEdge
+      ? (await fetch(`${baseUrl}/healthz`).catch(() => undefined))?.ok === true
+      : logTail(logFile).includes("reelay services ready");
+    if (ready) return { proc, baseUrl, logFile };
     if (Date.now() > deadline) {
       await proc.stop(1000);
       throw new Error(`reelay serve did not become healthy within 30 s:\n${logTail(logFile)}`);

