@@ -150,6 +150,16 @@ describe("chat completions end to end (official openai client)", () => {
   });
 
   describe("errors, as the client library's exception classes", () => {
+    it("answers a wrong method or path under the chat API in OpenAI's error shape", async () => {
+      for (const [method, path] of [["GET", "/api/compat/chat/completions"], ["POST", "/api/compat/chat/complete"], ["PUT", "/api/compat/chatCompletions"]]) {
+        const response = await fetch(`${app.baseUrl}${path}`, { method, headers: { authorization: `Bearer ${key}` } });
+        expect(response.status).toBe(404);
+        expect(await response.json()).toMatchObject({ error: { message: expect.stringContaining("no such endpoint"), type: expect.any(String) } });
+      }
+      const stillWorks = await client.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "ok" }] });
+      expect(stillWorks.choices[0]?.message.content).toBe("ok");
+    });
+
     it("rejects a bad key with AuthenticationError on chat and models", async () => {
       const stranger = new OpenAI({ baseURL: `${app.baseUrl}/api/compat`, apiKey: "rly_wrong", maxRetries: 0 });
       await expect(stranger.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "x" }] })).rejects.toBeInstanceOf(OpenAI.AuthenticationError);

@@ -1,6 +1,7 @@
 /**
- * Errors that carry their wire status. Routes throw these; `services/edge/http/errorEnvelope.ts`
- * maps them to the spec's envelope in one place. Anything else is a 500 with a generic message.
+ * Errors that carry their wire status. Routes throw these; `services/edge/http/videoErrors.ts` maps them
+ * to the spec's envelope and `services/edge/chat/chatErrors.ts` to OpenAI's error shape, each in one place.
+ * Anything else is a 500 with a generic message.
  */
 export abstract class ReelayError extends Error {
   abstract readonly status: 400 | 401 | 403 | 404 | 413 | 429 | 500 | 502 | 504;

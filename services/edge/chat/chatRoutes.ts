@@ -3,9 +3,10 @@ import type { ReelayConfig } from "../../../contracts/config.ts";
 import { NotFoundError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
+import { jsonReply, writeReply } from "../http/reply.ts";
 import type { RequestInfo } from "../http/request.ts";
 import type { TemplatedApp } from "../http/uws.ts";
-import { withDetail } from "./chatErrors.ts";
+import { chatError, withDetail } from "./chatErrors.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
 import { parseChatRequest } from "./chatRequest.ts";
 import type { ResponseSink } from "./responseSink.ts";
@@ -76,6 +77,14 @@ export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void
   const chatRoute = streamRoute(chat, { maxBodyBytes: config.limits.maxBodyBytes, log });
   app.post("/api/compat/chatCompletions", chatRoute);
   app.post("/api/compat/chat/completions", chatRoute);
+  // Other methods or paths under the chat API answer in OpenAI's shape too, so client libraries can read them.
+  for (const pattern of ["/api/compat/chatCompletions", "/api/compat/chat/*"]) {
+    app.any(pattern, (res, req) => {
+      const what = `${req.getMethod().toUpperCase()} ${req.getUrl()}`;
+      const answer = chatError(new NotFoundError(`no such endpoint: ${what} (chat completions are POST /api/compat/chat/completions)`), log);
+      writeReply(res, jsonReply(answer.status, answer.body));
+    });
+  }
 
   const list = JSON.stringify(modelList(config, created));
   app.get(
