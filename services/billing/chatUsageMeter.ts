@@ -6,7 +6,8 @@ import { costMicros, formatYuan } from "./pricing.ts";
 
 /**
  * Chat billing on the ledger. Chat cost is known only after the answer, so nothing is reserved: an
- * account may start a request while its available balance is above zero, and the usage is charged
+ * account may start a request while its available balance is above zero (read from the mirrored
+ * `balances` view on the hot path, confirmed with the ledger before a refusal), and the usage is charged
  * afterwards as a ChatUsageCharged event keyed by the request id (a retried charge lands once).
  * A free model (price 0) charges nothing.
  */
@@ -14,8 +15,10 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
   constructor(private readonly ledger: AccountLedger, private readonly balances: BalanceMirror) {}
 
   async assertCanSpend(account: string): Promise<void> {
-    const balance = this.balances.get(account);
-    const available = balance ? availableMicros(balance) : 0;
+    const mirrored = this.balances.get(account);
+    if (mirrored && availableMicros(mirrored) > 0) return;
+    // The mirror lags the ledger (a credit a moment ago): before refusing, ask the ledger itself.
+    const available = availableMicros(await this.ledger.current(account));
     if (available <= 0) throw new InsufficientBalanceError(`insufficient balance: available ${formatYuan(available)} yuan`);
   }
 
