@@ -56,17 +56,17 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   if (selected.includes("projector")) {
     const projector = threaded
       ? await startServiceThread({ service: "projector", natsUrl: url, config })
-      : await startProjector(nats, log.child({ service: "projector" }));
+      : await startProjector(nats, createLogger("projector"));
     stops.unshift(projector.stop);
   }
   if (selected.includes("runner")) {
     const runner = threaded
       ? await startServiceThread({ service: "runner", natsUrl: url, config })
-      : await startRunner(nats, config, log.child({ service: "runner" }));
+      : await startRunner(nats, config, createLogger("runner"));
     stops.unshift(runner.stop);
   }
   if (selected.includes("edge")) {
-    const edge = await startEdge(nats, config, log.child({ service: "edge" }), {
+    const edge = await startEdge(nats, config, createLogger("edge"), {
       host: process.env.HOST ?? "127.0.0.1",
       port: Number(process.env.PORT ?? 8080),
       publicUrl: process.env.REELAY_PUBLIC_URL,
