@@ -1,9 +1,10 @@
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { JsMsg } from "@nats-io/jetstream";
 import { SettleVideoTask } from "../../contracts/ledger.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
+import { pullLoop } from "../shared/pullLoop.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
 
@@ -23,28 +24,22 @@ export class Settlement {
 
   async start(): Promise<void> {
     const consumer = await this.nats.js.consumers.get(STREAMS.settlements.name, CONSUMERS.settlers);
-    this.loop = this.pull(consumer);
+    this.loop = pullLoop(consumer, {
+      stopped: () => this.stopped,
+      room: () => 256,
+      take: (msg) => {
+        const work = this.handle(msg).finally(() => this.inFlight.delete(work));
+        this.inFlight.add(work);
+      },
+      log: this.log,
+      what: "settlement",
+    });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     await this.loop;
     await Promise.allSettled(this.inFlight);
-  }
-
-  private async pull(consumer: Consumer): Promise<void> {
-    while (!this.stopped) {
-      try {
-        const batch = await consumer.fetch({ max_messages: 256, expires: 1000 });
-        for await (const msg of batch) {
-          const work = this.handle(msg).finally(() => this.inFlight.delete(work));
-          this.inFlight.add(work);
-        }
-      } catch (error) {
-        if (!this.stopped) this.log.warn({ err: error }, "settlement fetch failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    }
   }
 
   private async handle(msg: JsMsg): Promise<void> {

@@ -2,6 +2,7 @@ import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import type { Logger } from "../shared/log.ts";
+import { pullLoop } from "../shared/pullLoop.ts";
 
 /** A read model: which events it folds, into which document key, and how. */
 export interface Projection<Event, Doc> {
@@ -48,25 +49,19 @@ export class ProjectionRunner<Event, Doc> {
   ) {}
 
   start(): void {
-    this.loop = this.pull();
+    this.loop = pullLoop(this.consumer, {
+      stopped: () => this.stopped,
+      room: () => 512,
+      take: (msg) => this.enqueue(msg),
+      log: this.log,
+      what: this.projection.name,
+    });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     await this.loop;
     await Promise.allSettled(this.draining.values());
-  }
-
-  private async pull(): Promise<void> {
-    while (!this.stopped) {
-      try {
-        const batch = await this.consumer.fetch({ max_messages: 512, expires: 1000 });
-        for await (const msg of batch) this.enqueue(msg);
-      } catch (error) {
-        if (!this.stopped) this.log.warn({ err: error }, "projection fetch failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    }
   }
 
   private enqueue(msg: JsMsg): void {

@@ -1,9 +1,10 @@
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { JsMsg } from "@nats-io/jetstream";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { SubmitVideoTask } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
+import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { TaskActor } from "./taskActor.ts";
@@ -36,7 +37,13 @@ export class RunnerService {
     this.heartbeat = setInterval(() => {
       for (const msg of this.held.values()) msg.working();
     }, Math.max(100, Math.floor(this.config.runner.leaseMs / 3)));
-    this.loop = this.pull(consumer);
+    this.loop = pullLoop(consumer, {
+      stopped: () => this.stopping,
+      room: () => Math.min(this.config.runner.maxConcurrentTasks - this.held.size, 256),
+      take: (msg) => this.host(msg),
+      log: this.log,
+      what: "runner",
+    });
   }
 
   /** Stops taking work, lets live tasks stop at their next step, and hands their jobs back at once. */
@@ -47,24 +54,6 @@ export class RunnerService {
     await Promise.allSettled(this.running);
     for (const msg of this.held.values()) msg.nak();
     this.held.clear();
-  }
-
-  private async pull(consumer: Consumer): Promise<void> {
-    const capacity = this.config.runner.maxConcurrentTasks;
-    while (!this.stopping) {
-      const room = capacity - this.held.size;
-      if (room <= 0) {
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        continue;
-      }
-      try {
-        const batch = await consumer.fetch({ max_messages: Math.min(room, 256), expires: 1000 });
-        for await (const msg of batch) this.host(msg);
-      } catch (error) {
-        if (!this.stopping) this.log.warn({ err: error }, "fetching work failed; retrying");
-        await new Promise((resolve) => setTimeout(resolve, 500));
-      }
-    }
   }
 
   private host(msg: JsMsg): void {
