@@ -66,6 +66,8 @@ export const ReelayConfig = z
         /** A runner that stops sending heartbeats for this long loses its tasks to another runner. */
         leaseMs: z.number().int().min(500).default(30_000),
         maxConcurrentTasks: z.number().int().min(1).default(2000),
+        /** How often runners look for reservations whose task never got queued (released on the second sighting). */
+        reservationSweepMs: z.number().int().min(100).default(60_000),
       })
       .prefault({}),
   })

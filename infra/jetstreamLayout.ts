@@ -16,8 +16,8 @@ import type { NatsConnection } from "@nats-io/transport-node";
 export const STREAMS = {
   /** The task log: every transition of task N is an event on tasks.N. */
   tasks: { name: "TASKS", subjects: ["tasks.>"], retention: RetentionPolicy.Limits, allow_direct: true },
-  /** Submitted video jobs waiting for, or held by, a runner. */
-  work: { name: "WORK", subjects: ["work.video"], retention: RetentionPolicy.Workqueue, allow_direct: false },
+  /** Submitted video jobs waiting for, or held by, a runner: task N's job is on work.video.N. */
+  work: { name: "WORK", subjects: ["work.video.>"], retention: RetentionPolicy.Workqueue, allow_direct: true },
   /** Finished tasks waiting to be settled or released on the ledger. */
   settlements: { name: "SETTLEMENTS", subjects: ["settle.video"], retention: RetentionPolicy.Workqueue, allow_direct: false },
   /** Every money movement of account A is an event on ledger.A. */
@@ -39,6 +39,8 @@ export const BUCKETS = {
   /** Idempotency-Key of a create → the task it made, per account. */
   idempotency: "idempotency",
 } as const;
+
+export const workSubject = (taskId: number): string => `work.video.${taskId}`;
 
 export const OBJECT_STORES = { videos: "videos" } as const;
 

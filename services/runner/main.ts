@@ -1,6 +1,7 @@
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
+import { ReservationSweeper } from "../billing/reservationSweeper.ts";
 import { Settlement } from "../billing/settlement.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -22,15 +23,19 @@ function createProviders(nats: Nats, config: ReelayConfig, log: Logger): Map<str
   return providers;
 }
 
-/** Starts a runner: hosts video tasks from the WORK queue, and settles finished tasks, until `stop`. */
+/** Starts a runner: hosts video tasks from the WORK queue, settles finished tasks and sweeps orphaned reservations, until `stop`. */
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger): Promise<{ stop(): Promise<void> }> {
   const providers = createProviders(nats, config, log);
   const runner = new RunnerService(nats, config, providers, log);
-  const settlement = new Settlement(nats, new AccountLedger(nats), log.child({ part: "settlement" }));
+  const ledger = new AccountLedger(nats);
+  const settlement = new Settlement(nats, ledger, log.child({ part: "settlement" }));
+  const sweeper = new ReservationSweeper(nats, ledger, config.runner.reservationSweepMs, log.child({ part: "sweeper" }));
   await runner.start();
   await settlement.start();
+  sweeper.start();
   return {
     stop: async () => {
+      await sweeper.stop();
       await runner.stop();
       await settlement.stop();
       await Promise.all([...providers.values()].map((provider) => provider.close()));

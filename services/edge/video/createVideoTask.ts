@@ -4,7 +4,7 @@ import type { AccountLedger } from "../../billing/accountLedger.ts";
 import { costMicros } from "../../billing/pricing.ts";
 import type { IdempotencyKeys } from "./idempotencyKeys.ts";
 import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
-import type { SubmittedTask, TaskSubmitter } from "./taskSubmitter.ts";
+import { JobNotQueuedError, type SubmittedTask, type TaskSubmitter } from "./taskSubmitter.ts";
 import type { TaskViewReader } from "./taskViewReader.ts";
 
 export interface CreateDeps {
@@ -31,7 +31,8 @@ async function existingTask(views: TaskViewReader, taskId: number): Promise<Crea
 
 /**
  * Create, in the order that keeps money and tasks consistent: id → (idempotency claim) → reserve the
- * estimated cost (403 if short; nothing created) → queue the job → wait for the upstream's task id.
+ * estimated cost (403 if short; nothing created) → queue the job (if that fails, release the
+ * reservation) → wait for the upstream's task id.
  */
 export async function createVideoTask(
   deps: CreateDeps,
@@ -56,5 +57,13 @@ export async function createVideoTask(
     if (idempotencyKey !== undefined) await deps.idempotency.release(account, idempotencyKey);
     throw error;
   }
-  return { ...(await deps.submitter.submit(account, taskId, request)), status: "pending" };
+  try {
+    return { ...(await deps.submitter.submit(account, taskId, request)), status: "pending" };
+  } catch (error) {
+    if (error instanceof JobNotQueuedError) {
+      await deps.ledger.execute(account, { type: "release", taskId, reason: "the job could not be queued" });
+      if (idempotencyKey !== undefined) await deps.idempotency.release(account, idempotencyKey);
+    }
+    throw error;
+  }
 }

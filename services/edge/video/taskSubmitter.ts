@@ -2,10 +2,13 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection, Subscription } from "@nats-io/transport-node";
 import { randomBytes } from "node:crypto";
 import { SubmissionOutcome, type SubmitVideoTask } from "../../../contracts/videoTask.ts";
-import { STREAMS } from "../../../infra/jetstreamLayout.ts";
+import { workSubject } from "../../../infra/jetstreamLayout.ts";
 import { UpstreamRejectedError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
+
+/** The job never reached the queue: nothing will run, so its reservation must be released. */
+export class JobNotQueuedError extends Error {}
 
 export interface SubmittedTask {
   taskId: number;
@@ -64,7 +67,9 @@ export class TaskSubmitter {
         notify: `${this.inbox}.${ticket}`,
       };
       // The msgID makes a publish retried after a lost ack queue the job once.
-      await this.js.publish(STREAMS.work.subjects[0], JSON.stringify(command), { msgID: `task-${taskId}` });
+      await this.js.publish(workSubject(taskId), JSON.stringify(command), { msgID: `task-${taskId}` }).catch((error: unknown) => {
+        throw new JobNotQueuedError(`task ${taskId} could not be queued: ${(error as Error).message}`);
+      });
       const result = await outcome;
       if (!result) return { taskId };
       if (result.outcome === "rejected") throw new UpstreamRejectedError(`upstream generator refused the task: ${result.reason}`);
