@@ -40,6 +40,9 @@ export const BUCKETS = {
   idempotency: "idempotency",
 } as const;
 
+/** How long a create's Idempotency-Key returns the same task (as Stripe's do). */
+export const IDEMPOTENCY_KEY_LIFETIME_MS = 24 * 60 * 60 * 1000;
+
 export const workSubject = (taskId: number): string => `work.video.${taskId}`;
 
 export const OBJECT_STORES = { videos: "videos" } as const;
@@ -129,7 +132,11 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
     }
   }
   const kvm = new Kvm(nc);
-  for (const bucket of Object.values(BUCKETS)) await kvm.create(bucket, { history: 1, replicas: options.replicas });
+  for (const bucket of Object.values(BUCKETS)) {
+    // Bucket-wide max age works on nats-server 2.9 (per-key TTL does not): idempotency keys live a day.
+    const ttl = bucket === BUCKETS.idempotency ? { ttl: IDEMPOTENCY_KEY_LIFETIME_MS } : {};
+    await kvm.create(bucket, { history: 1, replicas: options.replicas, ...ttl });
+  }
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });
   for (const { stream, config } of consumerConfigs(options)) {
     try {
