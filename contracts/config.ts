@@ -24,6 +24,8 @@ const LocalProviderSettings = z.strictObject({
   pollIntervalMs: z.number().int().min(10).max(60_000).default(250),
   /** Renders at once per runner process; 0 = one per CPU core. */
   maxConcurrentRenders: z.number().int().min(0).max(64).default(0),
+  /** Fetch reference URLs that point at private or local addresses (off: it would let customers probe our network). */
+  allowPrivateReferenceUrls: z.boolean().default(false),
 });
 
 export const ProviderSettings = z.discriminatedUnion("kind", [LocalProviderSettings]);

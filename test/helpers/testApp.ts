@@ -19,6 +19,8 @@ export function testConfig(tweak?: ConfigTweak): ReelayConfig {
   for (const provider of Object.values(config.providers)) {
     provider.queueDelayMs = 100;
     provider.pollIntervalMs = 50;
+    // Tests serve reference images from loopback.
+    provider.allowPrivateReferenceUrls = true;
   }
   config.runner.leaseMs = 2000;
   config.limits.submitWaitMs = 5000;

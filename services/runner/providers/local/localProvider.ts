@@ -10,7 +10,8 @@ import { estimateVideoTokens } from "../../../../contracts/videoTask.ts";
 import type { ProviderReport } from "../../../../machines/videoTask.ts";
 import type { Logger } from "../../../shared/log.ts";
 import type { ProviderTask, VideoProvider } from "../types.ts";
-import { fetchReference, renderVideo } from "./render.ts";
+import { assertPublicAddress } from "./publicAddressGuard.ts";
+import { fetchReference, renderVideo, type UrlCheck } from "./render.ts";
 import { Semaphore } from "./semaphore.ts";
 
 type LocalSettings = Extract<ProviderSettings, { kind: "local" }>;
@@ -29,6 +30,7 @@ export class LocalProvider implements VideoProvider {
   private readonly aborter = new AbortController();
   /** Jobs sleeping out the queue delay; close() wakes them (one set, not a listener per job). */
   private readonly queued = new Set<() => void>();
+  private readonly referenceCheck: UrlCheck | undefined;
 
   constructor(
     private readonly settings: LocalSettings,
@@ -36,6 +38,7 @@ export class LocalProvider implements VideoProvider {
   ) {
     this.pollIntervalMs = settings.pollIntervalMs;
     this.renders = new Semaphore(settings.maxConcurrentRenders || availableParallelism());
+    this.referenceCheck = settings.allowPrivateReferenceUrls ? undefined : assertPublicAddress;
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
@@ -99,7 +102,7 @@ export class LocalProvider implements VideoProvider {
       try {
         const { job } = task;
         const imagePath = job.references.image_url
-          ? await fetchReference(job.references.image_url, dir, MAX_REFERENCE_BYTES, signal).catch((error: unknown) => {
+          ? await fetchReference(job.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck).catch((error: unknown) => {
               throw new Error(`could not fetch image_url: ${(error as Error).message}`);
             })
           : undefined;

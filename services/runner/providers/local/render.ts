@@ -193,7 +193,12 @@ function runFfmpeg(ffmpegPath: string, args: string[], cwd: string, signal?: Abo
  * Copies a reference image from an http(s) or data: URL into `dir` and returns the file path.
  * The file is named by sniffed content type; anything that is not an image is left to ffmpeg to reject.
  */
-export async function fetchReference(url: string, dir: string, maxBytes: number, signal?: AbortSignal): Promise<string> {
+/** Checks an http(s) URL before it is requested (the first and every redirect hop); throws to refuse it. */
+export type UrlCheck = (url: URL) => Promise<void>;
+
+const MAX_REDIRECTS = 5;
+
+export async function fetchReference(url: string, dir: string, maxBytes: number, signal?: AbortSignal, checkUrl?: UrlCheck): Promise<string> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -208,7 +213,17 @@ export async function fetchReference(url: string, dir: string, maxBytes: number,
 
   let res: Response;
   try {
-    res = await fetch(parsed, { signal: signal ?? null, redirect: "follow" });
+    // Redirects are followed by hand so that every hop passes `checkUrl`.
+    let target = parsed;
+    for (let hop = 0; ; hop++) {
+      if (checkUrl && target.protocol !== "data:") await checkUrl(target);
+      res = await fetch(target, { signal: signal ?? null, redirect: "manual" });
+      const location = res.status >= 300 && res.status < 400 ? res.headers.get("location") : null;
+      if (location === null) break;
+      await res.body?.cancel();
+      if (hop >= MAX_REDIRECTS) throw new Error(`more than ${MAX_REDIRECTS} redirects`);
+      target = new URL(location, target);
+    }
   } catch (err) {
     if (signal?.aborted) throw signal.reason;
     throw new Error(`reference image: could not fetch from ${where}: ${errorText(err)}`);
