@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
@@ -6,7 +7,6 @@ import { ApiKeyStore } from "../shared/apiKeys.ts";
 import { createLogger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { startEdge } from "../edge/main.ts";
-import { availableParallelism } from "node:os";
 import { startProjector } from "../projector/main.ts";
 import { startRunner } from "../runner/main.ts";
 import { externalNatsUrl, openNats } from "./natsContext.ts";
@@ -34,6 +34,9 @@ async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
       `  curl -s http://localhost:${port}/api/compat/videosGenerations -H "Authorization: Bearer ${key}" \\`,
       `    -H "Content-Type: application/json" -d '{"model":"VideoModel-2.0","prompt":"a red fox running through snow"}'`,
       `  curl -s "http://localhost:${port}/api/compat/videosTask?id=<task_id>" -H "Authorization: Bearer ${key}"`,
+      "Chat (any OpenAI client library works with base URL http://localhost:" + port + "/api/compat):",
+      `  curl -s http://localhost:${port}/api/compat/chat/completions -H "Authorization: Bearer ${key}" \`,
+      `    -H "Content-Type: application/json" -d '{"model":"echo","messages":[{"role":"user","content":"hello"}]}'`,
       "",
     ].join("\n"),
   );
