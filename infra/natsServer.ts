@@ -42,11 +42,13 @@ async function waitUntilReady(child: ChildProcess, port: number, logFile: string
 export async function startNatsServer(options: {
   storeDir: string;
   say: (line: string) => void;
+  /** A fixed port (e.g. to restart a server where its clients expect it); a free one by default. */
+  port?: number;
 }): Promise<RunningNatsServer> {
   const bin = locateProgram(NATS_SERVER, options.say);
   mkdirSync(options.storeDir, { recursive: true });
   // The monitor port (port + 1) answers /healthz once JetStream is up; pick until both are free.
-  let port = await freeLoopbackPort();
+  let port = options.port ?? (await freeLoopbackPort());
   while (port >= 65534) port = await freeLoopbackPort();
   const logFile = join(options.storeDir, "..", "nats-server.log");
   const out = openSync(logFile, "a");

@@ -1,5 +1,6 @@
 import type { ReelayConfig } from "../../contracts/config.ts";
 import type { Logger } from "../shared/log.ts";
+import { watchConnection } from "../shared/connectionHealth.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
@@ -92,9 +93,10 @@ export class EdgeService {
       log: this.log,
     });
     new VideoFiles(this.nats.videos).register(app, this.log);
+    const connection = watchConnection(this.nats.nc, this.log);
     app.get("/healthz", (res) => {
-      const healthy = !this.nats.nc.isClosed();
-      writeReply(res, jsonReply(healthy ? 200 : 503, { status: healthy ? "ok" : "nats connection closed" }));
+      const healthy = connection.connected();
+      writeReply(res, jsonReply(healthy ? 200 : 503, { status: healthy ? "ok" : "no NATS connection" }));
     });
     app.any("/*", (res, req) => {
       const what = `${req.getMethod().toUpperCase()} ${req.getUrl()}`;
