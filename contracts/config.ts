@@ -59,6 +59,9 @@ export const ReelayConfig = z
         maxBodyBytes: z.number().int().min(1024).default(1_048_576),
         /** A task not final after this long fails with a timeout reason. */
         maxTaskMs: z.number().int().min(1000).default(15 * 60_000),
+        /** Requests per second per API key on each edge (0: no limit); bursts up to `burstPerKey`. */
+        requestsPerSecondPerKey: z.number().min(0).default(0),
+        burstPerKey: z.number().int().min(1).default(100),
         /** How long create waits for the upstream to accept before answering without provider_task_id. */
         submitWaitMs: z.number().int().min(100).default(10_000),
       })

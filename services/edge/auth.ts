@@ -3,6 +3,7 @@ import { ApiKeyRecord } from "../../contracts/apiKey.ts";
 import { ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
 import { AuthError } from "../shared/errors.ts";
 import type { Logger } from "../shared/log.ts";
+import type { RateLimiter } from "./rateLimiter.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 const HASH_CACHE_LIMIT = 10_000;
@@ -10,7 +11,8 @@ const HASH_CACHE_LIMIT = 10_000;
 /**
  * Resolves `Authorization: Bearer <key>` to its account. Keys live hashed in the api_keys bucket;
  * a watch mirrors them in memory so a request costs one hash, and revocations apply within moments.
- * A key the mirror does not know yet (just created elsewhere) is looked up in the bucket.
+ * A key the mirror does not know yet (just created elsewhere) is looked up in the bucket. A known key
+ * is then held to its request rate, when a limiter is given.
  */
 export class ApiKeyDirectory {
   private readonly byHash = new Map<string, ApiKeyRecord>();
@@ -19,7 +21,7 @@ export class ApiKeyDirectory {
   private readonly store: ApiKeyStore;
   private stopWatching: (() => void) | undefined;
 
-  constructor(private readonly bucket: KV, private readonly log: Logger) {
+  constructor(private readonly bucket: KV, private readonly log: Logger, private readonly limiter?: RateLimiter) {
     this.store = new ApiKeyStore(bucket);
   }
 
@@ -49,10 +51,16 @@ export class ApiKeyDirectory {
       this.hashes.set(key, hash);
     }
     const known = this.byHash.get(hash);
-    if (known) return known;
+    if (known) return this.admit(known);
     return this.store.lookup(hash).then((record) => {
       if (!record) throw new AuthError("invalid API key");
-      return record;
+      return this.admit(record);
     });
+  }
+
+  /** A valid key within its request rate passes; over it, 429. */
+  private admit(record: ApiKeyRecord): ApiKeyRecord {
+    this.limiter?.take(record.keyId);
+    return record;
   }
 }

@@ -7,6 +7,7 @@ import { AccountLedger } from "../billing/accountLedger.ts";
 import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
+import { RateLimiter } from "./rateLimiter.ts";
 import { registerChatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "./chat/usageMeter.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
@@ -36,7 +37,8 @@ export class EdgeService {
   private readonly balances: BalanceMirror;
 
   constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
-    this.keys = new ApiKeyDirectory(nats.apiKeys, log);
+    const { requestsPerSecondPerKey, burstPerKey } = config.limits;
+    this.keys = new ApiKeyDirectory(nats.apiKeys, log, new RateLimiter(requestsPerSecondPerKey, burstPerKey));
     this.views = new TaskViewReader(nats.taskViews, new TaskLog(nats.js, nats.jsm), log);
     this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
     this.ledger = new AccountLedger(nats);
