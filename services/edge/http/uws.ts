@@ -43,9 +43,10 @@ export function nativeUws(log: Logger): Uws {
     log.info({ build: choice.build, passedOver: choice.rejected }, "HTTP server: native uWebSockets.js");
     return choice.uws;
   }
-  throw new Error(
+  const message =
     `no native uWebSockets.js build loads on Node ${process.version} (${process.platform}/${process.arch}):\n  ` +
-      `${choice.rejected.join("\n  ")}\n` +
-      "Run reelay on Node 20 (any glibc), or on Node 22/24 with glibc 2.38 or newer (Debian 13, Ubuntu 24.04); see README 'Node versions'.",
-  );
+    `${choice.rejected.join("\n  ")}\n` +
+    "Run reelay on Node 20 (any glibc), or on Node 22/24 with glibc 2.38 or newer (Debian 13, Ubuntu 24.04); see README 'Node versions'.";
+  log.error({ passedOver: choice.rejected }, "no native uWebSockets.js build: refusing to start the edge on the slow JS fallback");
+  throw new Error(message);
 }
