@@ -15,9 +15,16 @@ export async function startServiceThread(data: ServiceThreadData): Promise<{ sto
     worker.once("exit", (code) => reject(new Error(`${data.service} thread exited with code ${code} before it was ready`)));
   });
   worker.removeAllListeners();
+  // A service thread that dies takes the process with it: a supervisor then restarts everything, rather
+  // than leaving an edge that accepts work no runner will do. (Jobs and events wait in JetStream.)
+  worker.on("error", (error) => {
+    process.stderr.write(`reelay: the ${data.service} thread failed: ${error.stack ?? String(error)}\n`);
+    process.exit(1);
+  });
   return {
     stop: () =>
       new Promise<void>((resolve) => {
+        worker.removeAllListeners("error");
         worker.once("exit", () => resolve());
         worker.on("message", (message: unknown) => {
           if (message === "stopped") void worker.terminate();
