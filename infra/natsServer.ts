@@ -56,7 +56,9 @@ export async function startNatsServer(options: {
   // A small shell keeps the server tied to this process: it stops the server (cleanly, SIGTERM) when our
   // end of its stdin closes — on stop(), and also when this process dies without cleaning up (kill -9).
   const watchdog = 'server="$1"; shift; "$server" "$@" & pid=$!; read -r _; kill -TERM "$pid"; wait "$pid"';
-  const child = spawn("sh", ["-c", watchdog, "sh", bin, ...args], { stdio: ["pipe", out, out] });
+  // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
+  // outlive reelay's own shutdown (which still needs it to drain), not race it.
+  const child = spawn("sh", ["-c", watchdog, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
   await waitUntilReady(child, port, logFile);
   const pid = child.pid ?? 0;
   return {
@@ -64,7 +66,7 @@ export async function startNatsServer(options: {
     pid,
     stop: () =>
       new Promise<void>((done) => {
-        if (child.exitCode !== null) return done();
+        if (child.exitCode !== null || child.signalCode !== null) return done();
         child.once("exit", () => done());
         child.stdin?.end();
       }),

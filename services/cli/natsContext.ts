@@ -1,7 +1,17 @@
 import { resolve } from "node:path";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { connectNats, type Nats } from "../shared/nats.ts";
+
+/** Drains (flushes what is pending) but never waits forever: with the server gone a drain cannot finish. */
+export async function drainWithin(nc: NatsConnection, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), ms)));
+  const outcome = await Promise.race([nc.drain().catch(() => undefined), timeout]);
+  clearTimeout(timer);
+  if (outcome === "timeout") await nc.close().catch(() => undefined);
+}
 
 /** NATS_URL when set and non-empty: an external server or cluster instead of the embedded one. */
 export const externalNatsUrl = (): string | undefined => process.env.NATS_URL || undefined;
@@ -30,7 +40,7 @@ export async function openNats(
     nats,
     url,
     close: async () => {
-      await nats.nc.drain().catch(() => undefined);
+      await drainWithin(nats.nc, 5000);
       await embedded?.stop();
     },
   };

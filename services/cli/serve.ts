@@ -53,20 +53,20 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   log.info({ nats: url }, "connected to NATS; streams and buckets ready");
 
   // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
-  const stops: Array<() => Promise<void>> = [];
+  const stops: Array<{ service: string; stop: () => Promise<void> }> = [];
   // Threads pay off only with cores to run them on; on one core they would just take turns.
   const threaded = availableParallelism() > 1;
   if (selected.includes("projector")) {
     const projector = threaded
       ? await startServiceThread({ service: "projector", natsUrl: url, config })
       : await startProjector(nats, createLogger("projector"));
-    stops.unshift(projector.stop);
+    stops.unshift({ service: "projector", stop: projector.stop });
   }
   if (selected.includes("runner")) {
     const runner = threaded
       ? await startServiceThread({ service: "runner", natsUrl: url, config })
       : await startRunner(nats, config, createLogger("runner"));
-    stops.unshift(runner.stop);
+    stops.unshift({ service: "runner", stop: runner.stop });
   }
   if (selected.includes("edge")) {
     const edge = await startEdge(nats, config, createLogger("edge"), {
@@ -74,7 +74,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
       port: Number(process.env.PORT ?? 8080),
       publicUrl: process.env.REELAY_PUBLIC_URL,
     });
-    stops.unshift(edge.stop);
+    stops.unshift({ service: "edge", stop: edge.stop });
     if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);
     log.info({ url: `http://localhost:${edge.port}` }, "reelay is ready");
   } else {
@@ -86,7 +86,10 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
-    for (const stop of stops) await stop().catch((error: unknown) => log.error({ err: error }, "error while stopping"));
+    for (const { service, stop } of stops) {
+      await stop().catch((error: unknown) => log.error({ err: error, part: service }, "error while stopping"));
+      log.info({ part: service }, "stopped");
+    }
     await close();
     log.info("stopped");
     process.exit(0);

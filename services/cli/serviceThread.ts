@@ -2,6 +2,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { createLogger } from "../shared/log.ts";
 import { connectNats } from "../shared/nats.ts";
+import { drainWithin } from "./natsContext.ts";
 import { startProjector } from "../projector/main.ts";
 import { startRunner } from "../runner/main.ts";
 
@@ -27,7 +28,7 @@ port.on("message", (message: unknown) => {
   if (message !== "stop") return;
   void (async () => {
     await running.stop().catch((error: unknown) => log.error({ err: error }, "error while stopping"));
-    await nats.nc.drain().catch(() => undefined);
+    await drainWithin(nats.nc, 5000);
     port.postMessage("stopped");
     port.close();
   })();

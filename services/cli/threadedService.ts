@@ -1,6 +1,8 @@
 import { Worker } from "node:worker_threads";
 import type { ServiceThreadData } from "./serviceThread.ts";
 
+/** Stopping normally takes a second or two; this bounds it when NATS is gone (work left unacked is redelivered). */
+const STOP_GRACE_MS = 8_000;
 const ENTRY = new URL("../../scripts/service-thread.mjs", import.meta.url);
 
 /**
@@ -25,7 +27,12 @@ export async function startServiceThread(data: ServiceThreadData): Promise<{ sto
     stop: () =>
       new Promise<void>((resolve) => {
         worker.removeAllListeners("error");
-        worker.once("exit", () => resolve());
+        // A thread that cannot finish stopping (NATS gone mid-shutdown) is ended after a grace period.
+        const deadline = setTimeout(() => void worker.terminate(), STOP_GRACE_MS);
+        worker.once("exit", () => {
+          clearTimeout(deadline);
+          resolve();
+        });
         worker.on("message", (message: unknown) => {
           if (message === "stopped") void worker.terminate();
         });
