@@ -1,0 +1,40 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { freeLoopbackPort, runningEmbeddedServer } from "../infra/natsServer.ts";
+
+const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
+
+describe("reelay serve on its embedded nats-server", () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "reelay-serve-"));
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  it("starts, answers /healthz, and stops cleanly on Ctrl-C to its whole process group", async () => {
+    const port = await freeLoopbackPort();
+    // Its own process group, as a terminal's foreground job: Ctrl-C signals every process in it.
+    const child = spawn(process.execPath, [CLI, "serve"], {
+      env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir, PORT: String(port) },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    let output = "";
+    child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+
+    await expect.poll(() => output.includes("reelay is ready"), { timeout: 30_000 }).toBe(true);
+    expect(output).toMatch(/First start: created account 'demo'/);
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    const server = runningEmbeddedServer(dataDir);
+    expect(server).toBeDefined();
+
+    process.kill(-(child.pid ?? 0), "SIGINT");
+    expect(await exited).toBe(0);
+    expect(output).toMatch(/"msg":"stopped"}\n$/);
+    expect(runningEmbeddedServer(dataDir)).toBeUndefined();
+    // The server shut JetStream down itself (a clean store), not by being killed.
+    expect(readFileSync(join(dataDir, "nats-server.log"), "utf8")).toMatch(/JetStream Shutdown/);
+  });
+});
