@@ -236,26 +236,26 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
       // The fake served both halves of the phase.
       upstreamCpuUs: (cpuMicros(fake.pid) - upstreamBefore) / (2 * TTFC_SAMPLES),
     };
-    const runs = new Map<string, Throughput[]>();
-    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
-      for (const target of targets) {
-        say(`throughput round ${round + 1}/${THROUGHPUT_ROUNDS}: ${target.name}, ${CONCURRENT_STREAMS} concurrent streams`);
-        runs.set(target.name, [...(runs.get(target.name) ?? []), await throughputPhase(target, reelay.proc.pid, fake.pid, THROUGHPUT_SECONDS)]);
+    const gatewayPid = reelay.proc.pid;
+    /** Alternating rounds of direct and relayed streams; each target's rounds summed. */
+    const throughputRounds = async (layout: string): Promise<Map<string, Throughput[]>> => {
+      const runs = new Map<string, Throughput[]>();
+      for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+        for (const target of targets) {
+          say(`${layout} throughput round ${round + 1}/${THROUGHPUT_ROUNDS}: ${target.name}, ${CONCURRENT_STREAMS} concurrent streams`);
+          runs.set(target.name, [...(runs.get(target.name) ?? []), await throughputPhase(target, gatewayPid, fake.pid, THROUGHPUT_SECONDS)]);
+        }
       }
-    }
+      return runs;
+    };
+    const runs = await throughputRounds("shared-core");
     const relayed = sum(runs.get("reelay") ?? []);
     relayed.gatewayCpuUs -= idleCpuUsPerS * relayed.seconds;
 
     // The usual proxy layout: the gateway on a core of its own, the upstream (and the load) on the other.
     // Here the ratio says whether the gateway holds throughput back, not how CPU is shared.
     pinProcess(fake.pid, LOAD_CPU);
-    const ownCore = new Map<string, Throughput[]>();
-    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
-      for (const target of targets) {
-        say(`own-core throughput round ${round + 1}/${THROUGHPUT_ROUNDS}: ${target.name}`);
-        ownCore.set(target.name, [...(ownCore.get(target.name) ?? []), await throughputPhase(target, reelay.proc.pid, fake.pid, THROUGHPUT_SECONDS)]);
-      }
-    }
+    const ownCore = await throughputRounds("own-core");
     const ownCoreRatio = rate(sum(ownCore.get("reelay") ?? [])) / rate(sum(ownCore.get("direct") ?? []));
     return [
       ...rows(ttfc, shortStream, idleCpuUsPerS, sum(runs.get("direct") ?? []), relayed),
