@@ -58,6 +58,12 @@ export class ApiKeyDirectory {
     });
   }
 
+  /** Runs `then` with the caller's key record: synchronously when the key is already known (the usual case). */
+  withAccount<T>(authorization: string, then: (key: ApiKeyRecord) => T | Promise<T>): T | Promise<T> {
+    const key = this.authenticate(authorization);
+    return key instanceof Promise ? key.then(then) : then(key);
+  }
+
   /** A valid key within its request rate passes; over it, 429. */
   private admit(record: ApiKeyRecord): ApiKeyRecord {
     this.limiter?.take(record.keyId);

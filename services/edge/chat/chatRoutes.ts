@@ -4,7 +4,6 @@ import { NotFoundError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
 import { jsonReply, writeReply } from "../http/reply.ts";
-import type { RequestInfo } from "../http/request.ts";
 import type { TemplatedApp } from "../http/uws.ts";
 import { chatError, withDetail } from "./chatErrors.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
@@ -27,12 +26,6 @@ const safeDecode = (text: string): string => {
     return text;
   }
 };
-
-/** Runs `then` with the caller's key record, synchronously when the key is already known (the usual case). */
-function withAccount(keys: ApiKeyDirectory, request: RequestInfo, then: (key: ApiKeyRecord) => Promise<void> | void) {
-  const key = keys.authenticate(request.header("authorization"));
-  return key instanceof Promise ? key.then(then) : then(key);
-}
 
 /**
  * The OpenAI-compatible surface under /api/compat: chat completions at the spec's path and at the path
@@ -73,7 +66,7 @@ export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void
       .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "chat usage charge failed"));
   };
 
-  const chat: StreamHandler = (request, body, sink) => withAccount(keys, request, (key) => complete(key, body, sink));
+  const chat: StreamHandler = (request, body, sink) => keys.withAccount(request.header("authorization"), (key) => complete(key, body, sink));
   const chatRoute = streamRoute(chat, { maxBodyBytes: config.limits.maxBodyBytes, log });
   app.post("/api/compat/chatCompletions", chatRoute);
   app.post("/api/compat/chat/completions", chatRoute);
@@ -89,14 +82,14 @@ export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void
   const list = JSON.stringify(modelList(config, created));
   app.get(
     "/api/compat/models",
-    streamRoute((request, _body, sink) => withAccount(keys, request, () => sink.reply(200, "application/json", list)), { log }),
+    streamRoute((request, _body, sink) => keys.withAccount(request.header("authorization"), () => sink.reply(200, "application/json", list)), { log }),
   );
   app.get(
     // A wildcard, not `:model`: model ids may contain slashes ("org/model").
     "/api/compat/models/*",
     streamRoute(
       (request, _body, sink) =>
-        withAccount(keys, request, () => {
+        keys.withAccount(request.header("authorization"), () => {
           const id = safeDecode(request.url.slice("/api/compat/models/".length));
           const entry = modelList(config, created).data.find((model) => model.id === id);
           if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });

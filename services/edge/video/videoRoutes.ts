@@ -7,8 +7,6 @@ import { parseJsonBody, type RequestInfo } from "../http/request.ts";
 import { route } from "../http/route.ts";
 import type { TemplatedApp } from "../http/uws.ts";
 import { videoErrorReply } from "../http/videoErrors.ts";
-import type { ApiKeyRecord } from "../../../contracts/apiKey.ts";
-import type { HttpReply } from "../http/reply.ts";
 import { normalizeVideoRequest } from "./normalizeRequest.ts";
 import { createReply, QueryReplyCache } from "./taskReplies.ts";
 import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
@@ -27,12 +25,6 @@ export interface VideoRouteDeps {
 
 const TASK_ID = /^[1-9][0-9]{0,14}$/;
 
-/** Runs `then` with the caller's key record, synchronously when the key is already known. */
-function withAccount(keys: ApiKeyDirectory, request: RequestInfo, then: (key: ApiKeyRecord) => HttpReply | Promise<HttpReply>) {
-  const key = keys.authenticate(request.header("authorization"));
-  return key instanceof Promise ? key.then(then) : then(key);
-}
-
 export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): void {
   const replyForError = videoErrorReply(deps.log);
   const replies = new QueryReplyCache();
@@ -43,7 +35,7 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
     "/api/compat/videosGenerations",
     route(
       (request, body) =>
-        withAccount(deps.keys, request, async (key) => {
+        deps.keys.withAccount(request.header("authorization"), async (key) => {
           const normalized = normalizeVideoRequest(parseJsonBody(body ?? Buffer.alloc(0)), deps.config);
           const idempotencyKey = request.header("idempotency-key") || undefined;
           const task = await createVideoTask(
@@ -62,7 +54,7 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
     "/api/compat/videosTask",
     route(
       (request) =>
-        withAccount(deps.keys, request, (key) => {
+        deps.keys.withAccount(request.header("authorization"), (key) => {
           const id = new URLSearchParams(request.query).get("id");
           if (id === null || id === "") throw new ValidationError("id is required: GET /api/compat/videosTask?id=<task_id>");
           if (!TASK_ID.test(id)) throw new ValidationError(`id must be a positive integer task id, got "${id.slice(0, 40)}"`);
