@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "./log.ts";
 
@@ -26,4 +27,3 @@ export async function pullLoop(
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
