@@ -79,7 +79,8 @@ export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void
     });
   }
 
-  const list = JSON.stringify(modelList(config, created));
+  const catalogue = modelList(config, created);
+  const list = JSON.stringify(catalogue);
   app.get(
     "/api/compat/models",
     streamRoute((request, _body, sink) => keys.withAccount(request.header("authorization"), () => sink.reply(200, "application/json", list)), { log }),
@@ -91,7 +92,7 @@ export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void
       (request, _body, sink) =>
         keys.withAccount(request.header("authorization"), () => {
           const id = safeDecode(request.url.slice("/api/compat/models/".length));
-          const entry = modelList(config, created).data.find((model) => model.id === id);
+          const entry = catalogue.data.find((model) => model.id === id);
           if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });
           sink.reply(200, "application/json", JSON.stringify(entry));
         }),
