@@ -2,19 +2,18 @@ import { spawnSync } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { delimiter, join } from "node:path";
 
-/** A program reelay needs: where to look for it and which Debian package provides it. */
+/** A program reelay needs: where to look for it and which Debian package provides it (nats-server: natsServerBinary.ts). */
 export interface RequiredProgram {
   command: string;
   envVar: string;
   debianPackage: string;
 }
 
-export const NATS_SERVER: RequiredProgram = { command: "nats-server", envVar: "NATS_SERVER_BIN", debianPackage: "nats-server" };
 export const FFMPEG: RequiredProgram = { command: "ffmpeg", envVar: "FFMPEG_BIN", debianPackage: "ffmpeg" };
 
 export class MissingProgramError extends Error {}
 
-function isExecutable(path: string): boolean {
+export function isExecutable(path: string): boolean {
   try {
     accessSync(path, constants.X_OK);
     return true;
@@ -23,8 +22,8 @@ function isExecutable(path: string): boolean {
   }
 }
 
-function onPath(command: string): string | undefined {
-  for (const dir of (process.env.PATH ?? "").split(delimiter)) {
+export function executableOnPath(command: string, pathVariable: string | undefined = process.env.PATH): string | undefined {
+  for (const dir of (pathVariable ?? "").split(delimiter)) {
     if (dir && isExecutable(join(dir, command))) return join(dir, command);
   }
   return undefined;
@@ -40,15 +39,15 @@ export function locateProgram(program: RequiredProgram, say: (line: string) => v
     if (isExecutable(override)) return override;
     throw new MissingProgramError(`${program.envVar}=${override} is not an executable file`);
   }
-  const found = onPath(program.command);
+  const found = executableOnPath(program.command);
   if (found) return found;
   const isRoot = process.getuid?.() === 0;
-  if (isRoot && onPath("apt-get")) {
+  if (isRoot && executableOnPath("apt-get")) {
     say(`${program.command} not found: installing Debian package ${program.debianPackage} (apt-get)`);
     const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
     spawnSync("apt-get", ["update", "-qq"], { stdio: "ignore", env });
     const install = spawnSync("apt-get", ["install", "-y", "-qq", program.debianPackage], { stdio: "ignore", env });
-    const installed = onPath(program.command);
+    const installed = executableOnPath(program.command);
     if (install.status === 0 && installed) return installed;
   }
   throw new MissingProgramError(

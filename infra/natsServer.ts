@@ -3,14 +3,18 @@ import { createServer } from "node:net";
 import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { locateProgram, NATS_SERVER } from "./binaries.ts";
+import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
 
 const SINGLE_NODE_CONFIG = join(dirname(fileURLToPath(import.meta.url)), "nats", "single.conf");
 
 export interface RunningNatsServer {
   url: string;
   pid: number;
+  /** The version the binary reported, e.g. "2.15.1". */
+  version: string;
   stop(): Promise<void>;
+  /** Sends `signal` to the server without letting it clean up (crash tests: SIGKILL). */
+  kill(signal: NodeJS.Signals): Promise<void>;
 }
 
 export async function freeLoopbackPort(): Promise<number> {
@@ -38,6 +42,14 @@ async function waitUntilReady(child: ChildProcess, port: number, logFile: string
   throw new Error(`nats-server did not become ready within 15 s; see ${logFile}`);
 }
 
+let located: NatsServerBinary | undefined;
+
+/** The server binary, looked for (and fetched if need be) once per process. */
+function natsServerBinary(say: (line: string) => void): NatsServerBinary {
+  located ??= locateNatsServer({ say });
+  return located;
+}
+
 /** Starts nats-server with JetStream on loopback, its store in `storeDir`. */
 export async function startNatsServer(options: {
   storeDir: string;
@@ -45,7 +57,8 @@ export async function startNatsServer(options: {
   /** A fixed port (e.g. to restart a server where its clients expect it); a free one by default. */
   port?: number;
 }): Promise<RunningNatsServer> {
-  const bin = locateProgram(NATS_SERVER, options.say);
+  const binary = natsServerBinary(options.say);
+  const bin = binary.path;
   mkdirSync(options.storeDir, { recursive: true });
   // The monitor port (port + 1) answers /healthz once JetStream is up; pick until both are free.
   let port = options.port ?? (await freeLoopbackPort());
@@ -64,11 +77,19 @@ export async function startNatsServer(options: {
   return {
     url: `nats://127.0.0.1:${port}`,
     pid,
+    version: binary.version,
     stop: () =>
       new Promise<void>((done) => {
         if (child.exitCode !== null || child.signalCode !== null) return done();
         child.once("exit", () => done());
         child.stdin?.end();
+      }),
+    kill: (signal) =>
+      new Promise<void>((done) => {
+        if (child.exitCode !== null || child.signalCode !== null) return done();
+        child.once("exit", () => done());
+        // The watchdog shell leads its own process group: the server is in it, so both get the signal.
+        process.kill(-pid, signal);
       }),
   };
 }
@@ -109,6 +130,7 @@ export async function embeddedNats(dataDir: string, say: (line: string) => void)
   const running = runningEmbeddedServer(dataDir);
   if (running) return { url: running.url, stop: async () => {} };
   const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say });
+  say(`embedded nats-server ${server.version} started at ${server.url}, store ${join(dataDir, "nats")}`);
   writeFileSync(recordPath(dataDir), JSON.stringify({ pid: server.pid, url: server.url }));
   return {
     url: server.url,

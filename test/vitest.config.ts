@@ -5,6 +5,7 @@ export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
   test: {
     include: ["test/**/*.spec.ts"],
+    globalSetup: ["test/globalSetup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: files that start servers and render videos run two at a time.

@@ -106,12 +106,12 @@ async function measure(workDir: string, cleanup: Cleanup, started: (child: Reela
   pinProcess(reelay.proc.pid, SERVER_CPU);
   pinProcess(natsPid, SERVER_CPU);
   rows.push(...(await queryPhase(workDir, cleanup, reelay, key, e2e.firstTaskId)));
-  rows.push(...(await createPhase(workDir, reelay, nats.url, natsPid, key, "1 server core")));
+  rows.push(...(await createPhase(workDir, reelay, { url: nats.url, pid: natsPid, version: nats.version }, key, "1 server core")));
   // The issue's target is for this 2-core machine: the server side (reelay's threads and nats-server) may
   // use both cores; wrk, which needs little at these rates, shares CPU 1.
   pinProcess(reelay.proc.pid, BOTH_CPUS);
   pinProcess(natsPid, BOTH_CPUS);
-  rows.push(...(await createPhase(workDir, reelay, nats.url, natsPid, key, "2 cores")));
+  rows.push(...(await createPhase(workDir, reelay, { url: nats.url, pid: natsPid, version: nats.version }, key, "2 cores")));
   return rows;
 }
 
@@ -212,7 +212,14 @@ async function rawPublishRate(natsUrl: string): Promise<number> {
 }
 
 /** POST videosGenerations with CONNECTIONS in flight, bounded by count and time, vs raw publish rate. */
-async function createPhase(workDir: string, reelay: ReelayChild, natsUrl: string, natsPid: number, key: string, cores: string): Promise<BenchRow[]> {
+async function createPhase(
+  workDir: string,
+  reelay: ReelayChild,
+  nats: { url: string; pid: number; version: string },
+  key: string,
+  cores: string,
+): Promise<BenchRow[]> {
+  const { url: natsUrl, pid: natsPid } = nats;
   const publishRate = await rawPublishRate(natsUrl);
   const request = {
     url: `${reelay.baseUrl}/api/compat/videosGenerations`,
@@ -237,6 +244,8 @@ async function createPhase(workDir: string, reelay: ReelayChild, natsUrl: string
   const perTask = (n: number) => (accepted > 0 ? n / accepted : Number.NaN);
   const rate = accepted / run.durationS;
   const rows: BenchRow[] = [
+    // The server's own rate in the table: a change of nats-server shows up beside reelay's figures.
+    { suite: SUITE, metric: `raw JetStream async publish, nats-server ${nats.version}, ${cores}`, value: publishRate, unit: "msgs/s" },
     {
       suite: SUITE,
       metric: `create accepted, ${cores} (vs raw JS publish)`,

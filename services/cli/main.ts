@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../shared/config.ts";
 import { ReelayError } from "../shared/errors.ts";
 import { MissingProgramError } from "../../infra/binaries.ts";
+import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 import { accountsCommand } from "./accountsCommand.ts";
 import { auditCommand } from "./auditCommand.ts";
 import { keysCommand } from "./keysCommand.ts";
@@ -65,7 +66,7 @@ async function main(argv: string[]): Promise<void> {
 
 main(process.argv.slice(2)).catch((error: unknown) => {
   const badArguments = String((error as { code?: unknown })?.code ?? "").startsWith("ERR_PARSE_ARGS");
-  const known = error instanceof ConfigError || error instanceof MissingProgramError || error instanceof ReelayError || badArguments;
+  const known = error instanceof ConfigError || error instanceof MissingProgramError || error instanceof UnsupportedNatsServerError || error instanceof ReelayError || badArguments;
   process.stderr.write(`reelay: ${known ? (error as Error).message : String((error as Error)?.stack ?? error)}\n`);
   process.exit(1);
 });

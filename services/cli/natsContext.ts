@@ -1,6 +1,7 @@
 import { resolve } from "node:path";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
+import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectNats, type Nats } from "../shared/nats.ts";
 
@@ -34,6 +35,7 @@ export async function openNats(
   const layout = { replicas: Number(process.env.REELAY_REPLICAS ?? 1), leaseMs: config.runner.leaseMs };
   const nats = await connectNats(url, name, layout).catch(async (error: unknown) => {
     await embedded?.stop();
+    if (error instanceof UnsupportedNatsServerError) throw error;
     throw new Error(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
   });
   return {

@@ -50,7 +50,7 @@ async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
 export async function serve(config: ReelayConfig, selected: readonly ServiceName[]): Promise<void> {
   const log = createLogger(selected.length === SERVICES.length ? "reelay" : selected.join("+"));
   const { nats, url, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
-  log.info({ nats: url }, "connected to NATS; streams and buckets ready");
+  log.info({ nats: url, natsServer: nats.nc.info?.version }, "connected to NATS; streams and buckets ready");
 
   // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
   const stops: Array<{ service: string; stop: () => Promise<void> }> = [];

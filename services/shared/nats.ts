@@ -3,6 +3,7 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
+import { assertSupportedServer } from "./serverCheck.ts";
 
 /** One connection and the JetStream handles every service shares. */
 export interface Nats {
@@ -22,6 +23,12 @@ export interface Nats {
 export async function connectNats(url: string, name: string, layout?: LayoutOptions): Promise<Nats> {
   // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU).
   const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true });
+  try {
+    assertSupportedServer(nc, url);
+  } catch (error) {
+    await nc.close();
+    throw error;
+  }
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   if (layout) await ensureJetStreamLayout(nc, jsm, layout);

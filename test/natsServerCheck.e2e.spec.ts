@@ -1,0 +1,92 @@
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, describe, expect, it } from "vitest";
+import { freeLoopbackPort } from "../infra/natsServer.ts";
+
+const run = promisify(execFile);
+const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
+const STACK_FRAME = /\n\s+at /;
+const dir = mkdtempSync(join(tmpdir(), "reelay-server-check-"));
+
+async function reelay(env: Record<string, string>, ...args: string[]): Promise<{ code: number; stderr: string }> {
+  try {
+    const { stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, REELAY_DATA_DIR: join(dir, "data"), ...env } });
+    return { code: 0, stderr };
+  } catch (error) {
+    const failed = error as { code?: unknown; stderr?: string };
+    return { code: typeof failed.code === "number" ? failed.code : -1, stderr: failed.stderr ?? "" };
+  }
+}
+
+/**
+ * Speaks just enough of the NATS protocol to be connected to, reporting `version` in its INFO, and records
+ * every protocol line it receives (so the test can see that nothing was published or subscribed).
+ */
+async function fakeNatsServer(version: string): Promise<{ url: string; received: string[]; server: Server }> {
+  const received: string[] = [];
+  const server = createServer((socket) => {
+    socket.write(`INFO {"server_id":"FAKE","version":"${version}","proto":1,"max_payload":1048576,"headers":true,"jetstream":true}\r\n`);
+    let buffered = "";
+    socket.on("data", (chunk) => {
+      buffered += chunk.toString();
+      let end: number;
+      while ((end = buffered.indexOf("\r\n")) >= 0) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 2);
+        received.push(line);
+        if (line === "PING") socket.write("PONG\r\n");
+      }
+    });
+    socket.on("error", () => undefined);
+  });
+  const port = await freeLoopbackPort();
+  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
+  return { url: `nats://127.0.0.1:${port}`, received, server };
+}
+
+const children: ChildProcess[] = [];
+const servers: Server[] = [];
+afterAll(() => {
+  for (const child of children) child.kill("SIGKILL");
+  for (const server of servers) server.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("the server reelay connects to is checked before anything is written", () => {
+  it("refuses an existing server (NATS_URL) older than 2.12, naming both versions, and publishes nothing", async () => {
+    const fake = await fakeNatsServer("2.9.10");
+    servers.push(fake.server);
+    const result = await reelay({ NATS_URL: fake.url }, "accounts", "list");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`NATS at ${fake.url} is nats-server 2.9.10; reelay needs 2.12.0 or newer`);
+    expect(result.stderr).toMatch(/upgrade every node/);
+    expect(result.stderr).not.toMatch(STACK_FRAME);
+    expect(fake.received.some((line) => line.startsWith("CONNECT"))).toBe(true);
+    expect(fake.received.filter((line) => /^(H?PUB|SUB) /.test(line))).toEqual([]);
+  });
+
+  it("refuses an existing server with JetStream turned off", async () => {
+    const port = await freeLoopbackPort();
+    const server = spawn(process.env.NATS_SERVER_BIN ?? "nats-server", ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
+    children.push(server);
+    const url = `nats://127.0.0.1:${port}`;
+    await expect.poll(async () => (await reelay({ NATS_URL: url }, "accounts", "list")).stderr, { timeout: 10_000 }).toMatch(/JetStream turned off/);
+    const result = await reelay({ NATS_URL: url }, "accounts", "list");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/start the server with -js/);
+  });
+
+  it("with NATS_SERVER_BIN pointing at 2.9, start-up refuses with the fix instead of using it", async () => {
+    const old = join(dir, "nats-server-2.9");
+    writeFileSync(old, '#!/bin/sh\necho "nats-server: v2.9.10"\n');
+    chmodSync(old, 0o755);
+    const result = await reelay({ NATS_SERVER_BIN: old, NATS_URL: "" }, "accounts", "list");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(`NATS_SERVER_BIN=${old} is nats-server 2.9.10; reelay needs 2.12.0 or newer`);
+    expect(result.stderr).not.toMatch(STACK_FRAME);
+  });
+});

@@ -1,0 +1,64 @@
+import { jetstream, jetstreamManager, type JsMsg } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { CONSUMERS, ensureJetStreamLayout, STREAMS, workSubject } from "../infra/jetstreamLayout.ts";
+import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
+
+const LEASE_MS = 1_500;
+const JOBS = 40;
+
+/**
+ * nats-server 2.9 stranded a work-queue message after a SIGKILL: it stayed in the stream and was never
+ * delivered again. Jobs held (unacked) by a runner when the server dies must come back after a restart.
+ */
+describe("a nats-server killed with SIGKILL while runners hold jobs", () => {
+  const dir = mkdtempSync(join(tmpdir(), "reelay-wq-crash-"));
+  let server: RunningNatsServer | undefined;
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("delivers every held job again after a restart on its store, and strands none", async () => {
+    const store = join(dir, "store");
+    server = await startNatsServer({ storeDir: store, say: () => {} });
+    const port = Number(new URL(server.url).port);
+    const nc = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await ensureJetStreamLayout(nc, jsm, { replicas: 1, leaseMs: LEASE_MS });
+      const js = jetstream(nc);
+      for (let id = 1; id <= JOBS; id++) await js.publish(workSubject(id), JSON.stringify({ taskId: id }));
+
+      const runners = await js.consumers.get(STREAMS.work.name, CONSUMERS.runners);
+      const held: JsMsg[] = [];
+      for await (const msg of await runners.fetch({ max_messages: JOBS, expires: 5_000 })) held.push(msg);
+      expect(held).toHaveLength(JOBS);
+      // Half are finished (acked and confirmed by the server); the other half are still being worked on.
+      const finished = held.filter((msg) => msg.seq % 2 === 0);
+      for (const msg of finished) expect(await msg.ackAck()).toBe(true);
+
+      await server.kill("SIGKILL");
+      server = await startNatsServer({ storeDir: store, say: () => {}, port });
+
+      const again = new Set<number>();
+      const deadline = Date.now() + 20_000;
+      while (again.size < JOBS / 2 && Date.now() < deadline) {
+        const batch = await runners.fetch({ max_messages: JOBS, expires: 1_000 }).catch(() => undefined);
+        if (!batch) continue;
+        for await (const msg of batch) {
+          again.add(Number(msg.subject.split(".").at(-1)));
+          await msg.ackAck();
+        }
+      }
+      const unfinished = held.filter((msg) => msg.seq % 2 === 1).map((msg) => Number(msg.subject.split(".").at(-1)));
+      expect([...again].sort((a, b) => a - b)).toEqual(unfinished.sort((a, b) => a - b));
+      expect((await jsm.streams.info(STREAMS.work.name)).state.messages).toBe(0);
+    } finally {
+      await nc.close();
+    }
+  });
+});
