@@ -1,6 +1,7 @@
 import {
   AckPolicy,
   DeliverPolicy,
+  JetStreamApiCodes,
   JetStreamApiError,
   RetentionPolicy,
   StorageType,
@@ -116,34 +117,46 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
   ];
 }
 
-/** Adding what exists with another config is refused with an API error (the code differs by server version). */
-const existsWithOtherConfig = (error: unknown) => error instanceof JetStreamApiError;
+const isNotFound = (error: unknown) =>
+  error instanceof JetStreamApiError && (error.code === JetStreamApiCodes.StreamNotFound || error.code === JetStreamApiCodes.ConsumerNotFound);
 
-/** Idempotent: creates what is missing and brings what exists up to date. */
+/** The backing stream's settings of each bucket and object store, as `planLayoutChanges` compares them. */
+export function storeStreams(options: LayoutOptions): Array<{ name: string; config: Partial<StreamConfig> }> {
+  return [
+    ...Object.values(BUCKETS).map((bucket) => ({
+      name: `KV_${bucket}`,
+      config: { num_replicas: options.replicas, ...(bucket === BUCKETS.idempotency ? { max_age: nanos(IDEMPOTENCY_KEY_LIFETIME_MS) } : {}) },
+    })),
+    ...Object.values(OBJECT_STORES).map((store) => ({ name: `OBJ_${store}`, config: { num_replicas: options.replicas } })),
+  ];
+}
+
+export const streamConfigs = (options: LayoutOptions) => Object.values(STREAMS).map((def) => streamConfig(def, options.replicas));
+export { consumerConfigs };
+
+/**
+ * Creates what is missing and leaves what exists alone: any process may call it (every service start
+ * and CLI command does), so it must never change replicas, ack waits or limits of a running system.
+ * Differences are shown and applied only by `reelay infra plan|apply` (layoutPlan.ts).
+ */
 export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamManager, options: LayoutOptions): Promise<void> {
-  for (const def of Object.values(STREAMS)) {
-    const config = streamConfig(def, options.replicas);
-    try {
+  for (const config of streamConfigs(options)) {
+    await jsm.streams.info(config.name).catch(async (error: unknown) => {
+      if (!isNotFound(error)) throw error;
       await jsm.streams.add(config);
-    } catch (error) {
-      if (!existsWithOtherConfig(error)) throw error;
-      const { retention: _fixedAtCreation, ...updatable } = config;
-      await jsm.streams.update(def.name, updatable);
-    }
+    });
   }
   const kvm = new Kvm(nc);
+  // kv and obj `create` make a missing store and open an existing one as it is.
   for (const bucket of Object.values(BUCKETS)) {
-    // Bucket-wide max age works on nats-server 2.9 (per-key TTL does not): idempotency keys live a day.
     const ttl = bucket === BUCKETS.idempotency ? { ttl: IDEMPOTENCY_KEY_LIFETIME_MS } : {};
     await kvm.create(bucket, { history: 1, replicas: options.replicas, ...ttl });
   }
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });
   for (const { stream, config } of consumerConfigs(options)) {
-    try {
+    await jsm.consumers.info(stream, config.durable_name ?? "").catch(async (error: unknown) => {
+      if (!isNotFound(error)) throw error;
       await jsm.consumers.add(stream, config);
-    } catch (error) {
-      if (!existsWithOtherConfig(error)) throw error;
-      await jsm.consumers.update(stream, config.durable_name ?? "", config);
-    }
+    });
   }
 }

@@ -6,7 +6,8 @@ import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 import { accountsCommand } from "./accountsCommand.ts";
 import { auditCommand } from "./auditCommand.ts";
 import { keysCommand } from "./keysCommand.ts";
-import { openNats } from "./natsContext.ts";
+import { infraCommand } from "./infraCommand.ts";
+import { layoutOptions, openNats } from "./natsContext.ts";
 import { serve, SERVICES, type ServiceName } from "./serve.ts";
 
 const USAGE = `reelay — video generation and chat gateway
@@ -22,6 +23,8 @@ const USAGE = `reelay — video generation and chat gateway
   reelay audit replay                        rebuild every read model from the streams and compare
   reelay audit task <id>                     a task's event timeline with its ledger effects
   reelay audit account <name> [--json]       an account's ledger with the running balance
+  reelay infra plan                          how streams and consumers differ from the configured layout
+  reelay infra apply                         show those differences, then change them (replicas, ack waits)
 
 Environment: PORT, HOST, REELAY_DATA_DIR, NATS_URL, REELAY_CONFIG, REELAY_PUBLIC_URL (see README).`;
 
@@ -48,12 +51,14 @@ async function main(argv: string[]): Promise<void> {
     }
     case "keys":
     case "accounts":
-    case "audit": {
+    case "audit":
+    case "infra": {
       const { nats, close } = await openNats("reelay-cli", config, (line) => process.stderr.write(`${line}\n`));
       try {
         if (command === "keys") await keysCommand(nats, rest, (name) => (name === "account" ? values.account : undefined));
         if (command === "accounts") await accountsCommand(nats, rest);
         if (command === "audit") process.exitCode = await auditCommand(nats, rest, values.json ?? false);
+        if (command === "infra") await infraCommand(nats, rest, layoutOptions(config));
       } finally {
         await close();
       }

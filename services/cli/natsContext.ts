@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import type { ReelayConfig } from "../../contracts/config.ts";
+import type { LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -19,6 +20,12 @@ export const externalNatsUrl = (): string | undefined => process.env.NATS_URL ||
 
 export const dataDir = (): string => resolve(process.env.REELAY_DATA_DIR ?? ".data");
 
+/** The layout asked for: used to create what is missing, and by `reelay infra plan|apply` to change the rest. */
+export const layoutOptions = (config: ReelayConfig): LayoutOptions => ({
+  replicas: Number(process.env.REELAY_REPLICAS ?? 1),
+  leaseMs: config.runner.leaseMs,
+});
+
 /**
  * The NATS a command works against: NATS_URL when set (an existing server or cluster), otherwise the
  * embedded server of REELAY_DATA_DIR, started for this process if it is not running yet. Streams and
@@ -32,7 +39,7 @@ export async function openNats(
   const external = externalNatsUrl();
   const embedded = external ? undefined : await embeddedNats(dataDir(), say);
   const url = external ?? embedded?.url ?? "";
-  const layout = { replicas: Number(process.env.REELAY_REPLICAS ?? 1), leaseMs: config.runner.leaseMs };
+  const layout = layoutOptions(config);
   const nats = await connectNats(url, name, layout).catch(async (error: unknown) => {
     await embedded?.stop();
     if (error instanceof UnsupportedNatsServerError) throw error;
