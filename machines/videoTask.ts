@@ -1,19 +1,25 @@
 import { assign, initialTransition, setup, transition, type SnapshotFrom } from "xstate";
-import type { NewTaskEvent, StoredVideo, TaskEvent } from "../contracts/videoTask.ts";
+import type { StoredVideo, TaskEvent, VideoJobSpec } from "../contracts/videoTask.ts";
 
 /**
- * One video task's lifecycle, driven only by the events in its log. Pure: no I/O, no clocks.
- * Folding a task's events through this machine rebuilds its state after a crash; `decideTaskEvents`
- * turns what a runner observed into the next events, which the runner appends before acting.
+ * One video task's lifecycle: the only transition table. Pure: no I/O, no clocks. Which event is legal
+ * in which state, and with which guard, is said here and nowhere else; the decider
+ * (videoTaskDecider.ts) asks this machine with `can` instead of repeating its rules.
  */
-export interface VideoTaskContext {
+export interface SubmittedTask {
   taskId: number;
-  /** Number of events applied; the next event gets version + 1. */
-  version: number;
-  deadlineAt?: string;
+  account: string;
+  job: VideoJobSpec;
+  ignoredFields: string[];
+  deadlineAt: string;
+}
+
+export type TaskOutcome = { kind: "succeeded"; totalTokens: number } | { kind: "failed"; reason: string };
+
+interface VideoTaskContext {
+  submitted?: SubmittedTask;
   providerTaskId?: string;
-  /** How the task ended, for billing: tokens on success, the reason on failure. */
-  outcome?: { kind: "succeeded"; totalTokens: number } | { kind: "failed"; reason: string };
+  outcome?: TaskOutcome;
 }
 
 export const videoTaskMachine = setup({
@@ -22,13 +28,10 @@ export const videoTaskMachine = setup({
     events: {} as TaskEvent,
   },
   actions: {
-    countEvent: assign({ version: ({ context }) => context.version + 1 }),
     recordSubmission: assign(({ event }) =>
-      event.type === "TaskSubmitted" ? { taskId: event.meta.taskId, deadlineAt: event.data.deadlineAt } : {},
+      event.type === "TaskSubmitted" ? { submitted: { taskId: event.meta.taskId, ...event.data } } : {},
     ),
-    recordAcceptance: assign(({ event }) =>
-      event.type === "UpstreamAccepted" ? { providerTaskId: event.data.providerTaskId } : {},
-    ),
+    recordAcceptance: assign(({ event }) => (event.type === "UpstreamAccepted" ? { providerTaskId: event.data.providerTaskId } : {})),
     recordOutcome: assign(({ event }) => {
       if (event.type === "GenerationSucceeded") return { outcome: { kind: "succeeded" as const, totalTokens: event.data.totalTokens } };
       if (event.type === "GenerationFailed") return { outcome: { kind: "failed" as const, reason: event.data.reason } };
@@ -42,22 +45,22 @@ export const videoTaskMachine = setup({
 }).createMachine({
   id: "videoTask",
   initial: "unsubmitted",
-  context: { taskId: 0, version: 0 },
+  context: {},
   states: {
     unsubmitted: {
-      on: { TaskSubmitted: { target: "pending", actions: ["countEvent", "recordSubmission"] } },
+      on: { TaskSubmitted: { target: "pending", actions: "recordSubmission" } },
     },
     pending: {
       on: {
-        UpstreamAccepted: { guard: "notYetAccepted", actions: ["countEvent", "recordAcceptance"] },
-        GenerationStarted: { guard: "accepted", target: "running", actions: "countEvent" },
-        GenerationFailed: { target: "failed", actions: ["countEvent", "recordOutcome"] },
+        UpstreamAccepted: { guard: "notYetAccepted", actions: "recordAcceptance" },
+        GenerationStarted: { guard: "accepted", target: "running" },
+        GenerationFailed: { target: "failed", actions: "recordOutcome" },
       },
     },
     running: {
       on: {
-        GenerationSucceeded: { target: "success", actions: ["countEvent", "recordOutcome"] },
-        GenerationFailed: { target: "failed", actions: ["countEvent", "recordOutcome"] },
+        GenerationSucceeded: { target: "success", actions: "recordOutcome" },
+        GenerationFailed: { target: "failed", actions: "recordOutcome" },
       },
     },
     success: { type: "final" },
@@ -66,21 +69,49 @@ export const videoTaskMachine = setup({
 });
 
 export type VideoTaskSnapshot = SnapshotFrom<typeof videoTaskMachine>;
-export type VideoTaskState = "unsubmitted" | "pending" | "running" | "success" | "failed";
+export type TaskStatus = TaskState["status"];
+
+/**
+ * A task as the rest of reelay sees it. A union, so that a final task without its outcome, or a running
+ * task without the upstream's id, cannot be represented.
+ */
+export type TaskState =
+  | { status: "unsubmitted" }
+  | { status: "pending"; task: SubmittedTask; providerTaskId?: string }
+  | { status: "running"; task: SubmittedTask; providerTaskId: string }
+  | { status: "success"; task: SubmittedTask; providerTaskId: string; outcome: Extract<TaskOutcome, { kind: "succeeded" }> }
+  | { status: "failed"; task: SubmittedTask; providerTaskId?: string; outcome: Extract<TaskOutcome, { kind: "failed" }> };
+
+export const isFinal = (state: TaskState): state is Extract<TaskState, { status: "success" | "failed" }> =>
+  state.status === "success" || state.status === "failed";
 
 /** Snapshots are immutable, so every task starts from the same one (computing it costs an actor). */
-const INITIAL_SNAPSHOT: VideoTaskSnapshot = initialTransition(videoTaskMachine)[0];
-export const initialTaskSnapshot = (): VideoTaskSnapshot => INITIAL_SNAPSHOT;
+export const INITIAL_SNAPSHOT: VideoTaskSnapshot = initialTransition(videoTaskMachine)[0];
 
 /** Applies one event; an event the current state does not accept leaves the snapshot unchanged. */
 export const applyTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): VideoTaskSnapshot =>
-  transition(videoTaskMachine, snapshot, event)[0];
+  snapshot.can(event) ? transition(videoTaskMachine, snapshot, event)[0] : snapshot;
 
-export const foldTaskEvents = (events: readonly TaskEvent[]): VideoTaskSnapshot =>
-  events.reduce(applyTaskEvent, initialTaskSnapshot());
-
-export const taskState = (snapshot: VideoTaskSnapshot): VideoTaskState => snapshot.value as VideoTaskState;
-export const isFinal = (snapshot: VideoTaskSnapshot): boolean => snapshot.status === "done";
+/** The machine's snapshot in the union's terms. The machine's transitions make every branch total. */
+export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {
+  const { submitted, providerTaskId, outcome } = snapshot.context;
+  const status = snapshot.value as TaskStatus;
+  if (status === "unsubmitted" || !submitted) return { status: "unsubmitted" };
+  switch (status) {
+    case "pending":
+      return { status, task: submitted, ...(providerTaskId === undefined ? {} : { providerTaskId }) };
+    case "running":
+      if (providerTaskId !== undefined) return { status, task: submitted, providerTaskId };
+      break;
+    case "success":
+      if (providerTaskId !== undefined && outcome?.kind === "succeeded") return { status, task: submitted, providerTaskId, outcome };
+      break;
+    case "failed":
+      if (outcome?.kind === "failed") return { status, task: submitted, outcome, ...(providerTaskId === undefined ? {} : { providerTaskId }) };
+      break;
+  }
+  throw new Error(`task ${submitted.taskId}: machine state ${status} without what it implies`);
+}
 
 /** What an upstream generator says about a task, in our words. */
 export type ProviderReport =
@@ -88,50 +119,3 @@ export type ProviderReport =
   | { state: "running" }
   | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number }
   | { state: "failed"; reason: string };
-
-/** Something a runner observed; `decideTaskEvents` maps it to the events it implies. */
-export type TaskObservation =
-  | { kind: "upstreamAccepted"; providerTaskId: string }
-  | { kind: "upstreamRejected"; reason: string }
-  | { kind: "upstreamReported"; report: ProviderReport }
-  | { kind: "clock"; now: Date; maxTaskMs: number };
-
-export function decideTaskEvents(snapshot: VideoTaskSnapshot, observation: TaskObservation): NewTaskEvent[] {
-  const state = taskState(snapshot);
-  if (state === "unsubmitted" || isFinal(snapshot)) return [];
-  switch (observation.kind) {
-    case "upstreamAccepted":
-      return snapshot.context.providerTaskId === undefined
-        ? [{ type: "UpstreamAccepted", data: { providerTaskId: observation.providerTaskId } }]
-        : [];
-    case "upstreamRejected":
-      return [{ type: "GenerationFailed", data: { reason: observation.reason, stage: "submit" } }];
-    case "upstreamReported":
-      return decideFromReport(state, observation.report);
-    case "clock": {
-      const deadline = snapshot.context.deadlineAt;
-      if (deadline === undefined || observation.now.getTime() < Date.parse(deadline)) return [];
-      const reason = `timed out: not finished within ${describeDuration(observation.maxTaskMs)}`;
-      return [{ type: "GenerationFailed", data: { reason, stage: "timeout" } }];
-    }
-  }
-}
-
-const describeDuration = (ms: number): string =>
-  ms % 60_000 === 0 ? `${ms / 60_000} minute${ms === 60_000 ? "" : "s"}` : `${ms / 1000} second${ms === 1000 ? "" : "s"}`;
-
-function decideFromReport(state: VideoTaskState, report: ProviderReport): NewTaskEvent[] {
-  const started: NewTaskEvent[] = state === "pending" ? [{ type: "GenerationStarted", data: {} }] : [];
-  switch (report.state) {
-    case "queued":
-      return [];
-    case "running":
-      return started;
-    case "succeeded": {
-      const { video, durationSeconds, resolution, totalTokens } = report;
-      return [...started, { type: "GenerationSucceeded", data: { video, durationSeconds, resolution, totalTokens } }];
-    }
-    case "failed":
-      return [{ type: "GenerationFailed", data: { reason: report.reason, stage: "generation" } }];
-  }
-}

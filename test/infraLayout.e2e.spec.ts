@@ -17,7 +17,7 @@ describe("the stream layout changes only when asked", () => {
   const otherLease = writeConfigFile(testConfig((config) => (config.runner.leaseMs = 7_000)));
   const reelay = async (...args: string[]) =>
     (await run(process.execPath, [CLI, ...args], { env: { ...process.env, NATS_URL: server.url, REELAY_CONFIG: otherLease } })).stdout;
-  const ackWaitSeconds = async () => (await nats.jsm.consumers.info(STREAMS.work.name, CONSUMERS.runners)).config.ack_wait / 1e9;
+  const ackWaitSeconds = async () => ((await nats.jsm.consumers.info(STREAMS.work.name, CONSUMERS.runners)).config.ack_wait ?? 0) / 1e9;
 
   beforeAll(async () => {
     server = await startTestNats();

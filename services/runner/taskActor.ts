@@ -2,17 +2,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { SettleVideoTask } from "../../contracts/ledger.ts";
-import { SubmissionOutcome, type NewTaskEvent, type SubmitVideoTask, type TaskEvent } from "../../contracts/videoTask.ts";
+import { SubmissionOutcome, type SubmitVideoTask, type TaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import {
-  applyTaskEvent,
-  decideTaskEvents,
-  foldTaskEvents,
-  isFinal,
-  taskState,
-  type TaskObservation,
-  type VideoTaskSnapshot,
-} from "../../machines/videoTask.ts";
+import { isFinal } from "../../machines/videoTask.ts";
+import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Logger } from "../shared/log.ts";
 import type { TaskLog } from "../shared/taskLog.ts";
@@ -33,14 +26,13 @@ export interface TaskActorDeps {
 export type TaskActorExit = "final" | "steppedAside" | "stopped";
 
 /**
- * The actor of one live task. Its state is the task machine's snapshot, rebuilt by folding the task's
- * log and advanced only with XState's pure transition, and it loops observe → decide → append → apply
- * until the task is final. Effects (upstream calls) happen only after the events that justify them are
+ * The actor of one live task. Its state is the task decider's, rebuilt by folding the task's log, and it
+ * loops observe → decide → append → evolve until the task is final. Effects (upstream calls) happen only after the events that justify them are
  * in the log; a lost append race means another runner owns the task, and this one steps aside. Before it
  * lets go of a final task it queues the task's settlement, so a crash can never skip billing.
  */
 export class TaskActor {
-  private snapshot: VideoTaskSnapshot = foldTaskEvents([]);
+  private state: TaskDeciderState = initialTaskState();
   private lastSequence = 0;
   private readonly log: Logger;
 
@@ -55,12 +47,12 @@ export class TaskActor {
   async run(redelivered: boolean): Promise<TaskActorExit> {
     await this.restore(redelivered);
     try {
-      if (taskState(this.snapshot) === "unsubmitted") await this.record([this.submitted()]);
-      if (!isFinal(this.snapshot) && this.snapshot.context.providerTaskId === undefined) await this.submitUpstream();
-      while (!isFinal(this.snapshot)) {
+      if (this.task.status === "unsubmitted") await this.execute(this.submitted());
+      if (this.task.status === "pending" && this.task.providerTaskId === undefined) await this.submitUpstream();
+      while (!isFinal(this.task)) {
         if (this.deps.stopping()) return "stopped";
         await this.pollOnce();
-        if (!isFinal(this.snapshot)) await sleep(this.deps.provider.pollIntervalMs);
+        if (!isFinal(this.task)) await sleep(this.deps.provider.pollIntervalMs);
       }
       if (this.deps.stopping()) return "stopped";
       await this.queueSettlement();
@@ -71,45 +63,68 @@ export class TaskActor {
     }
   }
 
-  private submitted(): NewTaskEvent {
+  private get task() {
+    return taskOf(this.state);
+  }
+
+  private submitted(): TaskCommand {
     const deadlineAt = new Date(Date.parse(this.command.receivedAt) + this.deps.maxTaskMs).toISOString();
     const { account, job, ignoredFields } = this.command;
-    return { type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt } };
+    return { type: "SubmitTask", taskId: this.taskId, account, job, ignoredFields, deadlineAt };
+  }
+
+  private checkDeadline(): Promise<void> {
+    return this.execute({ type: "CheckDeadline", now: new Date(), maxTaskMs: this.deps.maxTaskMs });
   }
 
   private async pollOnce(): Promise<void> {
-    const providerTaskId = this.snapshot.context.providerTaskId;
+    const providerTaskId = this.task.status === "unsubmitted" ? undefined : this.task.providerTaskId;
     if (providerTaskId !== undefined) {
       const report = await this.deps.provider.poll({ taskId: this.taskId, job: this.command.job, providerTaskId }).catch((error: unknown) => {
         // A flaky upstream is not a failed task: keep polling until the deadline says otherwise.
         this.log.warn({ err: error }, "upstream poll failed; will retry");
         return undefined;
       });
-      if (report) await this.observe({ kind: "upstreamReported", report });
+      if (report) await this.execute({ type: "RecordReport", report });
     }
-    await this.observe({ kind: "clock", now: new Date(), maxTaskMs: this.deps.maxTaskMs });
+    await this.checkDeadline();
   }
 
+  /**
+   * Submits until the upstream accepts or rejects the task, or its deadline passes: an upstream that
+   * keeps failing (not refusing) is retried with growing pauses, and the deadline still ends the task
+   * and frees its money whatever the upstream does.
+   */
   private async submitUpstream(): Promise<void> {
     const task = { taskId: this.taskId, job: this.command.job };
-    let outcome: SubmissionOutcome;
-    try {
-      const { providerTaskId } = await this.deps.provider.submit(task);
-      await this.observe({ kind: "upstreamAccepted", providerTaskId });
-      outcome = { outcome: "accepted", taskId: this.taskId, providerTaskId };
-    } catch (error) {
-      if (!(error instanceof ProviderRejection)) throw error;
-      await this.observe({ kind: "upstreamRejected", reason: error.message });
-      outcome = { outcome: "rejected", taskId: this.taskId, reason: error.message };
+    let outcome: SubmissionOutcome | undefined;
+    for (let attempt = 0; outcome === undefined && !isFinal(this.task); attempt++) {
+      if (this.deps.stopping()) return;
+      try {
+        const { providerTaskId } = await this.deps.provider.submit(task);
+        await this.execute({ type: "RecordAcceptance", providerTaskId });
+        outcome = { outcome: "accepted", taskId: this.taskId, providerTaskId };
+      } catch (error) {
+        if (error instanceof ConcurrencyError) throw error;
+        if (error instanceof ProviderRejection) {
+          await this.execute({ type: "RecordRejection", reason: error.message });
+          outcome = { outcome: "rejected", taskId: this.taskId, reason: error.message };
+        } else {
+          this.log.warn({ err: error, attempt }, "upstream submit failed; will retry until the deadline");
+          await this.checkDeadline();
+          if (!isFinal(this.task)) await sleep(retryPause(attempt));
+        }
+      }
     }
-    if (this.deps.stopping()) return;
+    if (this.deps.stopping() || outcome === undefined) return;
     if (this.command.notify) this.deps.nc.publish(this.command.notify, JSON.stringify(outcome));
   }
 
   /** Idempotent (msgID per task): a runner that restores a final task queues it again harmlessly. */
   private async queueSettlement(): Promise<void> {
-    const outcome = this.snapshot.context.outcome;
-    if (!outcome) throw new Error(`task ${this.taskId} is final without an outcome`);
+    const task = this.task;
+    if (!isFinal(task)) throw new Error(`task ${this.taskId} is not final`);
+    const { outcome } = task;
     const { account, job } = this.command;
     const item: SettleVideoTask = {
       type: "SettleVideoTask",
@@ -126,36 +141,38 @@ export class TaskActor {
     // A first delivery has no history yet: skip the read; the append fence catches the rare surprise.
     const history = redelivered ? await this.deps.taskLog.read(this.taskId) : { events: [], lastSequence: 0 };
     this.lastSequence = history.lastSequence;
-    this.snapshot = foldTaskEvents(history.events);
+    this.state = foldTask(history.events);
   }
 
-  private async observe(observation: TaskObservation): Promise<void> {
-    await this.record(decideTaskEvents(this.snapshot, observation));
-  }
-
-  private async record(events: NewTaskEvent[]): Promise<void> {
-    for (const event of events) {
+  /** Decide, then append each event at the next position of the task's log, then evolve. */
+  private async execute(command: TaskCommand): Promise<void> {
+    for (const event of decideTask(command, this.state)) {
       if (this.deps.stopping()) return;
-      const version = this.snapshot.context.version + 1;
-      const appended = await this.deps.taskLog.append(this.taskId, event, version, this.lastSequence);
+      const appended = await this.deps.taskLog.append(this.taskId, event, this.state.version + 1, this.lastSequence);
       this.lastSequence = appended.sequence;
       this.apply(appended.event);
     }
   }
 
   private apply(event: TaskEvent): void {
-    this.snapshot = applyTaskEvent(this.snapshot, event);
-    this.log.debug({ event: event.type, state: taskState(this.snapshot) }, "task event appended");
+    this.state = evolveTask(this.state, event);
+    this.log.debug({ event: event.type, state: this.task.status }, "task event appended");
   }
 
   private async afterLostRace(): Promise<TaskActorExit> {
     const history = await this.deps.taskLog.read(this.taskId);
-    this.snapshot = foldTaskEvents(history.events);
-    this.log.info({ state: taskState(this.snapshot) }, "another runner wrote to this task; stepping aside");
-    if (!isFinal(this.snapshot)) return "steppedAside";
+    this.state = foldTask(history.events);
+    this.log.info({ state: this.task.status }, "another runner wrote to this task; stepping aside");
+    if (!isFinal(this.task)) return "steppedAside";
     // The other writer queues the settlement too; queueing it again is harmless and covers a lost ack.
     await this.queueSettlement();
     return "final";
   }
 }
 
+
+/** Pauses between failed submits: 0.5 s doubling to 30 s, with jitter so runners don't retry in step. */
+function retryPause(attempt: number): number {
+  const ceiling = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
+  return ceiling / 2 + Math.random() * (ceiling / 2);
+}

@@ -1,0 +1,94 @@
+import type { NewTaskEvent, TaskEvent, VideoJobSpec } from "../contracts/videoTask.ts";
+import { applyTaskEvent, INITIAL_SNAPSHOT, taskStateOf, type ProviderReport, type TaskState, type VideoTaskSnapshot } from "./videoTask.ts";
+
+/**
+ * The video task's decider (emmett's shape: initialState, evolve, decide). `decide` maps a command to the
+ * events it would mean and keeps those the machine accepts, one after another; it never repeats the
+ * machine's guards. `version` is the position of the last event in the task's log: an event the machine
+ * refused still took a place there, so the next append must come after it.
+ */
+export interface TaskDeciderState {
+  version: number;
+  snapshot: VideoTaskSnapshot;
+}
+
+export type TaskCommand =
+  | { type: "SubmitTask"; taskId: number; account: string; job: VideoJobSpec; ignoredFields: string[]; deadlineAt: string }
+  | { type: "RecordAcceptance"; providerTaskId: string }
+  | { type: "RecordRejection"; reason: string }
+  | { type: "RecordReport"; report: ProviderReport }
+  | { type: "CheckDeadline"; now: Date; maxTaskMs: number };
+
+export const initialTaskState = (): TaskDeciderState => ({ version: 0, snapshot: INITIAL_SNAPSHOT });
+
+export const evolveTask = (state: TaskDeciderState, event: TaskEvent): TaskDeciderState => ({
+  version: state.version + 1,
+  snapshot: applyTaskEvent(state.snapshot, event),
+});
+
+export const foldTask = (events: readonly TaskEvent[]): TaskDeciderState => events.reduce(evolveTask, initialTaskState());
+
+export const taskOf = (state: TaskDeciderState): TaskState => taskStateOf(state.snapshot);
+
+const describeDuration = (ms: number): string =>
+  ms % 60_000 === 0 ? `${ms / 60_000} minute${ms === 60_000 ? "" : "s"}` : `${ms / 1000} second${ms === 1000 ? "" : "s"}`;
+
+/** The events a command would mean, before the machine says which of them are legal now. */
+function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
+  switch (command.type) {
+    case "SubmitTask": {
+      const { account, job, ignoredFields, deadlineAt } = command;
+      return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt } }];
+    }
+    case "RecordAcceptance":
+      return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId } }];
+    case "RecordRejection":
+      return [{ type: "GenerationFailed", data: { reason: command.reason, stage: "submit" } }];
+    case "RecordReport":
+      return reportEvents(command.report);
+    case "CheckDeadline": {
+      // The clock is the command's, not the machine's: a pure machine has no "now".
+      if (task.status === "unsubmitted" || command.now.getTime() < Date.parse(task.task.deadlineAt)) return [];
+      return [{ type: "GenerationFailed", data: { reason: `timed out: not finished within ${describeDuration(command.maxTaskMs)}`, stage: "timeout" } }];
+    }
+  }
+}
+
+function reportEvents(report: ProviderReport): NewTaskEvent[] {
+  switch (report.state) {
+    case "queued":
+      return [];
+    case "running":
+      return [{ type: "GenerationStarted", data: {} }];
+    case "succeeded": {
+      const { video, durationSeconds, resolution, totalTokens } = report;
+      // Started first: a report of a finished task may be the first the runner sees of it running.
+      return [
+        { type: "GenerationStarted", data: {} },
+        { type: "GenerationSucceeded", data: { video, durationSeconds, resolution, totalTokens } },
+      ];
+    }
+    case "failed":
+      return [{ type: "GenerationFailed", data: { reason: report.reason, stage: "generation" } }];
+  }
+}
+
+/** A new event as the machine would see it once appended (the meta is the appender's; the machine never reads it). */
+function placed(event: NewTaskEvent, taskId: number, version: number): TaskEvent {
+  return { ...event, meta: { schema: 1, taskId, version, at: new Date(0).toISOString() } } as TaskEvent;
+}
+
+/** The events to append for `command`, in order: those the machine accepts one after the other. */
+export function decideTask(command: TaskCommand, state: TaskDeciderState): NewTaskEvent[] {
+  const task = taskOf(state);
+  const taskId = command.type === "SubmitTask" ? command.taskId : task.status === "unsubmitted" ? 0 : task.task.taskId;
+  const accepted: NewTaskEvent[] = [];
+  let snapshot = state.snapshot;
+  for (const event of candidates(command, task)) {
+    const full = placed(event, taskId, state.version + accepted.length + 1);
+    if (!snapshot.can(full)) continue;
+    snapshot = applyTaskEvent(snapshot, full);
+    accepted.push(event);
+  }
+  return accepted;
+}

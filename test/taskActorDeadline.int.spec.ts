@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { STREAMS } from "../infra/jetstreamLayout.ts";
+import type { TaskEvent } from "../contracts/videoTask.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import { TaskLog } from "../services/shared/taskLog.ts";
+import { TaskActor } from "../services/runner/taskActor.ts";
+import type { VideoProvider } from "../services/runner/providers/types.ts";
+import { sampleJob as job } from "./helpers/fixtures.ts";
+import { silentLog } from "./helpers/testApp.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+/** An upstream that never answers a submit with a decision: every call fails as a network error would. */
+function failingUpstream(): VideoProvider & { submits: number } {
+  const provider = {
+    submits: 0,
+    pollIntervalMs: 20,
+    submit: async () => {
+      provider.submits++;
+      throw new Error("connect ECONNRESET");
+    },
+    poll: async () => ({ state: "queued" as const }),
+    close: async () => undefined,
+  };
+  return provider;
+}
+
+describe("a task whose upstream submit keeps failing", () => {
+  let server: Awaited<ReturnType<typeof startTestNats>>;
+  let nats: Nats;
+  beforeAll(async () => {
+    server = await startTestNats();
+    nats = await connectNats(server.url, "actor-deadline", { replicas: 1, leaseMs: 5_000 });
+  });
+  afterAll(async () => {
+    await nats?.nc.close();
+    await server?.stop();
+  });
+
+  it("is retried until its deadline, then fails with a timeout reason and is queued for release", async () => {
+    const taskLog = new TaskLog(nats.js, nats.jsm);
+    const upstream = failingUpstream();
+    const command = { taskId: 41, account: "acme", job, ignoredFields: [], receivedAt: new Date().toISOString() };
+    const actor = new TaskActor(41, command, { nc: nats.nc, js: nats.js, log: silentLog, taskLog, provider: upstream, maxTaskMs: 1_500, stopping: () => false });
+
+    expect(await actor.run(false)).toBe("final");
+
+    expect(upstream.submits).toBeGreaterThan(1);
+    const { events } = await taskLog.read(41);
+    expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "GenerationFailed"]);
+    expect(events[1]?.data).toEqual({ reason: "timed out: not finished within 1.5 seconds", stage: "timeout" });
+    const settlement = await nats.jsm.streams.getMessage(STREAMS.settlements.name, { last_by_subj: STREAMS.settlements.subjects[0] });
+    expect(settlement?.json()).toMatchObject({ taskId: 41, account: "acme", outcome: { kind: "failed" } });
+  });
+});

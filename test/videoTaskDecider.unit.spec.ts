@@ -1,0 +1,90 @@
+import { describe, expect, it } from "vitest";
+import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
+import type { ProviderReport } from "../machines/videoTask.ts";
+import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand } from "../machines/videoTaskDecider.ts";
+import { deciderSpecification } from "./helpers/deciderSpecification.ts";
+import { sampleJob as job } from "./helpers/fixtures.ts";
+
+const deadlineAt = "2030-01-01T00:15:00.000Z";
+const spec = deciderSpecification({ initialState: initialTaskState, evolve: evolveTask, decide: decideTask });
+
+/** Events as they stand in a task's log: meta.version is the position. */
+function log(...events: NewTaskEvent[]): TaskEvent[] {
+  return events.map((event, index) => ({ ...event, meta: { schema: 1, taskId: 7, version: index + 1, at: "2030-01-01T00:00:00.000Z" } }) as TaskEvent);
+}
+
+const submitted: NewTaskEvent = { type: "TaskSubmitted", data: { account: "a", job, ignoredFields: [], deadlineAt } };
+const accepted: NewTaskEvent = { type: "UpstreamAccepted", data: { providerTaskId: "up-1" } };
+const started: NewTaskEvent = { type: "GenerationStarted", data: {} };
+const video = { object: "v.mp4", bytes: 10, contentType: "video/mp4" };
+const succeeded: NewTaskEvent = { type: "GenerationSucceeded", data: { video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 } };
+const failed = (reason: string, stage: "submit" | "generation" | "timeout"): NewTaskEvent => ({ type: "GenerationFailed", data: { reason, stage } });
+const success: ProviderReport = { state: "succeeded", video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 };
+
+const submit: TaskCommand = { type: "SubmitTask", taskId: 7, account: "a", job, ignoredFields: [], deadlineAt };
+const accept = (providerTaskId: string): TaskCommand => ({ type: "RecordAcceptance", providerTaskId });
+const reject: TaskCommand = { type: "RecordRejection", reason: "nsfw" };
+const report = (r: ProviderReport): TaskCommand => ({ type: "RecordReport", report: r });
+const clock = (now: string): TaskCommand => ({ type: "CheckDeadline", now: new Date(now), maxTaskMs: 900_000 });
+
+const UNSUBMITTED = log();
+const PENDING = log(submitted);
+const ACCEPTED = log(submitted, accepted);
+const RUNNING = log(submitted, accepted, started);
+const SUCCESS = log(submitted, accepted, started, succeeded);
+const FAILED = log(submitted, accepted, failed("boom", "generation"));
+
+describe("video task decider: every transition", () => {
+  it("unsubmitted + SubmitTask → TaskSubmitted", () => spec.given(UNSUBMITTED).when(submit).then([submitted]));
+  it("pending + RecordAcceptance → UpstreamAccepted", () => spec.given(PENDING).when(accept("up-1")).then([accepted]));
+  it("pending + RecordRejection → GenerationFailed at submit", () => spec.given(PENDING).when(reject).then([failed("nsfw", "submit")]));
+  it("accepted + report running → GenerationStarted", () => spec.given(ACCEPTED).when(report({ state: "running" })).then([started]));
+  it("accepted + report succeeded → started, then succeeded", () => spec.given(ACCEPTED).when(report(success)).then([started, succeeded]));
+  it("accepted + report failed → GenerationFailed at generation", () =>
+    spec.given(ACCEPTED).when(report({ state: "failed", reason: "nope" })).then([failed("nope", "generation")]));
+  it("running + report succeeded → GenerationSucceeded", () => spec.given(RUNNING).when(report(success)).then([succeeded]));
+  it("running + report failed → GenerationFailed", () => spec.given(RUNNING).when(report({ state: "failed", reason: "x" })).then([failed("x", "generation")]));
+  it("pending past its deadline → GenerationFailed at timeout", () =>
+    spec.given(PENDING).when(clock("2030-01-01T00:15:00Z")).then([failed("timed out: not finished within 15 minutes", "timeout")]));
+  it("running past its deadline → GenerationFailed at timeout", () =>
+    spec.given(RUNNING).when(clock("2030-01-01T00:20:00Z")).then([failed("timed out: not finished within 15 minutes", "timeout")]));
+});
+
+describe("video task decider: every refused command", () => {
+  it("a second submission", () => spec.given(PENDING).when(submit).thenNothing());
+  it("anything but a submission before the task exists", () => {
+    for (const command of [accept("up-1"), reject, report(success), report({ state: "running" }), clock("2031-01-01T00:00:00Z")]) {
+      spec.given(UNSUBMITTED).when(command).thenNothing();
+    }
+  });
+  it("a second acceptance (the first upstream id stays)", () => spec.given(ACCEPTED).when(accept("up-2")).thenNothing());
+  it("running before the upstream accepted", () => spec.given(PENDING).when(report({ state: "running" })).thenNothing());
+  it("a queued report", () => spec.given(ACCEPTED).when(report({ state: "queued" })).thenNothing());
+  it("running again", () => spec.given(RUNNING).when(report({ state: "running" })).thenNothing());
+  it("a clock before the deadline", () => spec.given(RUNNING).when(clock("2030-01-01T00:14:59Z")).thenNothing());
+  it("anything after success or failure", () => {
+    for (const final of [SUCCESS, FAILED]) {
+      for (const command of [submit, accept("up-9"), reject, report(success), report({ state: "failed", reason: "late" }), clock("2031-01-01T00:00:00Z")]) {
+        spec.given(final).when(command).thenNothing();
+      }
+    }
+  });
+});
+
+describe("video task state", () => {
+  it("a final task always has its outcome, a running one its upstream id", () => {
+    expect(taskOf(foldTask(SUCCESS))).toMatchObject({ status: "success", providerTaskId: "up-1", outcome: { kind: "succeeded", totalTokens: 108_900 } });
+    expect(taskOf(foldTask(FAILED))).toMatchObject({ status: "failed", outcome: { kind: "failed", reason: "boom" } });
+    expect(taskOf(foldTask(RUNNING))).toMatchObject({ status: "running", providerTaskId: "up-1" });
+    expect(taskOf(foldTask(UNSUBMITTED))).toEqual({ status: "unsubmitted" });
+  });
+
+  it("the version is the position in the log, counting an event the machine refused", () => {
+    // A log can hold a refused event (two runners raced, or an old bug): it still took a place.
+    const withRefused = log(submitted, started, accepted);
+    const state = foldTask(withRefused);
+    expect(state.version).toBe(3);
+    expect(taskOf(state)).toMatchObject({ status: "pending", providerTaskId: "up-1" });
+    expect(decideTask(report({ state: "running" }), state)).toEqual([started]);
+  });
+});
