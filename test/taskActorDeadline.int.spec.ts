@@ -39,7 +39,7 @@ describe("a task whose upstream submit keeps failing", () => {
   it("is retried until its deadline, then fails with a timeout reason and is queued for release", async () => {
     const taskLog = new TaskLog(nats.js, nats.jsm);
     const upstream = failingUpstream();
-    const command = { taskId: 41, account: "acme", job, ignoredFields: [], receivedAt: new Date().toISOString() };
+    const command = { type: "SubmitVideoTask" as const, taskId: 41, account: "acme", job, ignoredFields: [], receivedAt: new Date().toISOString() };
     const actor = new TaskActor(41, command, { nc: nats.nc, js: nats.js, log: silentLog, taskLog, provider: upstream, maxTaskMs: 1_500, stopping: () => false });
 
     expect(await actor.run(false)).toBe("final");
