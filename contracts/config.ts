@@ -16,14 +16,32 @@ export const RATIOS = Object.keys(RATIO_FRAME_SIZES) as [Ratio, ...Ratio[]];
 export const VideoCapability = z.enum(["image", "video", "audio"]);
 export type VideoCapability = z.infer<typeof VideoCapability>;
 
+/**
+ * What the runner applies to every provider, as data (services/runner/policy): when and how often it asks
+ * for news, how many tasks may be at the upstream at once, how fast it may submit, how long one call may take.
+ * Each kind sets defaults from its typical generation times.
+ */
+const providerPolicy = (defaults: { pollFirstAfterMs: number; pollEveryMs: number; pollMaxEveryMs: number; maxInFlight: number; timeoutMs: number }) => ({
+  /** First status call this long after the upstream accepted. */
+  pollFirstAfterMs: z.number().int().min(0).max(600_000).default(defaults.pollFirstAfterMs),
+  /** Then every this long, growing by half each time up to `pollMaxEveryMs` while the task runs. */
+  pollEveryMs: z.number().int().min(10).max(600_000).default(defaults.pollEveryMs),
+  pollMaxEveryMs: z.number().int().min(10).max(600_000).default(defaults.pollMaxEveryMs),
+  /** Tasks at this upstream at once, per runner; more wait in our queue, still pending. */
+  maxInFlight: z.number().int().min(1).max(10_000).default(defaults.maxInFlight),
+  /** Submits per second per runner (0: no limit). */
+  submitsPerSecond: z.number().min(0).max(10_000).default(0),
+  /** Longest one upstream call (submit, status, cancel) may take. */
+  timeoutMs: z.number().int().min(100).max(600_000).default(defaults.timeoutMs),
+});
+
 const LocalProviderSettings = z.strictObject({
   kind: z.literal("local"),
   /** Time a local job stays queued before rendering, so pending → running → success is observable. */
   queueDelayMs: z.number().int().min(0).max(600_000).default(2000),
-  /** How often the runner asks the provider for news about a task. */
-  pollIntervalMs: z.number().int().min(10).max(60_000).default(250),
   /** Renders at once per runner process; 0 = one per CPU core. */
   maxConcurrentRenders: z.number().int().min(0).max(64).default(0),
+  ...providerPolicy({ pollFirstAfterMs: 0, pollEveryMs: 250, pollMaxEveryMs: 1000, maxInFlight: 2000, timeoutMs: 30_000 }),
   /** Fetch reference URLs that point at private or local addresses (off: it would let customers probe our network). */
   allowPrivateReferenceUrls: z.boolean().default(false),
 });
@@ -70,7 +88,12 @@ export const ReelayConfig = z
       .strictObject({
         /** A runner that stops sending heartbeats for this long loses its tasks to another runner. */
         leaseMs: z.number().int().min(500).default(30_000),
+        /** Tasks one runner hosts at once, across providers (each provider also has its own `maxInFlight`). */
         maxConcurrentTasks: z.number().int().min(1).default(2000),
+        /** Largest finished video copied into the object store; a larger one fails its task. */
+        maxResultBytes: z.number().int().min(1024).default(512 * 1024 * 1024),
+        /** Copy results from private or local addresses (tests' fake vendors on loopback); off in production. */
+        allowPrivateResultUrls: z.boolean().default(false),
         /** How often runners look for reservations whose task never got queued (released on the second sighting). */
         reservationSweepMs: z.number().int().min(100).default(60_000),
       })

@@ -99,6 +99,12 @@ export const UpstreamAccepted = z.object({
   data: z.object({ providerTaskId: z.string() }),
   meta: EventMeta,
 });
+/** Written before each first submit: after a crash, the runner looks the task up by its client reference instead of submitting twice. */
+export const SubmitIntended = z.object({
+  type: z.literal("SubmitIntended"),
+  data: z.object({ clientReference: z.string() }),
+  meta: EventMeta,
+});
 export const GenerationStarted = z.object({
   type: z.literal("GenerationStarted"),
   data: z.object({}),
@@ -124,12 +130,14 @@ export const GenerationSucceeded = z.object({
 export const FailureStage = z.enum(["submit", "generation", "timeout"]);
 export const GenerationFailed = z.object({
   type: z.literal("GenerationFailed"),
-  data: z.object({ reason: z.string(), stage: FailureStage }),
+  /** `reason` is the customer's to read; `detail` is for operators only (never shown by the API). */
+  data: z.object({ reason: z.string(), stage: FailureStage, detail: z.string().optional() }),
   meta: EventMeta,
 });
 
 export const TaskEvent = z.discriminatedUnion("type", [
   TaskSubmitted,
+  SubmitIntended,
   UpstreamAccepted,
   GenerationStarted,
   GenerationSucceeded,

@@ -58,26 +58,45 @@ export async function startNatsServer(options: {
   port?: number;
 }): Promise<RunningNatsServer> {
   const binary = natsServerBinary(options.say);
-  const bin = binary.path;
   mkdirSync(options.storeDir, { recursive: true });
-  // The monitor port (port + 1) answers /healthz once JetStream is up; pick until both are free.
-  let port = options.port ?? (await freeLoopbackPort());
-  while (port >= 65534) port = await freeLoopbackPort();
   const logFile = join(options.storeDir, "..", "nats-server.log");
+  // The monitor port is port + 1 (it answers /healthz once JetStream is up). Either may be taken between
+  // our probe and the server's bind; then the server exits and we try other ports.
+  for (let attempt = 1; ; attempt++) {
+    let port = options.port ?? (await freeLoopbackPort());
+    while (port >= 65534) port = await freeLoopbackPort();
+    const child = spawnWatched(binary.path, port, options.storeDir, logFile);
+    try {
+      await waitUntilReady(child, port, logFile);
+      return running(child, port, binary.version);
+    } catch (error) {
+      if (options.port !== undefined || attempt >= 5 || child.exitCode === null) throw error;
+    }
+  }
+}
+
+/**
+ * A small shell keeps the server tied to this process: it stops the server (cleanly, SIGTERM) when our
+ * end of its stdin closes — on stop(), and also when this process dies without cleaning up (kill -9) —
+ * and exits when the server does, so a server that could not start is seen at once. The reader gets
+ * stdin through fd 3: a background job's own stdin is /dev/null.
+ */
+const WATCHDOG = 'server="$1"; shift; exec 3<&0; "$server" "$@" & pid=$!; { read -r _ <&3; kill -TERM "$pid" 2>/dev/null; } & wait "$pid"';
+
+function spawnWatched(bin: string, port: number, storeDir: string, logFile: string): ChildProcess {
   const out = openSync(logFile, "a");
-  const args = ["-c", SINGLE_NODE_CONFIG, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(options.storeDir)];
-  // A small shell keeps the server tied to this process: it stops the server (cleanly, SIGTERM) when our
-  // end of its stdin closes — on stop(), and also when this process dies without cleaning up (kill -9).
-  const watchdog = 'server="$1"; shift; "$server" "$@" & pid=$!; read -r _; kill -TERM "$pid"; wait "$pid"';
+  const args = ["-c", SINGLE_NODE_CONFIG, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(storeDir)];
   // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
   // outlive reelay's own shutdown (which still needs it to drain), not race it.
-  const child = spawn("sh", ["-c", watchdog, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
-  await waitUntilReady(child, port, logFile);
+  return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
+}
+
+function running(child: ChildProcess, port: number, version: string): RunningNatsServer {
   const pid = child.pid ?? 0;
   return {
     url: `nats://127.0.0.1:${port}`,
     pid,
-    version: binary.version,
+    version,
     stop: () =>
       new Promise<void>((done) => {
         if (child.exitCode !== null || child.signalCode !== null) return done();

@@ -18,6 +18,8 @@ export type TaskOutcome = { kind: "succeeded"; totalTokens: number } | { kind: "
 
 interface VideoTaskContext {
   submitted?: SubmittedTask;
+  /** Set by SubmitIntended: a submit may have reached the upstream. */
+  clientReference?: string;
   providerTaskId?: string;
   outcome?: TaskOutcome;
 }
@@ -31,6 +33,7 @@ export const videoTaskMachine = setup({
     recordSubmission: assign(({ event }) =>
       event.type === "TaskSubmitted" ? { submitted: { taskId: event.meta.taskId, ...event.data } } : {},
     ),
+    recordIntent: assign(({ event }) => (event.type === "SubmitIntended" ? { clientReference: event.data.clientReference } : {})),
     recordAcceptance: assign(({ event }) => (event.type === "UpstreamAccepted" ? { providerTaskId: event.data.providerTaskId } : {})),
     recordOutcome: assign(({ event }) => {
       if (event.type === "GenerationSucceeded") return { outcome: { kind: "succeeded" as const, totalTokens: event.data.totalTokens } };
@@ -40,6 +43,7 @@ export const videoTaskMachine = setup({
   },
   guards: {
     notYetAccepted: ({ context }) => context.providerTaskId === undefined,
+    notYetIntended: ({ context }) => context.providerTaskId === undefined && context.clientReference === undefined,
     accepted: ({ context }) => context.providerTaskId !== undefined,
   },
 }).createMachine({
@@ -52,6 +56,7 @@ export const videoTaskMachine = setup({
     },
     pending: {
       on: {
+        SubmitIntended: { guard: "notYetIntended", actions: "recordIntent" },
         UpstreamAccepted: { guard: "notYetAccepted", actions: "recordAcceptance" },
         GenerationStarted: { guard: "accepted", target: "running" },
         GenerationFailed: { target: "failed", actions: "recordOutcome" },
@@ -77,7 +82,7 @@ export type TaskStatus = TaskState["status"];
  */
 export type TaskState =
   | { status: "unsubmitted" }
-  | { status: "pending"; task: SubmittedTask; providerTaskId?: string }
+  | { status: "pending"; task: SubmittedTask; providerTaskId?: string; clientReference?: string }
   | { status: "running"; task: SubmittedTask; providerTaskId: string }
   | { status: "success"; task: SubmittedTask; providerTaskId: string; outcome: Extract<TaskOutcome, { kind: "succeeded" }> }
   | { status: "failed"; task: SubmittedTask; providerTaskId?: string; outcome: Extract<TaskOutcome, { kind: "failed" }> };
@@ -94,12 +99,17 @@ export const applyTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): V
 
 /** The machine's snapshot in the union's terms. The machine's transitions make every branch total. */
 export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {
-  const { submitted, providerTaskId, outcome } = snapshot.context;
+  const { submitted, providerTaskId, outcome, clientReference } = snapshot.context;
   const status = snapshot.value as TaskStatus;
   if (status === "unsubmitted" || !submitted) return { status: "unsubmitted" };
   switch (status) {
     case "pending":
-      return { status, task: submitted, ...(providerTaskId === undefined ? {} : { providerTaskId }) };
+      return {
+        status,
+        task: submitted,
+        ...(providerTaskId === undefined ? {} : { providerTaskId }),
+        ...(clientReference === undefined ? {} : { clientReference }),
+      };
     case "running":
       if (providerTaskId !== undefined) return { status, task: submitted, providerTaskId };
       break;
@@ -118,4 +128,4 @@ export type ProviderReport =
   | { state: "queued" }
   | { state: "running" }
   | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number }
-  | { state: "failed"; reason: string };
+  | { state: "failed"; reason: string; detail?: string };

@@ -14,8 +14,9 @@ export interface TaskDeciderState {
 
 export type TaskCommand =
   | { type: "SubmitTask"; taskId: number; account: string; job: VideoJobSpec; ignoredFields: string[]; deadlineAt: string }
+  | { type: "IntendSubmit"; clientReference: string }
   | { type: "RecordAcceptance"; providerTaskId: string }
-  | { type: "RecordRejection"; reason: string }
+  | { type: "RecordRejection"; reason: string; detail?: string }
   | { type: "RecordReport"; report: ProviderReport }
   | { type: "CheckDeadline"; now: Date; maxTaskMs: number };
 
@@ -40,10 +41,12 @@ function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
       const { account, job, ignoredFields, deadlineAt } = command;
       return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt } }];
     }
+    case "IntendSubmit":
+      return [{ type: "SubmitIntended", data: { clientReference: command.clientReference } }];
     case "RecordAcceptance":
       return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId } }];
     case "RecordRejection":
-      return [{ type: "GenerationFailed", data: { reason: command.reason, stage: "submit" } }];
+      return [{ type: "GenerationFailed", data: { reason: command.reason, stage: "submit", ...detailOf(command) } }];
     case "RecordReport":
       return reportEvents(command.report);
     case "CheckDeadline": {
@@ -69,9 +72,11 @@ function reportEvents(report: ProviderReport): NewTaskEvent[] {
       ];
     }
     case "failed":
-      return [{ type: "GenerationFailed", data: { reason: report.reason, stage: "generation" } }];
+      return [{ type: "GenerationFailed", data: { reason: report.reason, stage: "generation", ...detailOf(report) } }];
   }
 }
+
+const detailOf = (source: { detail?: string }) => (source.detail === undefined ? {} : { detail: source.detail });
 
 /** A new event as the machine would see it once appended (the meta is the appender's; the machine never reads it). */
 function placed(event: NewTaskEvent, taskId: number, version: number): TaskEvent {

@@ -1,4 +1,4 @@
-import type { ReelayConfig } from "../../contracts/config.ts";
+import type { ProviderSettings, ReelayConfig } from "../../contracts/config.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { ReservationSweeper } from "../billing/reservationSweeper.ts";
@@ -9,14 +9,22 @@ import { LocalProvider } from "./providers/local/localProvider.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { RunnerService } from "./runnerService.ts";
 
-function createProviders(nats: Nats, config: ReelayConfig, log: Logger): Map<string, VideoProvider> {
+/** Builds a provider for a config entry; tests pass their own to serve a name with a fake. */
+export type ProviderFactory = (name: string, settings: ProviderSettings) => VideoProvider | undefined;
+
+function createProviders(config: ReelayConfig, log: Logger, override?: ProviderFactory): Map<string, VideoProvider> {
   const providers = new Map<string, VideoProvider>();
   let ffmpegPath: string | undefined;
   for (const [name, settings] of Object.entries(config.providers)) {
+    const substitute = override?.(name, settings);
+    if (substitute) {
+      providers.set(name, substitute);
+      continue;
+    }
     switch (settings.kind) {
       case "local":
         ffmpegPath ??= locateProgram(FFMPEG, (line) => log.info(line));
-        providers.set(name, new LocalProvider(settings, { ffmpegPath, videos: nats.videos, log: log.child({ provider: name }) }));
+        providers.set(name, new LocalProvider(settings, { ffmpegPath, log: log.child({ provider: name }) }));
         break;
     }
   }
@@ -24,8 +32,8 @@ function createProviders(nats: Nats, config: ReelayConfig, log: Logger): Map<str
 }
 
 /** Starts a runner: hosts video tasks from the WORK queue, settles finished tasks and sweeps orphaned reservations, until `stop`. */
-export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger): Promise<{ stop(): Promise<void> }> {
-  const providers = createProviders(nats, config, log);
+export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger, providerFactory?: ProviderFactory): Promise<{ stop(): Promise<void> }> {
+  const providers = createProviders(config, log, providerFactory);
   const runner = new RunnerService(nats, config, providers, log);
   const ledger = new AccountLedger(nats);
   const settlement = new Settlement(nats, ledger, log.child({ part: "settlement" }));

@@ -6,18 +6,23 @@ import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
+import { ProviderGate } from "./policy/providerGate.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { TaskActor } from "./taskActor.ts";
 
 /**
  * Takes video jobs from the WORK queue and hosts a TaskActor for each until its task is final. A job
  * stays unacked (and heartbeated) while its task lives, so if this process dies JetStream hands the job
- * to another runner after the lease, which rebuilds the task from its log and carries on.
+ * to another runner after the lease, which rebuilds the task from its log and carries on. A runner takes
+ * only as many jobs as its providers have free slots, so a backlog spreads over every runner.
  */
 export class RunnerService {
   private readonly held = new Map<number, JsMsg>();
+  /** Tasks hosted per provider, waiting for a slot or at the upstream. */
+  private readonly hosted = new Map<string, number>();
   private readonly taskLog: TaskLog;
-  private stopping = false;
+  private readonly shutdown = new AbortController();
+  private readonly gates: ReadonlyMap<string, ProviderGate>;
   private loop: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly running = new Set<Promise<void>>();
@@ -29,17 +34,17 @@ export class RunnerService {
     private readonly log: Logger,
   ) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
+    this.gates = new Map([...providers].map(([name, provider]) => [name, new ProviderGate(provider.policy)]));
   }
 
   async start(): Promise<void> {
     const consumer = await this.nats.js.consumers.get(STREAMS.work.name, CONSUMERS.runners);
     // Heartbeats well inside the lease, so a live runner never loses a task it is working on.
-    this.heartbeat = setInterval(() => {
-      for (const msg of this.held.values()) msg.working();
-    }, Math.max(100, Math.floor(this.config.runner.leaseMs / 3)));
+    this.heartbeat = setInterval(() => this.beat(), Math.max(100, Math.floor(this.config.runner.leaseMs / 3)));
+    void this.beatAfterReconnects();
     this.loop = pullLoop(consumer, {
-      stopped: () => this.stopping,
-      room: () => Math.min(this.config.runner.maxConcurrentTasks - this.held.size, 256),
+      stopped: () => this.shutdown.signal.aborted,
+      room: () => this.room(),
       take: (msg) => this.host(msg),
       log: this.log,
       what: "runner",
@@ -48,12 +53,31 @@ export class RunnerService {
 
   /** Stops taking work, lets live tasks stop at their next step, and hands their jobs back at once. */
   async stop(): Promise<void> {
-    this.stopping = true;
+    this.shutdown.abort();
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
     await Promise.allSettled(this.running);
     for (const msg of this.held.values()) msg.nak();
     this.held.clear();
+  }
+
+  /** Jobs to fetch now: no more than the providers' free slots (with one provider, exactly its limit). */
+  private room(): number {
+    let free = 0;
+    for (const [name, provider] of this.providers) free += Math.max(0, provider.policy.maxInFlight - (this.hosted.get(name) ?? 0));
+    return Math.min(this.config.runner.maxConcurrentTasks - this.held.size, free, 256);
+  }
+
+  private beat(): void {
+    for (const msg of this.held.values()) msg.working();
+  }
+
+  /** After a reconnect (a nats-server restart), held jobs are heartbeated at once, before their lease can run out. */
+  private async beatAfterReconnects(): Promise<void> {
+    for await (const status of this.nats.nc.status()) {
+      if (this.shutdown.signal.aborted) return;
+      if (status.type === "reconnect") this.beat();
+    }
   }
 
   private host(msg: JsMsg): void {
@@ -65,21 +89,28 @@ export class RunnerService {
     }
     const { taskId } = parsed.data;
     const provider = this.providers.get(parsed.data.job.provider);
-    if (!provider) {
+    const gate = this.gates.get(parsed.data.job.provider);
+    if (!provider || !gate) {
       // Another runner may have this provider configured: hand the job back after a pause.
       this.log.error({ taskId, provider: parsed.data.job.provider }, "no such provider in this runner");
       msg.nak(5000);
       return;
     }
     this.held.set(taskId, msg);
+    const providerName = parsed.data.job.provider;
+    this.hosted.set(providerName, (this.hosted.get(providerName) ?? 0) + 1);
     const actor = new TaskActor(taskId, parsed.data, {
       nc: this.nats.nc,
       js: this.nats.js,
+      videos: this.nats.videos,
       log: this.log,
       taskLog: this.taskLog,
       provider,
+      gate,
       maxTaskMs: this.config.limits.maxTaskMs,
-      stopping: () => this.stopping,
+      maxResultBytes: this.config.runner.maxResultBytes,
+      allowPrivateResultAddresses: this.config.runner.allowPrivateResultUrls,
+      shutdown: this.shutdown.signal,
     });
     const work = actor
       .run(msg.info.deliveryCount > 1)
@@ -91,11 +122,14 @@ export class RunnerService {
       })
       .catch((error: unknown) => {
         this.log.error({ err: error, taskId }, "task actor failed; retrying the task shortly");
-        if (this.stopping) return;
+        if (this.shutdown.signal.aborted) return;
         this.held.delete(taskId);
         msg.nak(1000);
       })
-      .finally(() => this.running.delete(work));
+      .finally(() => {
+        this.hosted.set(providerName, (this.hosted.get(providerName) ?? 1) - 1);
+        this.running.delete(work);
+      });
     this.running.add(work);
   }
 }

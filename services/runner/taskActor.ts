@@ -1,40 +1,60 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JetStreamClient } from "@nats-io/jetstream";
+import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { SettleVideoTask } from "../../contracts/ledger.ts";
-import { SubmissionOutcome, type SubmitVideoTask, type TaskEvent } from "../../contracts/videoTask.ts";
+import { estimateVideoTokens, SubmissionOutcome, type SubmitVideoTask, type TaskEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { isFinal } from "../../machines/videoTask.ts";
+import { isFinal, type ProviderReport } from "../../machines/videoTask.ts";
 import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Logger } from "../shared/log.ts";
 import type { TaskLog } from "../shared/taskLog.ts";
-import { ProviderRejection, type VideoProvider } from "./providers/types.ts";
+import type { ProviderGate } from "./policy/providerGate.ts";
+import { pollDelay, retryDelay } from "./policy/schedule.ts";
+import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
+import { copyResult, ResultUnusable } from "./resultCopy.ts";
 
 export interface TaskActorDeps {
   nc: NatsConnection;
   js: JetStreamClient;
+  videos: ObjectStore;
   log: Logger;
   taskLog: TaskLog;
   provider: VideoProvider;
+  gate: ProviderGate;
   maxTaskMs: number;
-  /** True once the runner is shutting down: no more appends from this point. */
-  stopping: () => boolean;
+  maxResultBytes: number;
+  allowPrivateResultAddresses: boolean;
+  /** Aborted when the runner shuts down: no more appends or upstream calls from this point. */
+  shutdown: AbortSignal;
 }
 
 /** How a hosted task ended for this runner. */
 export type TaskActorExit = "final" | "steppedAside" | "stopped";
 
+const MISCONFIGURED = "this model is not available right now; no charge was made";
+
+/** The upstream's reported usage wins; otherwise design.md's estimate from the frame size and duration. */
+export function billedTokens(status: { usageTokens?: number; durationSeconds?: number }, job: VideoJobSpec): number {
+  return status.usageTokens ?? estimateVideoTokens(job.width, job.height, status.durationSeconds ?? job.durationSeconds);
+}
+
 /**
- * The actor of one live task. Its state is the task decider's, rebuilt by folding the task's log, and it
- * loops observe → decide → append → evolve until the task is final. Effects (upstream calls) happen only after the events that justify them are
- * in the log; a lost append race means another runner owns the task, and this one steps aside. Before it
- * lets go of a final task it queues the task's settlement, so a crash can never skip billing.
+ * The actor of one live task: decide → append → evolve, with the upstream calls in between. It owns,
+ * for every provider, the policy the adapters don't: a slot under the provider's limits before submit,
+ * an intent event before submit (so a crash never makes a second upstream task), the deadline around
+ * every call (past it the task fails and its money is freed, whatever the upstream does), retries with
+ * back-off for passing trouble, the polling schedule, copying the result into the object store, the
+ * usage fallback, and cancelling an upstream task that ran out of time. A lost append race means
+ * another runner owns the task: this one stops its own work on it and steps aside.
  */
 export class TaskActor {
   private state: TaskDeciderState = initialTaskState();
   private lastSequence = 0;
   private readonly log: Logger;
+  private readonly aborter = new AbortController();
+  private readonly signal: AbortSignal;
 
   constructor(
     private readonly taskId: number,
@@ -42,89 +62,206 @@ export class TaskActor {
     private readonly deps: TaskActorDeps,
   ) {
     this.log = deps.log.child({ taskId });
-  }
-
-  async run(redelivered: boolean): Promise<TaskActorExit> {
-    await this.restore(redelivered);
-    try {
-      if (this.task.status === "unsubmitted") await this.execute(this.submitted());
-      if (this.task.status === "pending" && this.task.providerTaskId === undefined) await this.submitUpstream();
-      while (!isFinal(this.task)) {
-        if (this.deps.stopping()) return "stopped";
-        await this.pollOnce();
-        if (!isFinal(this.task)) await sleep(this.deps.provider.pollIntervalMs);
-      }
-      if (this.deps.stopping()) return "stopped";
-      await this.queueSettlement();
-      return "final";
-    } catch (error) {
-      if (error instanceof ConcurrencyError) return this.afterLostRace();
-      throw error;
-    }
+    this.signal = AbortSignal.any([this.aborter.signal, deps.shutdown]);
   }
 
   private get task() {
     return taskOf(this.state);
   }
 
-  private submitted(): TaskCommand {
+  private get stopping(): boolean {
+    return this.deps.shutdown.aborted;
+  }
+
+  async run(redelivered: boolean): Promise<TaskActorExit> {
+    await this.restore(redelivered);
+    let release: (() => void) | undefined;
+    try {
+      if (this.task.status === "unsubmitted") await this.execute(this.submitCommand());
+      if (!isFinal(this.task)) {
+        // The task waits here, still pending, while the provider is at its limit.
+        release = await this.withinDeadline((signal) => this.deps.gate.acquire(signal));
+        if (this.task.status === "pending" && this.task.providerTaskId === undefined) await this.submitUpstream();
+        for (let polls = 0; !isFinal(this.task); polls++) {
+          if (this.stopping) return "stopped";
+          await this.pollOnce(polls);
+        }
+      }
+      if (this.stopping) return "stopped";
+      await this.queueSettlement();
+      await this.forgetUpstream();
+      return "final";
+    } catch (error) {
+      if (error instanceof ConcurrencyError) return this.afterLostRace();
+      if (this.stopping) return "stopped";
+      throw error;
+    } finally {
+      release?.();
+      this.aborter.abort();
+    }
+  }
+
+  private submitCommand(): TaskCommand {
     const deadlineAt = new Date(Date.parse(this.command.receivedAt) + this.deps.maxTaskMs).toISOString();
     const { account, job, ignoredFields } = this.command;
     return { type: "SubmitTask", taskId: this.taskId, account, job, ignoredFields, deadlineAt };
   }
 
-  private checkDeadline(): Promise<void> {
-    return this.execute({ type: "CheckDeadline", now: new Date(), maxTaskMs: this.deps.maxTaskMs });
+  private deadline(): number {
+    return this.task.status === "unsubmitted" ? Date.now() + this.deps.maxTaskMs : Date.parse(this.task.task.deadlineAt);
   }
 
-  private async pollOnce(): Promise<void> {
-    const providerTaskId = this.task.status === "unsubmitted" ? undefined : this.task.providerTaskId;
-    if (providerTaskId !== undefined) {
-      const report = await this.deps.provider.poll({ taskId: this.taskId, job: this.command.job, providerTaskId }).catch((error: unknown) => {
-        // A flaky upstream is not a failed task: keep polling until the deadline says otherwise.
-        this.log.warn({ err: error }, "upstream poll failed; will retry");
-        return undefined;
-      });
-      if (report) await this.execute({ type: "RecordReport", report });
-    }
-    await this.checkDeadline();
-  }
-
-  /**
-   * Submits until the upstream accepts or rejects the task, or its deadline passes: an upstream that
-   * keeps failing (not refusing) is retried with growing pauses, and the deadline still ends the task
-   * and frees its money whatever the upstream does.
-   */
-  private async submitUpstream(): Promise<void> {
-    const task = { taskId: this.taskId, job: this.command.job };
-    let outcome: SubmissionOutcome | undefined;
-    for (let attempt = 0; outcome === undefined && !isFinal(this.task); attempt++) {
-      if (this.deps.stopping()) return;
+  /** Runs `call` bounded by the task's deadline; past it, the task fails with its timeout reason. */
+  private async withinDeadline<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T | undefined> {
+    const remaining = this.deadline() - Date.now();
+    if (remaining > 0) {
       try {
-        const { providerTaskId } = await this.deps.provider.submit(task);
-        await this.execute({ type: "RecordAcceptance", providerTaskId });
-        outcome = { outcome: "accepted", taskId: this.taskId, providerTaskId };
+        return await call(AbortSignal.any([this.signal, AbortSignal.timeout(remaining)]));
       } catch (error) {
-        if (error instanceof ConcurrencyError) throw error;
-        if (error instanceof ProviderRejection) {
-          await this.execute({ type: "RecordRejection", reason: error.message });
-          outcome = { outcome: "rejected", taskId: this.taskId, reason: error.message };
+        if (this.signal.aborted || Date.now() < this.deadline()) throw error;
+      }
+    }
+    await this.timedOut();
+    return undefined;
+  }
+
+  /** One upstream call: within the deadline and within the provider's per-call timeout. */
+  private call<T>(fn: (task: { signal: AbortSignal }) => Promise<T>): Promise<T | undefined> {
+    return this.withinDeadline((signal) => fn({ signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.provider.policy.timeoutMs)]) }));
+  }
+
+  private async timedOut(): Promise<void> {
+    await this.execute({ type: "CheckDeadline", now: new Date(Math.max(Date.now(), this.deadline())), maxTaskMs: this.deps.maxTaskMs });
+    const task = this.task;
+    if (task.status === "failed" && task.providerTaskId !== undefined && this.deps.provider.cancel) {
+      await this.deps.provider.cancel(this.accepted(task.providerTaskId, AbortSignal.timeout(this.deps.provider.policy.timeoutMs))).catch((error: unknown) => {
+        this.log.warn({ err: error }, "could not cancel the upstream task after its deadline");
+      });
+    }
+  }
+
+  private accepted(providerTaskId: string, signal: AbortSignal): AcceptedTask {
+    return { taskId: this.taskId, job: this.command.job, clientReference: clientReference(this.taskId), providerTaskId, signal };
+  }
+
+  private async submitUpstream(): Promise<void> {
+    const { provider, gate } = this.deps;
+    const reference = clientReference(this.taskId);
+    let outcome: SubmissionOutcome | undefined;
+    for (let attempt = 0; outcome === undefined && !isFinal(this.task) && !this.stopping; attempt++) {
+      try {
+        const found = await this.findEarlierSubmit();
+        if (found === undefined) await this.execute({ type: "IntendSubmit", clientReference: reference });
+        const accepted =
+          found ??
+          (await this.call(async ({ signal }) => {
+            await gate.submitTurn(signal);
+            return (await provider.submit({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal })).providerTaskId;
+          }));
+        if (accepted === undefined) return; // the deadline ended the task
+        await this.execute({ type: "RecordAcceptance", providerTaskId: accepted });
+        outcome = { outcome: "accepted", taskId: this.taskId, providerTaskId: accepted };
+      } catch (error) {
+        if (error instanceof ConcurrencyError || this.stopping) throw error;
+        if (error instanceof ProviderRejected || error instanceof ProviderMisconfigured) {
+          const reason = error instanceof ProviderRejected ? error.message : MISCONFIGURED;
+          if (error instanceof ProviderMisconfigured) this.log.error({ err: error }, "provider misconfigured: the task fails; fix the provider entry");
+          await this.execute({ type: "RecordRejection", reason, detail: error.message });
+          outcome = { outcome: "rejected", taskId: this.taskId, reason };
         } else {
-          this.log.warn({ err: error, attempt }, "upstream submit failed; will retry until the deadline");
-          await this.checkDeadline();
-          if (!isFinal(this.task)) await sleep(retryPause(attempt));
+          this.log.warn({ err: error, attempt }, "upstream submit failed; retrying until the deadline");
+          await this.pause(retryDelay(attempt, error instanceof ProviderUnavailable ? error.retryAfterMs : undefined));
         }
       }
     }
-    if (this.deps.stopping() || outcome === undefined) return;
-    if (this.command.notify) this.deps.nc.publish(this.command.notify, JSON.stringify(outcome));
+    if (outcome !== undefined && this.command.notify && !this.stopping) this.deps.nc.publish(this.command.notify, JSON.stringify(outcome));
+  }
+
+  /** After an intent without an acceptance (a crash in between), the upstream may already have the task. */
+  private async findEarlierSubmit(): Promise<string | undefined> {
+    const task = this.task;
+    const find = this.deps.provider.findByClientReference?.bind(this.deps.provider);
+    if (task.status !== "pending" || task.clientReference === undefined || !find) return undefined;
+    return this.call(({ signal }) => find({ taskId: this.taskId, job: this.command.job, clientReference: task.clientReference ?? "", signal }));
+  }
+
+  private async pollOnce(polls: number): Promise<void> {
+    const task = this.task;
+    if (task.status !== "pending" && task.status !== "running") return;
+    const providerTaskId = task.providerTaskId;
+    if (providerTaskId === undefined) return;
+    await this.pause(pollDelay(this.deps.provider.policy, polls));
+    if (isFinal(this.task)) return;
+    try {
+      const status = await this.call(({ signal }) => this.deps.provider.status(this.accepted(providerTaskId, signal)));
+      if (status !== undefined) await this.execute({ type: "RecordReport", report: await this.reportOf(status, providerTaskId) });
+    } catch (error) {
+      if (error instanceof ConcurrencyError || this.stopping) throw error;
+      if (error instanceof ProviderMisconfigured) {
+        this.log.error({ err: error }, "provider misconfigured: the task fails; fix the provider entry");
+        await this.execute({ type: "RecordReport", report: { state: "failed", reason: MISCONFIGURED, detail: error.message } });
+        return;
+      }
+      // A flaky upstream is not a failed task: ask again on schedule until the deadline says otherwise.
+      this.log.warn({ err: error }, "upstream status call failed; will ask again");
+      if (error instanceof ProviderUnavailable && error.retryAfterMs) await this.pause(error.retryAfterMs);
+    }
+    if (Date.now() >= this.deadline()) await this.timedOut();
+  }
+
+  private async reportOf(status: ProviderStatus, providerTaskId: string): Promise<ProviderReport> {
+    if (status.state !== "succeeded") return status;
+    const video = await this.copyWithRetries(status, providerTaskId);
+    if (video === undefined || "reason" in video) return video ?? { state: "queued" };
+    const { job } = this.command;
+    return {
+      state: "succeeded",
+      video,
+      durationSeconds: status.durationSeconds ?? job.durationSeconds,
+      resolution: status.resolution ?? `${job.width}*${job.height}`,
+      totalTokens: billedTokens(status, job),
+    };
+  }
+
+  /** The copy is a step of its own: passing trouble (a NATS hiccup, a dropped download) is retried until the deadline. */
+  private async copyWithRetries(status: Extract<ProviderStatus, { state: "succeeded" }>, providerTaskId: string) {
+    for (let attempt = 0; !this.stopping; attempt++) {
+      try {
+        return await this.withinDeadline((signal) =>
+          copyResult(status.result, `${providerTaskId}.mp4`, {
+            videos: this.deps.videos,
+            maxBytes: this.deps.maxResultBytes,
+            allowPrivateAddresses: this.deps.allowPrivateResultAddresses,
+            signal,
+          }),
+        );
+      } catch (error) {
+        if (error instanceof ResultUnusable) return { state: "failed" as const, reason: error.message, detail: `${providerTaskId}: ${error.message}` };
+        if (this.stopping) throw error;
+        this.log.warn({ err: error, attempt }, "copying the result failed; retrying until the deadline");
+        await this.pause(retryDelay(attempt));
+      }
+    }
+    return undefined;
+  }
+
+  private async pause(ms: number): Promise<void> {
+    const until = Math.min(Date.now() + ms, this.deadline());
+    if (until > Date.now()) await sleep(until - Date.now(), undefined, { signal: this.signal }).catch(() => undefined);
+    if (this.stopping) return;
+    if (Date.now() >= this.deadline() && !isFinal(this.task)) await this.timedOut();
+  }
+
+  private async forgetUpstream(): Promise<void> {
+    const task = this.task;
+    if (task.status === "unsubmitted" || task.providerTaskId === undefined || !this.deps.provider.forget) return;
+    await this.deps.provider.forget(this.accepted(task.providerTaskId, AbortSignal.timeout(5_000))).catch(() => undefined);
   }
 
   /** Idempotent (msgID per task): a runner that restores a final task queues it again harmlessly. */
   private async queueSettlement(): Promise<void> {
     const task = this.task;
     if (!isFinal(task)) throw new Error(`task ${this.taskId} is not final`);
-    const { outcome } = task;
     const { account, job } = this.command;
     const item: SettleVideoTask = {
       type: "SettleVideoTask",
@@ -132,7 +269,7 @@ export class TaskActor {
       account,
       model: job.model,
       pricePerMillionTokens: job.pricePerMillionTokens,
-      outcome,
+      outcome: task.outcome,
     };
     await this.deps.js.publish(STREAMS.settlements.subjects[0], JSON.stringify(item), { msgID: `settle-task-${this.taskId}` });
   }
@@ -147,7 +284,7 @@ export class TaskActor {
   /** Decide, then append each event at the next position of the task's log, then evolve. */
   private async execute(command: TaskCommand): Promise<void> {
     for (const event of decideTask(command, this.state)) {
-      if (this.deps.stopping()) return;
+      if (this.stopping) return;
       const appended = await this.deps.taskLog.append(this.taskId, event, this.state.version + 1, this.lastSequence);
       this.lastSequence = appended.sequence;
       this.apply(appended.event);
@@ -156,10 +293,13 @@ export class TaskActor {
 
   private apply(event: TaskEvent): void {
     this.state = evolveTask(this.state, event);
+    if (event.type === "GenerationFailed" && event.data.detail) this.log.warn({ reason: event.data.reason, detail: event.data.detail }, "task failed");
     this.log.debug({ event: event.type, state: this.task.status }, "task event appended");
   }
 
   private async afterLostRace(): Promise<TaskActorExit> {
+    // Our own work on it (a render, a download) stops here; the other runner carries the task on.
+    this.aborter.abort();
     const history = await this.deps.taskLog.read(this.taskId);
     this.state = foldTask(history.events);
     this.log.info({ state: this.task.status }, "another runner wrote to this task; stepping aside");
@@ -170,9 +310,4 @@ export class TaskActor {
   }
 }
 
-
-/** Pauses between failed submits: 0.5 s doubling to 30 s, with jitter so runners don't retry in step. */
-function retryPause(attempt: number): number {
-  const ceiling = Math.min(30_000, 500 * 2 ** Math.min(attempt, 6));
-  return ceiling / 2 + Math.random() * (ceiling / 2);
-}
+export const clientReference = (taskId: number): string => `reelay-task-${taskId}`;

@@ -18,11 +18,13 @@ export function testConfig(tweak?: ConfigTweak): ReelayConfig {
   const config = loadConfig();
   for (const provider of Object.values(config.providers)) {
     provider.queueDelayMs = 100;
-    provider.pollIntervalMs = 50;
+    provider.pollEveryMs = 50;
+    provider.pollMaxEveryMs = 50;
     // Tests serve reference images from loopback.
     provider.allowPrivateReferenceUrls = true;
   }
   config.runner.leaseMs = 2000;
+  config.runner.allowPrivateResultUrls = true;
   config.limits.submitWaitMs = 5000;
   tweak?.(config);
   return config;

@@ -1,15 +1,11 @@
 import { randomBytes } from "node:crypto";
-import { createReadStream } from "node:fs";
-import { mkdtemp, rm, stat } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
-import { Readable } from "node:stream";
-import type { ObjectStore } from "@nats-io/obj";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
-import { estimateVideoTokens } from "../../../../contracts/videoTask.ts";
-import type { ProviderReport } from "../../../../machines/videoTask.ts";
 import type { Logger } from "../../../shared/log.ts";
-import type { ProviderTask, VideoProvider } from "../types.ts";
+import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
+import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
 import { assertPublicAddress } from "./publicAddressGuard.ts";
 import { fetchReference, renderVideo, type UrlCheck } from "./render.ts";
 import { Semaphore } from "./semaphore.ts";
@@ -17,132 +13,124 @@ import { Semaphore } from "./semaphore.ts";
 type LocalSettings = Extract<ProviderSettings, { kind: "local" }>;
 const MAX_REFERENCE_BYTES = 20 * 1024 * 1024;
 
+interface LocalJob {
+  status: ProviderStatus;
+  /** The render's own folder (the result file lives there until `forget`). */
+  dir?: string;
+  abort: AbortController;
+}
+
 /**
- * The built-in generator: renders a real MP4 with ffmpeg inside the runner process and stores it in the
- * `videos` object store under `<providerTaskId>.mp4`. The provider task id carries a random part, so the
- * video's address is unguessable, and it is on the task's log, so a restarted runner finds a finished file.
+ * The built-in generator behind the provider port: renders a real MP4 with ffmpeg in this process and
+ * reports it as a file, which the runner copies into the object store like any vendor's result. A
+ * render belongs to this process: after a restart `status` starts it again.
  */
 export class LocalProvider implements VideoProvider {
-  readonly pollIntervalMs: number;
-  private readonly jobs = new Map<string, Promise<ProviderReport>>();
-  private readonly states = new Map<string, ProviderReport>();
+  readonly policy: ProviderPolicy;
+  private readonly jobs = new Map<string, LocalJob>();
+  private readonly running = new Set<Promise<void>>();
   private readonly renders: Semaphore;
-  private readonly aborter = new AbortController();
-  /** Jobs sleeping out the queue delay; close() wakes them (one set, not a listener per job). */
-  private readonly queued = new Set<() => void>();
+  private readonly closing = new AbortController();
   private readonly referenceCheck: UrlCheck | undefined;
 
   constructor(
     private readonly settings: LocalSettings,
-    private readonly deps: { ffmpegPath: string; videos: ObjectStore; log: Logger },
+    private readonly deps: { ffmpegPath: string; log: Logger },
   ) {
-    this.pollIntervalMs = settings.pollIntervalMs;
+    this.policy = policyOf(settings);
     this.renders = new Semaphore(settings.maxConcurrentRenders || availableParallelism());
     this.referenceCheck = settings.allowPrivateReferenceUrls ? undefined : assertPublicAddress;
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
+    // A random part keeps the video's address (named after this id) unguessable.
     const providerTaskId = `local-${task.taskId}-${randomBytes(9).toString("base64url")}`;
     this.start({ ...task, providerTaskId });
     return { providerTaskId };
   }
 
-  async poll(task: ProviderTask & { providerTaskId: string }): Promise<ProviderReport> {
-    const known = this.states.get(task.providerTaskId);
-    if (known) return known;
-    // Not ours (this process restarted): the file may already be stored; otherwise the render died with
-    // the old process and starts again.
-    const stored = await this.deps.videos.info(objectName(task.providerTaskId));
-    if (stored && !stored.deleted) return succeeded(task, stored.name, stored.size);
+  async status(task: AcceptedTask): Promise<ProviderStatus> {
+    const job = this.jobs.get(task.providerTaskId);
+    if (job) return job.status;
     this.start(task);
-    return this.states.get(task.providerTaskId) ?? { state: "queued" };
+    return { state: "queued" };
+  }
+
+  async cancel(task: AcceptedTask): Promise<void> {
+    await this.forget(task);
+  }
+
+  async forget(task: AcceptedTask): Promise<void> {
+    const job = this.jobs.get(task.providerTaskId);
+    if (!job) return;
+    this.jobs.delete(task.providerTaskId);
+    job.abort.abort();
+    if (job.dir) await rm(job.dir, { recursive: true, force: true });
   }
 
   async close(): Promise<void> {
-    this.aborter.abort();
-    for (const wake of this.queued) wake();
-    this.queued.clear();
-    await Promise.allSettled(this.jobs.values());
+    this.closing.abort();
+    await Promise.allSettled(this.running);
+    await Promise.all([...this.jobs.values()].map((job) => (job.dir ? rm(job.dir, { recursive: true, force: true }) : undefined)));
+    this.jobs.clear();
   }
 
-  private queueDelay(): Promise<void> {
-    const ms = this.settings.queueDelayMs;
-    if (ms === 0) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const wake = () => {
-        clearTimeout(timer);
-        this.queued.delete(wake);
-        if (this.aborter.signal.aborted) reject(new Error("runner shutting down"));
-        else resolve();
-      };
-      const timer = setTimeout(wake, ms);
-      this.queued.add(wake);
-    });
-  }
-
-  private start(task: ProviderTask & { providerTaskId: string }): void {
-    if (this.jobs.has(task.providerTaskId)) return;
-    this.states.set(task.providerTaskId, { state: "queued" });
-    const job = this.run(task)
-      .catch((error: unknown): ProviderReport => ({ state: "failed", reason: `local render failed: ${(error as Error).message}` }))
-      .then((report) => {
-        this.states.set(task.providerTaskId, report);
-        this.jobs.delete(task.providerTaskId);
-        return report;
-      });
+  private start(task: AcceptedTask): void {
+    if (this.jobs.has(task.providerTaskId) || this.closing.signal.aborted) return;
+    const job: LocalJob = { status: { state: "queued" }, abort: new AbortController() };
     this.jobs.set(task.providerTaskId, job);
+    const signal = AbortSignal.any([job.abort.signal, this.closing.signal]);
+    const work = this.render(task, job, signal)
+      .catch((error: unknown) => {
+        if (signal.aborted) return;
+        const message = (error as Error).message;
+        job.status = { state: "failed", reason: message.startsWith("could not fetch") ? message : "local render failed", detail: message };
+      })
+      .finally(() => this.running.delete(work));
+    this.running.add(work);
   }
 
-  private async run(task: ProviderTask & { providerTaskId: string }): Promise<ProviderReport> {
-    const signal = this.aborter.signal;
-    await this.queueDelay();
-    return this.renders.run(async () => {
-      this.states.set(task.providerTaskId, { state: "running" });
+  private async render(task: AcceptedTask, job: LocalJob, signal: AbortSignal): Promise<void> {
+    if (this.settings.queueDelayMs > 0) await sleepUnlessAborted(this.settings.queueDelayMs, signal);
+    await this.renders.run(async () => {
+      signal.throwIfAborted();
+      job.status = { state: "running" };
       const dir = await mkdtemp(join(tmpdir(), "reelay-render-"));
-      try {
-        const { job } = task;
-        const imagePath = job.references.image_url
-          ? await fetchReference(job.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck).catch((error: unknown) => {
-              throw new Error(`could not fetch image_url: ${(error as Error).message}`);
-            })
-          : undefined;
-        const outputPath = join(dir, "video.mp4");
-        await renderVideo({
-          ffmpegPath: this.deps.ffmpegPath,
-          outputPath,
-          width: job.width,
-          height: job.height,
-          durationSeconds: job.durationSeconds,
-          prompt: job.prompt,
-          generateAudio: job.generateAudio,
-          watermark: job.watermark,
-          ...(imagePath ? { imagePath } : {}),
-          signal,
-        });
-        const name = objectName(task.providerTaskId);
-        const { size } = await stat(outputPath);
-        await this.deps.videos.put(
-          { name, description: `task ${task.taskId}` },
-          Readable.toWeb(createReadStream(outputPath)) as ReadableStream<Uint8Array>,
-        );
-        return succeeded(task, name, size);
-      } finally {
-        await rm(dir, { recursive: true, force: true });
-      }
+      job.dir = dir;
+      const { job: spec } = task;
+      const imagePath = spec.references.image_url
+        ? await fetchReference(spec.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck).catch((error: unknown) => {
+            throw new Error(`could not fetch image_url: ${(error as Error).message}`);
+          })
+        : undefined;
+      const outputPath = join(dir, "video.mp4");
+      await renderVideo({
+        ffmpegPath: this.deps.ffmpegPath,
+        outputPath,
+        width: spec.width,
+        height: spec.height,
+        durationSeconds: spec.durationSeconds,
+        prompt: spec.prompt,
+        generateAudio: spec.generateAudio,
+        watermark: spec.watermark,
+        ...(imagePath ? { imagePath } : {}),
+        signal,
+      });
+      job.status = { state: "succeeded", result: { kind: "file", path: outputPath }, durationSeconds: spec.durationSeconds, resolution: `${spec.width}*${spec.height}` };
     });
   }
 }
 
-const objectName = (providerTaskId: string) => `${providerTaskId}.mp4`;
-
-function succeeded(task: ProviderTask, object: string, bytes: number): ProviderReport {
-  const { width, height, durationSeconds } = task.job;
-  return {
-    state: "succeeded",
-    video: { object, bytes, contentType: "video/mp4" },
-    durationSeconds,
-    resolution: `${width}*${height}`,
-    totalTokens: estimateVideoTokens(width, height, durationSeconds),
-  };
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", stop);
+      resolve();
+    }, ms);
+    const stop = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    signal.addEventListener("abort", stop, { once: true });
+  });
 }
-

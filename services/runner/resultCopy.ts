@@ -1,0 +1,85 @@
+import { createReadStream } from "node:fs";
+import { Readable } from "node:stream";
+import type { ObjectStore } from "@nats-io/obj";
+import type { StoredVideo } from "../../contracts/videoTask.ts";
+import { assertPublicAddress } from "./providers/local/publicAddressGuard.ts";
+import type { VideoResult } from "./providers/types.ts";
+
+/** The result can never be copied (gone, not a video, too big): the task fails with this customer-readable reason. */
+export class ResultUnusable extends Error {}
+
+export interface ResultCopyOptions {
+  videos: ObjectStore;
+  maxBytes: number;
+  /** Off only where tests serve results from loopback. */
+  allowPrivateAddresses: boolean;
+  signal: AbortSignal;
+}
+
+const ACCEPTED_TYPES = /^(video\/mp4|video\/quicktime|application\/octet-stream|binary\/octet-stream)(;|$)/i;
+const MAX_REDIRECTS = 5;
+
+/** An MP4/QuickTime file has a box type `ftyp` at bytes 4–7. */
+const looksLikeMp4 = (head: Uint8Array) => head.length >= 8 && Buffer.from(head.subarray(4, 8)).toString("latin1") === "ftyp";
+
+/**
+ * Copies a finished video into the object store as `name`, byte for byte (never re-encoded): streamed,
+ * capped at `maxBytes`, checked to be an MP4, fetched from public addresses only (every redirect hop
+ * too). Throws ResultUnusable when it never will work; anything else (a NATS hiccup, a dropped
+ * connection) is passing, and the runner retries the copy until the task's deadline.
+ */
+export async function copyResult(result: VideoResult, name: string, options: ResultCopyOptions): Promise<StoredVideo> {
+  const source = result.kind === "file" ? Readable.toWeb(createReadStream(result.path)) as ReadableStream<Uint8Array> : await download(result.url, options);
+  let bytes = 0;
+  let checked = false;
+  const guarded = source.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        if (!checked) {
+          if (!looksLikeMp4(chunk)) throw new ResultUnusable("the generated video is not an MP4 file");
+          checked = true;
+        }
+        bytes += chunk.byteLength;
+        if (bytes > options.maxBytes) throw new ResultUnusable(`the generated video is larger than ${options.maxBytes} bytes`);
+        controller.enqueue(chunk);
+      },
+    }),
+  );
+  const info = await options.videos.put({ name, description: "video result" }, guarded);
+  if (!checked) throw new ResultUnusable("the generated video is empty");
+  return { object: info.name, bytes: info.size, contentType: "video/mp4" };
+}
+
+async function download(address: string, options: ResultCopyOptions): Promise<ReadableStream<Uint8Array>> {
+  let url = new URL(address);
+  for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+    if (url.protocol !== "https:" && url.protocol !== "http:") throw new ResultUnusable(`the video address uses ${url.protocol}, not http(s)`);
+    if (!options.allowPrivateAddresses) await assertPublicAddress(url).catch((error: unknown) => Promise.reject(new ResultUnusable((error as Error).message)));
+    const response = await fetch(url, { redirect: "manual", signal: options.signal });
+    if (response.status >= 300 && response.status < 400 && response.headers.get("location")) {
+      await response.body?.cancel();
+      url = new URL(response.headers.get("location") ?? "", url);
+      continue;
+    }
+    if (response.status === 403 || response.status === 404 || response.status === 410) {
+      await response.body?.cancel();
+      throw new ResultUnusable(`the generated video is no longer available (HTTP ${response.status})`);
+    }
+    if (!response.ok || !response.body) {
+      await response.body?.cancel();
+      throw new Error(`fetching the video answered HTTP ${response.status}`);
+    }
+    const type = response.headers.get("content-type") ?? "application/octet-stream";
+    if (!ACCEPTED_TYPES.test(type)) {
+      await response.body.cancel();
+      throw new ResultUnusable(`the generated video came as ${type.split(";")[0]}, not video/mp4`);
+    }
+    const declared = Number(response.headers.get("content-length"));
+    if (Number.isFinite(declared) && declared > options.maxBytes) {
+      await response.body.cancel();
+      throw new ResultUnusable(`the generated video is larger than ${options.maxBytes} bytes`);
+    }
+    return response.body;
+  }
+  throw new ResultUnusable(`the video address redirected more than ${MAX_REDIRECTS} times`);
+}
