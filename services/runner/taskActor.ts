@@ -132,11 +132,23 @@ export class TaskActor {
 
   private async timedOut(): Promise<void> {
     await this.execute({ type: "CheckDeadline", now: new Date(Math.max(Date.now(), this.deadline())), maxTaskMs: this.deps.maxTaskMs });
-    const task = this.task;
-    if (task.status === "failed" && task.providerTaskId !== undefined && this.deps.provider.cancel) {
-      await this.deps.provider.cancel(this.accepted(task.providerTaskId, AbortSignal.timeout(this.deps.provider.policy.timeoutMs))).catch((error: unknown) => {
-        this.log.warn({ err: error }, "could not cancel the upstream task after its deadline");
-      });
+    if (this.task.status === "failed") await this.cancelUpstream(this.task.providerTaskId);
+  }
+
+  /**
+   * Best effort, so the vendor stops (and stops charging us) for a task that ran out of time. A submit
+   * that hung may still have created it: then the upstream's id is looked up by the client reference.
+   */
+  private async cancelUpstream(known: string | undefined): Promise<void> {
+    const { provider } = this.deps;
+    if (!provider.cancel) return;
+    const signal = AbortSignal.timeout(provider.policy.timeoutMs);
+    const reference = clientReference(this.taskId);
+    try {
+      const providerTaskId = known ?? (await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
+      if (providerTaskId !== undefined) await provider.cancel(this.accepted(providerTaskId, signal));
+    } catch (error) {
+      this.log.warn({ err: error }, "could not cancel the upstream task after its deadline");
     }
   }
 

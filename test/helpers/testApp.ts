@@ -7,7 +7,7 @@ import { ApiKeyStore } from "../../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../../services/shared/nats.ts";
 import { startEdge } from "../../services/edge/main.ts";
 import { startProjector } from "../../services/projector/main.ts";
-import { startRunner } from "../../services/runner/main.ts";
+import { startRunner, type ProviderFactory } from "../../services/runner/main.ts";
 import type { ChatUsageMeter } from "../../services/edge/chat/usageMeter.ts";
 import { startTestNats } from "./testNats.ts";
 
@@ -48,7 +48,13 @@ export const silentLog = pino({ level: process.env.TEST_LOG_LEVEL ?? "silent" })
  * `services` picks which services run here (e.g. no runner, when a test runs runners as child processes).
  */
 export async function startTestApp(
-  options: { tweak?: ConfigTweak; services?: Array<"edge" | "runner" | "projector">; chatUsageMeter?: ChatUsageMeter } = {},
+  options: {
+    tweak?: ConfigTweak;
+    services?: Array<"edge" | "runner" | "projector">;
+    chatUsageMeter?: ChatUsageMeter;
+    /** Serves provider names with test providers (e.g. a ScriptedVendor) instead of their config kind. */
+    providers?: ProviderFactory;
+  } = {},
 ): Promise<TestApp> {
   const services = options.services ?? ["edge", "runner", "projector"];
   const server = await startTestNats();
@@ -56,7 +62,7 @@ export async function startTestApp(
   const nats = await connectNats(server.url, "reelay-test", { replicas: 1, leaseMs: config.runner.leaseMs });
   const stops: Array<() => Promise<void>> = [];
   if (services.includes("projector")) stops.push((await startProjector(nats, silentLog)).stop);
-  if (services.includes("runner")) stops.push((await startRunner(nats, config, silentLog)).stop);
+  if (services.includes("runner")) stops.push((await startRunner(nats, config, silentLog, options.providers)).stop);
   let port = 0;
   if (services.includes("edge")) {
     const edge = await startEdge(nats, config, silentLog, {

@@ -6,6 +6,7 @@ import { TaskLog } from "../services/shared/taskLog.ts";
 import { TaskActor } from "../services/runner/taskActor.ts";
 import type { VideoProvider } from "../services/runner/providers/types.ts";
 import { ProviderGate } from "../services/runner/policy/providerGate.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import { silentLog } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
@@ -25,7 +26,7 @@ function failingUpstream(): VideoProvider & { submits: number } {
   return provider;
 }
 
-describe("a task whose upstream submit keeps failing", () => {
+describe("a task actor", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   let nats: Nats;
   beforeAll(async () => {
@@ -37,7 +38,42 @@ describe("a task whose upstream submit keeps failing", () => {
     await server?.stop();
   });
 
-  it("is retried until its deadline, then fails with a timeout reason and is queued for release", async () => {
+  const actorFor = (taskId: number, provider: VideoProvider, shutdown: AbortSignal, maxTaskMs = 10_000) =>
+    new TaskActor(
+      taskId,
+      { type: "SubmitVideoTask" as const, taskId, account: "acme", job, ignoredFields: [], receivedAt: new Date().toISOString() },
+      {
+        nc: nats.nc,
+        js: nats.js,
+        videos: nats.videos,
+        log: silentLog,
+        taskLog: new TaskLog(nats.js, nats.jsm),
+        provider,
+        gate: new ProviderGate(provider.policy),
+        maxTaskMs,
+        maxResultBytes: 1_000_000,
+        allowPrivateResultAddresses: true,
+        shutdown,
+      },
+    );
+
+  it("after dying between the upstream's create and recording it, finds the upstream task instead of creating a second", async () => {
+    const vendor = new ScriptedVendor();
+    vendor.scriptSubmits("hang");
+    const firstRunner = new AbortController();
+    const first = actorFor(42, vendor, firstRunner.signal).run(false);
+    await expect.poll(() => vendor.submits.length).toBe(1);
+    firstRunner.abort(); // the runner goes away while the upstream's answer is in flight
+    expect(await first).toBe("stopped");
+
+    expect(await actorFor(42, vendor, new AbortController().signal).run(true)).toBe("final");
+    expect(vendor.submits).toHaveLength(1);
+    const { events } = await new TaskLog(nats.js, nats.jsm).read(42);
+    expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "SubmitIntended", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
+    expect(events[2]?.data).toEqual({ providerTaskId: vendor.submits[0] });
+  });
+
+  it("retries a submit that keeps failing until the deadline, then fails with a timeout reason and is queued for release", async () => {
     const taskLog = new TaskLog(nats.js, nats.jsm);
     const upstream = failingUpstream();
     const command = { type: "SubmitVideoTask" as const, taskId: 41, account: "acme", job, ignoredFields: [], receivedAt: new Date().toISOString() };
