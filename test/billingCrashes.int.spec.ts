@@ -40,7 +40,7 @@ describe("money under concurrency and crashes", () => {
   it("50 concurrent creates across two edge processes against a balance for 10 accept exactly 10", async () => {
     const ports = [await freeLoopbackPort(), await freeLoopbackPort()];
     await Promise.all(ports.map((port) => child(["edge"], { PORT: String(port) })));
-    await child(["runner"]);
+    await child(["scripted-runner"]);
     const key = await app.keyFor("contended", 0);
     await app.ledger.execute("contended", { type: "credit", amountMicros: 10 * MINI_4S_MICROS, creditId: "exactly-ten" });
     const clients = ports.map((port) => new VideoClient(`http://127.0.0.1:${port}`, key));
@@ -63,14 +63,14 @@ describe("money under concurrency and crashes", () => {
       await child(["edge"], { PORT: String(port) });
       const account = `crash-${failpoint.replace(/\W/g, "-")}`;
       const client = new VideoClient(`http://127.0.0.1:${port}`, await app.keyFor(account, 10));
-      const doomed = await child(["runner"], { REELAY_FAILPOINTS: failpoint });
+      const doomed = await child(["scripted-runner"], { REELAY_FAILPOINTS: failpoint });
 
       const created = await client.create(mini("settle me once"));
       expect(created.status).toBe(200);
       const taskId = created.body.data?.task_id as number;
       // The runner renders the task, then dies by SIGKILL at the failpoint inside settlement.
       expect(await exited(doomed)).toBe("SIGKILL");
-      await child(["runner"]);
+      await child(["scripted-runner"]);
 
       await expect
         .poll(async () => (await app.ledger.current(account)).reservedMicros, { timeout: 20_000 })

@@ -23,10 +23,7 @@ describe("runners that die", () => {
     // No runner in this process: the runners are child processes this test can kill.
     app = await startTestApp({
       services: ["edge", "projector"],
-      tweak: (config) => {
-        for (const provider of Object.values(config.providers)) provider.queueDelayMs = 800;
-        config.runner.leaseMs = 1500;
-      },
+      tweak: (config) => (config.runner.leaseMs = 1500),
     });
     client = new VideoClient(app.baseUrl, await app.keyFor("recovery"));
     configPath = writeConfigFile(app.config);
@@ -37,7 +34,8 @@ describe("runners that die", () => {
   });
 
   const runner = async () => {
-    const child = await startChildService(["runner"], { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath });
+    // Each task takes about a second at the scripted vendor (16 status calls 50 ms apart).
+    const child = await startChildService(["scripted-runner"], { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, SCRIPTED_STATUS_CALLS: "16" });
     children.push(child);
     return child;
   };
@@ -51,7 +49,7 @@ describe("runners that die", () => {
       expect(created.status).toBe(200);
       ids.push(created.body.data?.task_id as number);
     }
-    // Tasks are queued (800 ms) or rendering now: kill one runner outright, then bring a new one.
+    // Tasks are at the upstream now: kill one runner outright, then bring a new one.
     await killHard(doomed);
     await runner();
 

@@ -1,10 +1,18 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
+/** Tests that kill processes (runners, edges, nats-server) with SIGKILL: a project of their own. */
+const CRASH_TESTS = [
+  "test/runnerRecovery.int.spec.ts",
+  "test/billingCrashes.int.spec.ts",
+  "test/workQueueServerCrash.int.spec.ts",
+  "test/natsOutage.int.spec.ts",
+  "test/serveLifecycle.e2e.spec.ts",
+];
+
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
   test: {
-    include: ["test/**/*.spec.ts"],
     globalSetup: ["test/globalSetup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
@@ -12,5 +20,10 @@ export default defineConfig({
     maxWorkers: 2,
     pool: "forks",
     reporters: ["default", "./test/plainSummaryReporter.ts"],
+    projects: [
+      { extends: true, test: { name: "main", include: ["test/**/*.spec.ts"], exclude: CRASH_TESTS } },
+      // Each file gets its own nats-server, processes and store; nothing is shared between them.
+      { extends: true, test: { name: "crash", include: CRASH_TESTS, isolate: true } },
+    ],
   },
 });

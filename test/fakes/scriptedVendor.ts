@@ -96,8 +96,13 @@ export class ScriptedVendor implements VideoProvider {
     }
     const calls = (this.statusCalls.get(task.providerTaskId) ?? 0) + 1;
     this.statusCalls.set(task.providerTaskId, calls);
-    const known = this.tasks.get(task.providerTaskId);
-    if (!known) return { state: "failed", reason: "the upstream does not know this task" };
+    // A vendor's tasks outlive our runners: one this process never saw (another runner submitted it, or
+    // this process restarted) is known upstream all the same.
+    let known = this.tasks.get(task.providerTaskId);
+    if (!known) {
+      known = { reference: task.clientReference, generation: this.generation };
+      this.tasks.set(task.providerTaskId, known);
+    }
     const generation = known.generation;
     if (generation.kind === "never" || calls < generation.after) return calls === 1 ? { state: "queued" } : { state: "running" };
     if (generation.kind === "fail") return { state: "failed", reason: generation.reason, detail: `vendor said: ${generation.reason}` };

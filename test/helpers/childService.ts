@@ -12,12 +12,18 @@ export function writeConfigFile(config: ReelayConfig): string {
   return path;
 }
 
-/** `reelay serve <services>` as a real child process (so a test can kill -9 it), resolved once ready. */
+const SCRIPTED_RUNNER = new URL("./scriptedRunnerMain.ts", import.meta.url).pathname;
+
+/**
+ * `reelay serve <services>` as a real child process (so a test can kill -9 it), resolved once ready.
+ * `["scripted-runner"]` is the runner with the scripted vendor as its provider (no renders).
+ */
 export async function startChildService(
   services: string[],
-  env: { NATS_URL: string; REELAY_CONFIG: string; PORT?: string },
+  env: { NATS_URL: string; REELAY_CONFIG: string; PORT?: string; REELAY_FAILPOINTS?: string; SCRIPTED_STATUS_CALLS?: string },
 ): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [CLI, "serve", ...services], {
+  const args = services[0] === "scripted-runner" ? ["--import", "tsx", SCRIPTED_RUNNER] : [CLI, "serve", ...services];
+  const child = spawn(process.execPath, args, {
     env: { ...process.env, ...env, LOG_LEVEL: "info" },
     stdio: ["ignore", "pipe", "pipe"],
   });
