@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ProviderPolicy } from "../../services/runner/policy/providerPolicy.ts";
@@ -118,7 +118,9 @@ export class ScriptedVendor implements VideoProvider {
     this.tasks.delete(task.providerTaskId);
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    rmSync(this.dir, { recursive: true, force: true });
+  }
 
   private create(task: ProviderTask): string {
     const id = `scripted-${task.taskId}-${randomUUID().slice(0, 8)}`;
