@@ -88,6 +88,13 @@ export class RunnerService {
       return;
     }
     const { taskId } = parsed.data;
+    if (this.held.has(taskId)) {
+      // Redelivered while we still work on it (its lease ran out during a NATS outage): keep working,
+      // now holding (and heartbeating) the newer delivery. A second actor would do the work twice.
+      this.held.set(taskId, msg);
+      msg.working();
+      return;
+    }
     const provider = this.providers.get(parsed.data.job.provider);
     const gate = this.gates.get(parsed.data.job.provider);
     if (!provider || !gate) {
