@@ -11,7 +11,7 @@ import {
   type LedgerCommand,
 } from "../services/billing/account.ts";
 import { taskChargesProjection } from "../services/billing/projections.ts";
-import { EventOutOfOrder } from "../services/projector/taskView.ts";
+import { EventOutOfOrder } from "../services/shared/projection.ts";
 import { ForbiddenError } from "../services/shared/errors.ts";
 
 const ACCOUNT = "acme";

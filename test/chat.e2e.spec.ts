@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingMessage } from "node:http";
 import OpenAI from "openai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { ChatUsageCharge, ChatUsageMeter } from "../services/edge/chat/usageMeter.ts";
+import type { ChatUsageCharge, ChatUsageMeter } from "../services/billing/chatUsageMeter.ts";
 import { startFakeUpstream, type FakeUpstream } from "./fakes/openaiUpstream.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
-import { EventOutOfOrder, evolveTaskView } from "../services/projector/taskView.ts";
+import { EventOutOfOrder } from "../services/shared/projection.ts";
+import { evolveTaskView } from "../services/tasks/taskView.ts";
 
 const at = (n: number) => `2030-01-01T00:00:0${n}.000Z`;
 function events(...list: NewTaskEvent[]): TaskEvent[] {

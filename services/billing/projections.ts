@@ -1,7 +1,7 @@
 import { AccountBalance, LedgerEvent, TaskCharge } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import type { Projection } from "../projector/projection.ts";
-import { EventOutOfOrder } from "../projector/taskView.ts";
+import type { Projection } from "../shared/projection.ts";
+import { EventOutOfOrder } from "../shared/projection.ts";
 import { applyToTotals, emptyBalance } from "./account.ts";
 
 /** Per-account balance, reservations and the stream sequence it reflects (bucket `balances`). */

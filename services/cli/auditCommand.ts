@@ -6,7 +6,7 @@ import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader
 import { formatYuan } from "../billing/pricing.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
 import { auditProjection, type ProjectionAudit } from "../projector/audit.ts";
-import type { Projection } from "../projector/projection.ts";
+import type { Projection } from "../shared/projection.ts";
 import { taskViewProjection } from "../projector/projectorService.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";

@@ -9,7 +9,7 @@ import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
 import { RateLimiter } from "./rateLimiter.ts";
 import { registerChatRoutes } from "./chat/chatRoutes.ts";
-import type { ChatUsageMeter } from "./chat/usageMeter.ts";
+import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
 import { nativeUws, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
 import { registerVideoRoutes } from "./video/videoRoutes.ts";

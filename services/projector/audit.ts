@@ -1,7 +1,7 @@
 import { isDeepStrictEqual } from "node:util";
 import type { KV } from "@nats-io/kv";
 import type { Nats } from "../shared/nats.ts";
-import type { Projection } from "./projection.ts";
+import type { Projection } from "../shared/projection.ts";
 import { replayProjection } from "./replay.ts";
 
 export interface ProjectionDifference {

@@ -5,8 +5,8 @@ import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { ProjectionRunner, type Projection } from "./projection.ts";
-import { evolveTaskView, taskViewKey } from "./taskView.ts";
+import { ProjectionRunner, type Projection } from "../shared/projection.ts";
+import { evolveTaskView, taskViewKey } from "../tasks/taskView.ts";
 
 export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   name: "task views",

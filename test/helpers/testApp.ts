@@ -8,7 +8,7 @@ import { connectNats, type Nats } from "../../services/shared/nats.ts";
 import { startEdge } from "../../services/edge/main.ts";
 import { startProjector } from "../../services/projector/main.ts";
 import { startRunner, type ProviderFactory } from "../../services/runner/main.ts";
-import type { ChatUsageMeter } from "../../services/edge/chat/usageMeter.ts";
+import type { ChatUsageMeter } from "../../services/billing/chatUsageMeter.ts";
 import { startTestNats } from "./testNats.ts";
 
 export type ConfigTweak = (config: ReelayConfig) => void;

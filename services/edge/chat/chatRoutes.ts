@@ -10,7 +10,7 @@ import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
 import { parseChatRequest } from "./chatRequest.ts";
 import type { ResponseSink } from "./responseSink.ts";
 import { streamRoute, type StreamHandler } from "./streamRoute.ts";
-import type { ChatUsageMeter } from "./usageMeter.ts";
+import type { ChatUsageMeter } from "../../billing/chatUsageMeter.ts";
 
 export interface ChatRouteDeps {
   config: ReelayConfig;

@@ -2,7 +2,7 @@ import { KvWatchInclude, type KV } from "@nats-io/kv";
 import { TaskView } from "../../../contracts/videoTask.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
-import { evolveTaskView, taskViewKey } from "../../projector/taskView.ts";
+import { evolveTaskView, taskViewKey } from "../../tasks/taskView.ts";
 
 const CACHE_LIMIT = 100_000;
 

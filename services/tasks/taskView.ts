@@ -1,8 +1,7 @@
 import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
 import { costMicros } from "../billing/pricing.ts";
+import { EventOutOfOrder } from "../shared/projection.ts";
 
-/** An event arrived before the one it follows (several projector instances, or a redelivery): retry later. */
-export class EventOutOfOrder extends Error {}
 
 /**
  * Folds a task's events into the document GET videosTask reads. Pure and idempotent: an event whose

@@ -1,8 +1,11 @@
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
-import type { Logger } from "../shared/log.ts";
-import { pullLoop } from "../shared/pullLoop.ts";
+import type { Logger } from "./log.ts";
+import { pullLoop } from "./pullLoop.ts";
+
+/** An event arrived before the one it follows (several projector instances, or a redelivery): retry later. */
+export class EventOutOfOrder extends Error {}
 
 /** A read model: which events it folds, into which document key, and how. */
 export interface Projection<Event, Doc> {
