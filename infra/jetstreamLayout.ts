@@ -28,6 +28,11 @@ export const STREAMS = {
    * never reused. Only the last message is kept; the sequence goes on.
    */
   taskIds: { name: "TASK_IDS", subjects: ["task-ids"], retention: RetentionPolicy.Limits, allow_direct: false, max_msgs: 1 },
+  /**
+   * Events no reader could decode, parked for an operator: `deadletter.<reader>`, the original bytes
+   * with headers naming the stream, sequence and error. Readers move on instead of stalling.
+   */
+  deadLetters: { name: "DEAD_LETTERS", subjects: ["deadletter.>"], retention: RetentionPolicy.Limits, allow_direct: true },
 } as const;
 
 export const BUCKETS = {
@@ -43,6 +48,8 @@ export const BUCKETS = {
 
 /** How long a create's Idempotency-Key returns the same task (as Stripe's do). */
 export const IDEMPOTENCY_KEY_LIFETIME_MS = 24 * 60 * 60 * 1000;
+
+export const deadLetterSubject = (reader: string): string => `deadletter.${reader.replace(/[^A-Za-z0-9_-]/g, "_")}`;
 
 export const workSubject = (taskId: number): string => `work.video.${taskId}`;
 

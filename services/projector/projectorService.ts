@@ -43,7 +43,7 @@ export class ProjectorService {
 
   private async run<Event, Doc>(projection: Projection<Event, Doc>, durable: string, bucket: KV): Promise<Stoppable> {
     const consumer: Consumer = await this.nats.js.consumers.get(projection.stream, durable);
-    const runner = new ProjectionRunner(projection, consumer, bucket, this.log.child({ projection: projection.name }));
+    const runner = new ProjectionRunner(projection, consumer, bucket, this.log.child({ projection: projection.name }), this.nats.js);
     runner.start();
     return runner;
   }

@@ -1,4 +1,6 @@
-import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import type { Consumer, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import { headers as natsHeaders } from "@nats-io/transport-node";
+import { deadLetterSubject } from "../../infra/jetstreamLayout.ts";
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import type { Logger } from "./log.ts";
@@ -49,6 +51,8 @@ export class ProjectionRunner<Event, Doc> {
     private readonly consumer: Consumer,
     private readonly bucket: KV,
     private readonly log: Logger,
+    /** Where undecodable events are parked (stream DEAD_LETTERS). */
+    private readonly deadLetters: JetStreamClient,
   ) {}
 
   start(): void {
@@ -72,9 +76,8 @@ export class ProjectionRunner<Event, Doc> {
     try {
       event = this.projection.decode(msg.json());
     } catch (error) {
-      // An event we cannot read would block this document forever; park it for an operator instead.
-      this.log.error({ err: error, seq: msg.seq }, "undecodable event; terminating its delivery");
-      msg.term("undecodable event");
+      // An event we cannot read would block this document forever: park it for an operator, move on.
+      void this.deadLetter(msg, error);
       return;
     }
     const key = this.projection.keyOf(event);
@@ -86,6 +89,23 @@ export class ProjectionRunner<Event, Doc> {
     if (queued) queued.push({ event, msg });
     else this.pending.set(key, [{ event, msg }]);
     if (!this.draining.has(key)) this.draining.set(key, this.drain(key));
+  }
+
+  private async deadLetter(msg: JsMsg, error: unknown): Promise<void> {
+    const reason = error instanceof Error ? error.message.slice(0, 2000) : String(error);
+    this.log.error({ err: error, stream: msg.info.stream, seq: msg.seq }, `${this.projection.name}: undecodable event; parked on the dead-letter subject`);
+    const headers = natsHeaders();
+    headers.set("Reelay-Stream", msg.info.stream);
+    headers.set("Reelay-Sequence", String(msg.seq));
+    headers.set("Reelay-Subject", msg.subject);
+    headers.set("Reelay-Error", reason.replace(/[\r\n]+/g, " "));
+    try {
+      await this.deadLetters.publish(deadLetterSubject(this.projection.name), msg.data, { headers, msgID: `${this.projection.name}-${msg.info.stream}-${msg.seq}` });
+      msg.ack();
+    } catch (publishError) {
+      this.log.warn({ err: publishError, seq: msg.seq }, "could not park the undecodable event; will try again");
+      msg.nak(1000);
+    }
   }
 
   private async drain(key: string): Promise<void> {
