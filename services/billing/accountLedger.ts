@@ -1,3 +1,5 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { LRUCache } from "lru-cache";
 import { LedgerEvent, LedgerSnapshot, ledgerSubject, type NewLedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
@@ -5,7 +7,10 @@ import type { Nats } from "../shared/nats.ts";
 import { DuplicateAppendError, SubjectLog } from "../shared/subjectLog.ts";
 import { applyLedgerEvent, causeOf, decideLedger, emptyAccount, type AccountState, type LedgerCommand } from "./account.ts";
 
-const MAX_ATTEMPTS = 100;
+/** Lost races in a row before a command gives up (each one means another writer's event got in first). */
+const MAX_ATTEMPTS = 20;
+/** Accounts whose fold a process keeps; the least recently used is read again from its snapshot. */
+const KNOWN_ACCOUNTS = 50_000;
 /** A writer saves its whole state every this many events of an account, so a cold start reads little. */
 const SNAPSHOT_EVERY = 500;
 
@@ -17,7 +22,7 @@ const SNAPSHOT_EVERY = 500;
  */
 export class AccountLedger {
   private readonly log: SubjectLog<LedgerEvent>;
-  private readonly known = new Map<string, AccountState>();
+  private readonly known = new LRUCache<string, AccountState>({ max: KNOWN_ACCOUNTS });
   private readonly queues = new Map<string, Promise<unknown>>();
 
   constructor(private readonly nats: Nats) {
@@ -72,6 +77,8 @@ export class AccountLedger {
         // Ledger msgIDs are causes: a duplicate means this very command was already written (a retry).
         if (error instanceof DuplicateAppendError) return this.catchUp(account);
         if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
+        // Writers that keep colliding on one account back off a little, at random, so one gets through.
+        await sleep(Math.random() * Math.min(50, 2 ** attempt));
         known = await this.catchUp(account);
         fresh = true;
       }

@@ -1,7 +1,9 @@
-import { DeliverPolicy, JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { ConcurrencyError } from "./errors.ts";
 
 const WRONG_LAST_SEQUENCE = 10071;
+/** Messages per direct batch get: one round trip for most histories (a task has about five events). */
+const READ_BATCH = 256;
 
 /** The stream already holds a message with this msgID (within its duplicate window). */
 export class DuplicateAppendError extends ConcurrencyError {}
@@ -24,23 +26,25 @@ export class SubjectLog<Event> {
     private readonly decode: (raw: unknown) => Event,
   ) {}
 
-  /** The subject's events after `afterSequence` (all of them by default). */
+  /**
+   * The subject's events after `afterSequence` (all of them by default), read with direct batch gets:
+   * no consumer is created per read (that cost a JetStream API round trip and server state each time).
+   */
   async read(subject: string, afterSequence = 0): Promise<SubjectHistory<Event>> {
     const last = await this.jsm.direct.getMessage(this.stream, { last_by_subj: subject });
     if (!last) return { events: [], lastSequence: 0 };
     if (last.seq <= afterSequence) return { events: [], lastSequence: last.seq };
-    const consumer = await this.js.consumers.get(this.stream, {
-      filter_subjects: subject,
-      ...(afterSequence > 0 ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: afterSequence + 1 } : {}),
-    });
     const events: SubjectHistory<Event>["events"] = [];
-    try {
-      for await (const msg of await consumer.consume({ max_messages: 256 })) {
+    let next = afterSequence + 1;
+    while (next <= last.seq) {
+      let read = 0;
+      for await (const msg of await this.jsm.direct.getBatch(this.stream, { seq: next, next_by_subj: subject, batch: READ_BATCH })) {
+        if (msg.seq > last.seq) break;
         events.push({ event: this.decode(msg.json()), sequence: msg.seq });
-        if (msg.seq >= last.seq) break;
+        next = msg.seq + 1;
+        read++;
       }
-    } finally {
-      await consumer.delete().catch(() => undefined);
+      if (read === 0) break;
     }
     return { events, lastSequence: last.seq };
   }
