@@ -8,6 +8,7 @@ const CRASH_TESTS = [
   "test/workQueueServerCrash.int.spec.ts",
   "test/natsOutage.int.spec.ts",
   "test/serveLifecycle.e2e.spec.ts",
+  "test/runnerReconnect.int.spec.ts",
 ];
 
 export default defineConfig({

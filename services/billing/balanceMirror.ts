@@ -1,4 +1,5 @@
 import type { KV } from "@nats-io/kv";
+import { KvMirror } from "../shared/kvMirror.ts";
 import type { Logger } from "../shared/log.ts";
 import { AccountBalance } from "../../contracts/ledger.ts";
 
@@ -11,23 +12,24 @@ type Balance = AccountBalance;
  */
 export class BalanceMirror {
   private readonly byAccount = new Map<string, Balance>();
-  private stopWatching: (() => void) | undefined;
+  readonly mirror: KvMirror<Balance>;
 
-  constructor(private readonly bucket: KV, private readonly log: Logger) {}
+  constructor(bucket: KV, log: Logger) {
+    this.mirror = new KvMirror(bucket, {
+      name: "balances",
+      decode: (entry) => AccountBalance.parse(entry.json()),
+      onPut: (account, balance) => this.byAccount.set(account, balance),
+      onDelete: (account) => this.byAccount.delete(account),
+      log,
+    });
+  }
 
-  async start(): Promise<void> {
-    const watch = await this.bucket.watch();
-    this.stopWatching = () => watch.stop();
-    (async () => {
-      for await (const entry of watch) {
-        if (entry.operation !== "PUT") this.byAccount.delete(entry.key);
-        else this.byAccount.set(entry.key, AccountBalance.parse(entry.json()));
-      }
-    })().catch((error: unknown) => this.log.error({ err: error }, "balances watch ended"));
+  start(): Promise<void> {
+    return this.mirror.start();
   }
 
   stop(): void {
-    this.stopWatching?.();
+    this.mirror.stop();
   }
 
   get(account: string): Balance | undefined {

@@ -2,6 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { ApiKeyRecord } from "../../contracts/apiKey.ts";
 import { ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
 import { AuthError } from "../shared/errors.ts";
+import { KvMirror } from "../shared/kvMirror.ts";
 import type { Logger } from "../shared/log.ts";
 import type { RateLimiter } from "./rateLimiter.ts";
 
@@ -16,29 +17,30 @@ const HASH_CACHE_LIMIT = 10_000;
  */
 export class ApiKeyDirectory {
   private readonly byHash = new Map<string, ApiKeyRecord>();
+  readonly mirror: KvMirror<ApiKeyRecord>;
   /** Presented key → its hash: hashing is the largest cost of an authenticated request. Bounded. */
   private readonly hashes = new Map<string, string>();
   private readonly store: ApiKeyStore;
-  private stopWatching: (() => void) | undefined;
 
-  constructor(private readonly bucket: KV, private readonly log: Logger, private readonly limiter?: RateLimiter) {
+  constructor(bucket: KV, log: Logger, private readonly limiter?: RateLimiter) {
     this.store = new ApiKeyStore(bucket);
+    const hashOf = (key: string) => key.slice("hash.".length);
+    this.mirror = new KvMirror(bucket, {
+      name: "api keys",
+      key: "hash.>",
+      decode: (entry) => ApiKeyRecord.parse(entry.json()),
+      onPut: (key, record) => this.byHash.set(hashOf(key), record),
+      onDelete: (key) => this.byHash.delete(hashOf(key)),
+      log,
+    });
   }
 
-  async start(): Promise<void> {
-    const watch = await this.bucket.watch({ key: "hash.>" });
-    this.stopWatching = () => watch.stop();
-    (async () => {
-      for await (const entry of watch) {
-        const hash = entry.key.slice("hash.".length);
-        if (entry.operation !== "PUT") this.byHash.delete(hash);
-        else this.byHash.set(hash, ApiKeyRecord.parse(entry.json()));
-      }
-    })().catch((error: unknown) => this.log.error({ err: error }, "api key watch ended"));
+  start(): Promise<void> {
+    return this.mirror.start();
   }
 
   stop(): void {
-    this.stopWatching?.();
+    this.mirror.stop();
   }
 
   authenticate(authorization: string): ApiKeyRecord | Promise<ApiKeyRecord> {

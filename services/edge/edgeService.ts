@@ -73,6 +73,15 @@ export class EdgeService {
     this.keys.stop();
   }
 
+  /** What keeps this edge from answering correctly: no NATS, or an in-memory mirror without its watch. */
+  private healthProblems(natsConnected: boolean): string[] {
+    const problems = natsConnected ? [] : ["no NATS connection"];
+    for (const mirror of [this.keys.mirror, this.views.mirror, this.balances.mirror]) {
+      if (!mirror.healthy) problems.push(`${mirror.name} mirror is not watching`);
+    }
+    return problems;
+  }
+
   private registerRoutes(app: TemplatedApp): void {
     registerVideoRoutes(app, {
       config: this.config,
@@ -97,8 +106,8 @@ export class EdgeService {
     new VideoFiles(this.nats.videos).register(app, this.log);
     const connection = watchConnection(this.nats.nc, this.log);
     app.get("/healthz", (res) => {
-      const healthy = connection.connected();
-      writeReply(res, jsonReply(healthy ? 200 : 503, { status: healthy ? "ok" : "no NATS connection" }));
+      const problems = this.healthProblems(connection.connected());
+      writeReply(res, jsonReply(problems.length === 0 ? 200 : 503, { status: problems.length === 0 ? "ok" : problems.join("; ") }));
     });
     app.any("/*", (res, req) => {
       const what = `${req.getMethod().toUpperCase()} ${req.getUrl()}`;

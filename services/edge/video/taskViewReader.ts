@@ -1,5 +1,7 @@
-import { KvWatchInclude, type KV } from "@nats-io/kv";
+import type { KV } from "@nats-io/kv";
+import { LRUCache } from "lru-cache";
 import { TaskView } from "../../../contracts/videoTask.ts";
+import { KvMirror } from "../../shared/kvMirror.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { evolveTaskView, taskViewKey } from "../../tasks/taskView.ts";
@@ -12,24 +14,27 @@ const CACHE_LIMIT = 100_000;
  * projector has not reached yet (created a moment ago) is folded from its log, so a fresh task never 404s.
  */
 export class TaskViewReader {
-  private readonly cache = new Map<number, TaskView>();
-  private stopWatching: (() => void) | undefined;
+  private readonly cache = new LRUCache<number, TaskView>({ max: CACHE_LIMIT });
+  readonly mirror: KvMirror<TaskView>;
 
-  constructor(private readonly bucket: KV, private readonly taskLog: TaskLog, private readonly log: Logger) {}
+  constructor(private readonly bucket: KV, private readonly taskLog: TaskLog, log: Logger) {
+    this.mirror = new KvMirror(bucket, {
+      name: "task views",
+      updatesOnly: true,
+      decode: (entry) => TaskView.parse(entry.json()),
+      onPut: (_key, view) => this.remember(view),
+      // Views are never deleted; a purge only drops our copy.
+      onDelete: (key) => this.cache.delete(Number(key)),
+      log,
+    });
+  }
 
-  async start(): Promise<void> {
-    const watch = await this.bucket.watch({ include: KvWatchInclude.UpdatesOnly });
-    this.stopWatching = () => watch.stop();
-    (async () => {
-      for await (const entry of watch) {
-        if (entry.operation !== "PUT") continue;
-        this.remember(TaskView.parse(entry.json()));
-      }
-    })().catch((error: unknown) => this.log.error({ err: error }, "task view watch ended"));
+  start(): Promise<void> {
+    return this.mirror.start();
   }
 
   stop(): void {
-    this.stopWatching?.();
+    this.mirror.stop();
   }
 
   get(taskId: number): TaskView | undefined | Promise<TaskView | undefined> {
@@ -46,12 +51,7 @@ export class TaskViewReader {
   private remember(view: TaskView): TaskView {
     const cached = this.cache.get(view.taskId);
     if (cached && cached.version >= view.version) return cached;
-    this.cache.delete(view.taskId);
     this.cache.set(view.taskId, view);
-    if (this.cache.size > CACHE_LIMIT) {
-      const oldest = this.cache.keys().next().value;
-      if (oldest !== undefined) this.cache.delete(oldest);
-    }
     return view;
   }
 }
