@@ -91,18 +91,17 @@ export const TaskSubmitted = z.object({
     job: VideoJobSpec,
     ignoredFields: z.array(z.string()),
     deadlineAt: z.string(),
+    /**
+     * Sent upstream with the submit where the upstream keeps one. Its presence is the intent to submit:
+     * a runner that restores the task without an acceptance asks the upstream for it before submitting.
+     */
+    clientReference: z.string().optional(),
   }),
   meta: EventMeta,
 });
 export const UpstreamAccepted = z.object({
   type: z.literal("UpstreamAccepted"),
   data: z.object({ providerTaskId: z.string() }),
-  meta: EventMeta,
-});
-/** Written before each first submit: after a crash, the runner looks the task up by its client reference instead of submitting twice. */
-export const SubmitIntended = z.object({
-  type: z.literal("SubmitIntended"),
-  data: z.object({ clientReference: z.string() }),
   meta: EventMeta,
 });
 export const GenerationStarted = z.object({
@@ -137,7 +136,6 @@ export const GenerationFailed = z.object({
 
 export const TaskEvent = z.discriminatedUnion("type", [
   TaskSubmitted,
-  SubmitIntended,
   UpstreamAccepted,
   GenerationStarted,
   GenerationSucceeded,

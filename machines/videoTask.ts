@@ -18,7 +18,7 @@ export type TaskOutcome = { kind: "succeeded"; totalTokens: number } | { kind: "
 
 interface VideoTaskContext {
   submitted?: SubmittedTask;
-  /** Set by SubmitIntended: a submit may have reached the upstream. */
+  /** From TaskSubmitted: a submit under this reference may have reached the upstream. */
   clientReference?: string;
   providerTaskId?: string;
   outcome?: TaskOutcome;
@@ -31,9 +31,8 @@ export const videoTaskMachine = setup({
   },
   actions: {
     recordSubmission: assign(({ event }) =>
-      event.type === "TaskSubmitted" ? { submitted: { taskId: event.meta.taskId, ...event.data } } : {},
+      event.type === "TaskSubmitted" ? { submitted: { taskId: event.meta.taskId, ...event.data }, clientReference: event.data.clientReference } : {},
     ),
-    recordIntent: assign(({ event }) => (event.type === "SubmitIntended" ? { clientReference: event.data.clientReference } : {})),
     recordAcceptance: assign(({ event }) => (event.type === "UpstreamAccepted" ? { providerTaskId: event.data.providerTaskId } : {})),
     recordOutcome: assign(({ event }) => {
       if (event.type === "GenerationSucceeded") return { outcome: { kind: "succeeded" as const, totalTokens: event.data.totalTokens } };
@@ -43,7 +42,6 @@ export const videoTaskMachine = setup({
   },
   guards: {
     notYetAccepted: ({ context }) => context.providerTaskId === undefined,
-    notYetIntended: ({ context }) => context.providerTaskId === undefined && context.clientReference === undefined,
     accepted: ({ context }) => context.providerTaskId !== undefined,
   },
 }).createMachine({
@@ -56,7 +54,6 @@ export const videoTaskMachine = setup({
     },
     pending: {
       on: {
-        SubmitIntended: { guard: "notYetIntended", actions: "recordIntent" },
         UpstreamAccepted: { guard: "notYetAccepted", actions: "recordAcceptance" },
         GenerationStarted: { guard: "accepted", target: "running" },
         GenerationFailed: { target: "failed", actions: "recordOutcome" },

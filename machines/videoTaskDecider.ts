@@ -13,8 +13,7 @@ export interface TaskDeciderState {
 }
 
 export type TaskCommand =
-  | { type: "SubmitTask"; taskId: number; account: string; job: VideoJobSpec; ignoredFields: string[]; deadlineAt: string }
-  | { type: "IntendSubmit"; clientReference: string }
+  | { type: "SubmitTask"; taskId: number; account: string; job: VideoJobSpec; ignoredFields: string[]; deadlineAt: string; clientReference: string }
   | { type: "RecordAcceptance"; providerTaskId: string }
   | { type: "RecordRejection"; reason: string; detail?: string }
   | { type: "RecordReport"; report: ProviderReport }
@@ -38,11 +37,9 @@ const describeDuration = (ms: number): string =>
 function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
   switch (command.type) {
     case "SubmitTask": {
-      const { account, job, ignoredFields, deadlineAt } = command;
-      return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt } }];
+      const { account, job, ignoredFields, deadlineAt, clientReference } = command;
+      return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt, clientReference } }];
     }
-    case "IntendSubmit":
-      return [{ type: "SubmitIntended", data: { clientReference: command.clientReference } }];
     case "RecordAcceptance":
       return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId } }];
     case "RecordRejection":

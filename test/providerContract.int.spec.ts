@@ -60,7 +60,7 @@ describe("provider contract (scripted vendor)", () => {
     expect(body.data?.provider_task_id).toMatch(/^scripted-/);
     const final = await client.waitForFinal(taskId, 10_000, 20);
     expect(final.body.data).toMatchObject({ status: "success", total_tokens: 50_000 });
-    expect(await eventTypes(app, taskId)).toEqual(["TaskSubmitted", "SubmitIntended", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
+    expect(await eventTypes(app, taskId)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
     vendor.generation = { kind: "succeed", after: 1 };
   });
 

@@ -13,7 +13,7 @@ function log(...events: NewTaskEvent[]): TaskEvent[] {
   return events.map((event, index) => ({ ...event, meta: { schema: 1, taskId: 7, version: index + 1, at: "2030-01-01T00:00:00.000Z" } }) as TaskEvent);
 }
 
-const submitted: NewTaskEvent = { type: "TaskSubmitted", data: { account: "a", job, ignoredFields: [], deadlineAt } };
+const submitted: NewTaskEvent = { type: "TaskSubmitted", data: { account: "a", job, ignoredFields: [], deadlineAt, clientReference: "reelay-task-7" } };
 const accepted: NewTaskEvent = { type: "UpstreamAccepted", data: { providerTaskId: "up-1" } };
 const started: NewTaskEvent = { type: "GenerationStarted", data: {} };
 const video = { object: "v.mp4", bytes: 10, contentType: "video/mp4" };
@@ -21,7 +21,7 @@ const succeeded: NewTaskEvent = { type: "GenerationSucceeded", data: { video, du
 const failed = (reason: string, stage: "submit" | "generation" | "timeout"): NewTaskEvent => ({ type: "GenerationFailed", data: { reason, stage } });
 const success: ProviderReport = { state: "succeeded", video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 };
 
-const submit: TaskCommand = { type: "SubmitTask", taskId: 7, account: "a", job, ignoredFields: [], deadlineAt };
+const submit: TaskCommand = { type: "SubmitTask", taskId: 7, account: "a", job, ignoredFields: [], deadlineAt, clientReference: "reelay-task-7" };
 const accept = (providerTaskId: string): TaskCommand => ({ type: "RecordAcceptance", providerTaskId });
 const reject: TaskCommand = { type: "RecordRejection", reason: "nsfw" };
 const report = (r: ProviderReport): TaskCommand => ({ type: "RecordReport", report: r });

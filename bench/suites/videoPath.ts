@@ -40,7 +40,8 @@ export function benchConfig(): ReelayConfig {
   const local = config.providers.local;
   if (!local) throw new Error("the shipped config has no 'local' provider");
   local.queueDelayMs = 0;
-  config.providers.parked = { ...local, queueDelayMs: 600_000 };
+  // Parked tasks hold their slot for the whole run: room for every task the create phases make.
+  config.providers.parked = { ...local, queueDelayMs: 600_000, maxInFlight: 10_000 };
   const mini = config.videoModels["VideoModel-2.0-mini"];
   if (!mini) throw new Error("the shipped config has no VideoModel-2.0-mini");
   config.videoModels[PARKED_MODEL] = { ...mini, provider: "parked" };

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -14,6 +13,7 @@ import type { ProviderGate } from "./policy/providerGate.ts";
 import { pollDelay, retryDelay } from "./policy/schedule.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
 import { copyResult, ResultUnusable } from "./resultCopy.ts";
+import { withSignal } from "./scopedSignal.ts";
 
 export interface TaskActorDeps {
   nc: NatsConnection;
@@ -55,6 +55,10 @@ export class TaskActor {
   private readonly log: Logger;
   private readonly aborter = new AbortController();
   private readonly signal: AbortSignal;
+  /** This actor wrote TaskSubmitted: nothing can have been submitted for the task before its first attempt. */
+  private openedHere = false;
+  /** Ends the current pause early (on abort). */
+  private wake: (() => void) | undefined;
 
   constructor(
     private readonly taskId: number,
@@ -62,7 +66,8 @@ export class TaskActor {
     private readonly deps: TaskActorDeps,
   ) {
     this.log = deps.log.child({ taskId });
-    this.signal = AbortSignal.any([this.aborter.signal, deps.shutdown]);
+    this.signal = this.aborter.signal;
+    this.signal.addEventListener("abort", () => this.wake?.(), { once: true });
   }
 
   private get task() {
@@ -74,10 +79,24 @@ export class TaskActor {
   }
 
   async run(redelivered: boolean): Promise<TaskActorExit> {
+    // One listener per live actor on the runner's shutdown signal, removed when the actor ends.
+    const onShutdown = () => this.aborter.abort();
+    this.deps.shutdown.addEventListener("abort", onShutdown, { once: true });
+    try {
+      return await this.runHosted(redelivered);
+    } finally {
+      this.deps.shutdown.removeEventListener("abort", onShutdown);
+    }
+  }
+
+  private async runHosted(redelivered: boolean): Promise<TaskActorExit> {
     await this.restore(redelivered);
     let release: (() => void) | undefined;
     try {
-      if (this.task.status === "unsubmitted") await this.execute(this.submitCommand());
+      if (this.task.status === "unsubmitted") {
+        await this.execute(this.submitCommand());
+        this.openedHere = true;
+      }
       if (!isFinal(this.task)) {
         // The task waits here, still pending, while the provider is at its limit.
         release = await this.withinDeadline((signal) => this.deps.gate.acquire(signal));
@@ -104,19 +123,22 @@ export class TaskActor {
   private submitCommand(): TaskCommand {
     const deadlineAt = new Date(Date.parse(this.command.receivedAt) + this.deps.maxTaskMs).toISOString();
     const { account, job, ignoredFields } = this.command;
-    return { type: "SubmitTask", taskId: this.taskId, account, job, ignoredFields, deadlineAt };
+    return { type: "SubmitTask", taskId: this.taskId, account, job, ignoredFields, deadlineAt, clientReference: clientReference(this.taskId) };
   }
 
   private deadline(): number {
     return this.task.status === "unsubmitted" ? Date.now() + this.deps.maxTaskMs : Date.parse(this.task.task.deadlineAt);
   }
 
-  /** Runs `call` bounded by the task's deadline; past it, the task fails with its timeout reason. */
-  private async withinDeadline<T>(call: (signal: AbortSignal) => Promise<T>): Promise<T | undefined> {
+  /**
+   * Runs `call` bounded by the task's deadline (and by `limitMs`, a single call's timeout); past the
+   * deadline, the task fails with its timeout reason. One timer and one listener per call, released after.
+   */
+  private async withinDeadline<T>(call: (signal: AbortSignal) => Promise<T>, limitMs = Number.POSITIVE_INFINITY): Promise<T | undefined> {
     const remaining = this.deadline() - Date.now();
     if (remaining > 0) {
       try {
-        return await call(AbortSignal.any([this.signal, AbortSignal.timeout(remaining)]));
+        return await withSignal(this.signal, Math.min(remaining, limitMs), call);
       } catch (error) {
         if (this.signal.aborted || Date.now() < this.deadline()) throw error;
       }
@@ -127,7 +149,7 @@ export class TaskActor {
 
   /** One upstream call: within the deadline and within the provider's per-call timeout. */
   private call<T>(fn: (task: { signal: AbortSignal }) => Promise<T>): Promise<T | undefined> {
-    return this.withinDeadline((signal) => fn({ signal: AbortSignal.any([signal, AbortSignal.timeout(this.deps.provider.policy.timeoutMs)]) }));
+    return this.withinDeadline((signal) => fn({ signal }), this.deps.provider.policy.timeoutMs);
   }
 
   private async timedOut(): Promise<void> {
@@ -142,11 +164,12 @@ export class TaskActor {
   private async cancelUpstream(known: string | undefined): Promise<void> {
     const { provider } = this.deps;
     if (!provider.cancel) return;
-    const signal = AbortSignal.timeout(provider.policy.timeoutMs);
     const reference = clientReference(this.taskId);
     try {
-      const providerTaskId = known ?? (await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
-      if (providerTaskId !== undefined) await provider.cancel(this.accepted(providerTaskId, signal));
+      await withSignal(new AbortController().signal, provider.policy.timeoutMs, async (signal) => {
+        const providerTaskId = known ?? (await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
+        if (providerTaskId !== undefined) await provider.cancel?.(this.accepted(providerTaskId, signal));
+      });
     } catch (error) {
       this.log.warn({ err: error }, "could not cancel the upstream task after its deadline");
     }
@@ -162,8 +185,8 @@ export class TaskActor {
     let outcome: SubmissionOutcome | undefined;
     for (let attempt = 0; outcome === undefined && !isFinal(this.task) && !this.stopping; attempt++) {
       try {
-        const found = await this.findEarlierSubmit();
-        if (found === undefined) await this.execute({ type: "IntendSubmit", clientReference: reference });
+        // Any attempt that may follow an earlier submit (a crash, a lost answer) asks the upstream first.
+        const found = attempt === 0 && this.openedHere ? undefined : await this.findEarlierSubmit();
         const accepted =
           found ??
           (await this.call(async ({ signal }) => {
@@ -257,9 +280,21 @@ export class TaskActor {
     return undefined;
   }
 
+  /** Waits `ms` (not past the deadline); the actor's abort wakes it through the one listener it keeps. */
   private async pause(ms: number): Promise<void> {
     const until = Math.min(Date.now() + ms, this.deadline());
-    if (until > Date.now()) await sleep(until - Date.now(), undefined, { signal: this.signal }).catch(() => undefined);
+    if (until > Date.now() && !this.signal.aborted) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          this.wake = undefined;
+          resolve();
+        }, until - Date.now());
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
     if (this.stopping) return;
     if (Date.now() >= this.deadline() && !isFinal(this.task)) await this.timedOut();
   }
@@ -267,7 +302,9 @@ export class TaskActor {
   private async forgetUpstream(): Promise<void> {
     const task = this.task;
     if (task.status === "unsubmitted" || task.providerTaskId === undefined || !this.deps.provider.forget) return;
-    await this.deps.provider.forget(this.accepted(task.providerTaskId, AbortSignal.timeout(5_000))).catch(() => undefined);
+    const forget = this.deps.provider.forget.bind(this.deps.provider);
+    const providerTaskId = task.providerTaskId;
+    await withSignal(new AbortController().signal, 5_000, (signal) => forget(this.accepted(providerTaskId, signal))).catch(() => undefined);
   }
 
   /** Idempotent (msgID per task): a runner that restores a final task queues it again harmlessly. */

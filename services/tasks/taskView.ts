@@ -27,8 +27,6 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
   }
   if (view === null) throw new EventOutOfOrder(`task ${event.meta.taskId}: ${event.type} before TaskSubmitted`);
   switch (event.type) {
-    case "SubmitIntended":
-      return { ...view, ...stamp };
     case "UpstreamAccepted":
       return { ...view, ...stamp, providerTaskId: event.data.providerTaskId };
     case "GenerationStarted":
