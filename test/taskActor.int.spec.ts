@@ -61,9 +61,12 @@ describe("a task actor", () => {
     const vendor = new ScriptedVendor();
     vendor.scriptSubmits("hang");
     const firstRunner = new AbortController();
-    const first = actorFor(42, vendor, firstRunner.signal).run(false);
+    const firstActor = actorFor(42, vendor, firstRunner.signal);
+    const first = firstActor.run(false);
     await expect.poll(() => vendor.submits.length).toBe(1);
-    firstRunner.abort(); // the runner goes away while the upstream's answer is in flight
+    // The runner goes away while the upstream's answer is in flight (as RunnerService.stop does it).
+    firstRunner.abort();
+    firstActor.stop();
     expect(await first).toBe("stopped");
 
     expect(await actorFor(42, vendor, new AbortController().signal).run(true)).toBe("final");

@@ -18,6 +18,7 @@ import { TaskActor } from "./taskActor.ts";
  */
 export class RunnerService {
   private readonly held = new Map<number, JsMsg>();
+  private readonly actors = new Set<TaskActor>();
   /** Tasks hosted per provider, waiting for a slot or at the upstream. */
   private readonly hosted = new Map<string, number>();
   private readonly taskLog: TaskLog;
@@ -54,6 +55,7 @@ export class RunnerService {
   /** Stops taking work, lets live tasks stop at their next step, and hands their jobs back at once. */
   async stop(): Promise<void> {
     this.shutdown.abort();
+    for (const actor of this.actors) actor.stop();
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
     await Promise.allSettled(this.running);
@@ -119,6 +121,7 @@ export class RunnerService {
       allowPrivateResultAddresses: this.config.runner.allowPrivateResultUrls,
       shutdown: this.shutdown.signal,
     });
+    this.actors.add(actor);
     const work = actor
       .run(msg.info.deliveryCount > 1)
       .then((exit) => {
@@ -134,6 +137,7 @@ export class RunnerService {
         msg.nak(1000);
       })
       .finally(() => {
+        this.actors.delete(actor);
         this.hosted.set(providerName, (this.hosted.get(providerName) ?? 1) - 1);
         this.running.delete(work);
       });
