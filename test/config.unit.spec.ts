@@ -57,4 +57,22 @@ describe("model and provider config", () => {
     expect((failure as { stderr: string }).stderr).toMatch(/videoModels\.VideoModel-2\.0\.pricePerMillionTokens/);
     expect((failure as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
   });
+
+  it.each([
+    ["PORT", "eighty", /PORT="eighty"/],
+    ["PORT", "70000", /PORT="70000"/],
+    ["REELAY_PUBLIC_URL", "javascript:alert(1)", /REELAY_PUBLIC_URL=.*http\(s\) URL/],
+    ["REELAY_REPLICAS", "two", /REELAY_REPLICAS="two"/],
+    ["NATS_URL", "localhost 4222", /NATS_URL=.*nats:\/\/host:port/],
+    ["LOG_LEVEL", "loud", /LOG_LEVEL="loud"/],
+  ])("a bad %s (%s) stops `reelay serve` naming the variable, before touching anything", async (name, value, message) => {
+    const cli = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
+    const failure = await promisify(execFile)(process.execPath, [cli, "serve"], { env: { ...process.env, NATS_URL: "nats://127.0.0.1:1", [name]: value } }).catch(
+      (error: { code: number; stderr: string }) => error,
+    );
+    expect(failure).toMatchObject({ code: 1 });
+    expect((failure as { stderr: string }).stderr).toMatch(/invalid environment/);
+    expect((failure as { stderr: string }).stderr).toMatch(message);
+    expect((failure as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
+  });
 });

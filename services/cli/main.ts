@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../shared/config.ts";
+import { environment } from "../shared/environment.ts";
 import { ReelayError } from "../shared/errors.ts";
 import { MissingProgramError } from "../../infra/binaries.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
@@ -41,6 +42,8 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
+  // Both checked before anything starts: a bad variable or file names itself and nothing is touched.
+  environment();
   const config = loadConfig();
   switch (command) {
     case "serve": {

@@ -3,6 +3,7 @@ import type { ReelayConfig } from "../../contracts/config.ts";
 import type { LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
+import { environment } from "../shared/environment.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectNats, type Nats } from "../shared/nats.ts";
 
@@ -16,13 +17,13 @@ export async function drainWithin(nc: NatsConnection, ms: number): Promise<void>
 }
 
 /** NATS_URL when set and non-empty: an external server or cluster instead of the embedded one. */
-export const externalNatsUrl = (): string | undefined => process.env.NATS_URL || undefined;
+export const externalNatsUrl = (): string | undefined => environment().NATS_URL;
 
-export const dataDir = (): string => resolve(process.env.REELAY_DATA_DIR ?? ".data");
+export const dataDir = (): string => resolve(environment().REELAY_DATA_DIR);
 
 /** The layout asked for: used to create what is missing, and by `reelay infra plan|apply` to change the rest. */
 export const layoutOptions = (config: ReelayConfig): LayoutOptions => ({
-  replicas: Number(process.env.REELAY_REPLICAS ?? 1),
+  replicas: environment().REELAY_REPLICAS,
   leaseMs: config.runner.leaseMs,
 });
 

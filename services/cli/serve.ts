@@ -4,6 +4,7 @@ import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { formatYuan } from "../billing/pricing.ts";
 import { ApiKeyStore } from "../shared/apiKeys.ts";
+import { environment } from "../shared/environment.ts";
 import { createLogger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { startEdge } from "../edge/main.ts";
@@ -70,9 +71,9 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   }
   if (selected.includes("edge")) {
     const edge = await startEdge(nats, config, createLogger("edge"), {
-      host: process.env.HOST ?? "127.0.0.1",
-      port: Number(process.env.PORT ?? 8080),
-      publicUrl: process.env.REELAY_PUBLIC_URL,
+      host: environment().HOST,
+      port: environment().PORT,
+      publicUrl: environment().REELAY_PUBLIC_URL,
     });
     stops.unshift({ service: "edge", stop: edge.stop });
     if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);

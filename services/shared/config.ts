@@ -8,7 +8,7 @@ export const DEFAULT_CONFIG_PATH = join(dirname(fileURLToPath(import.meta.url)),
 export class ConfigError extends Error {}
 
 /** Reads and validates the model/provider config; a bad file stops start-up with the field named. */
-export function loadConfig(path = process.env.REELAY_CONFIG ?? DEFAULT_CONFIG_PATH): ReelayConfig {
+export function loadConfig(path = process.env.REELAY_CONFIG || DEFAULT_CONFIG_PATH): ReelayConfig {
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(path, "utf8"));

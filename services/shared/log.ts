@@ -1,11 +1,12 @@
 import { pino, type Logger } from "pino";
+import { environment } from "./environment.ts";
 
 export type { Logger };
 
 /** One logger per service; API keys and Authorization headers never reach the log. */
 export function createLogger(service: string): Logger {
   return pino({
-    level: process.env.LOG_LEVEL ?? "info",
+    level: environment().LOG_LEVEL,
     base: { service },
     redact: {
       paths: ["key", "apiKey", "authorization", "headers.authorization", "req.headers.authorization", "*.key", "*.apiKey"],

@@ -1,0 +1,24 @@
+import { z } from "zod";
+
+const blankAsUnset = (value: unknown) => (value === "" ? undefined : value);
+const optional = <T extends z.ZodType>(schema: T) => z.preprocess(blankAsUnset, schema.optional());
+
+const natsUrl = z
+  .string()
+  .refine((list) => list.split(",").every((url) => /^(nats|tls|ws|wss):\/\/[^\s,]+$/.test(url.trim())), "must be nats://host:port, or several separated by commas");
+
+/**
+ * The environment reelay reads, parsed like the config file: a bad value stops start-up with the
+ * variable named, instead of becoming NaN or an address nobody asked for.
+ */
+export const ReelayEnvironment = z.object({
+  PORT: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65_535).default(8080)),
+  HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
+  NATS_URL: optional(natsUrl),
+  REELAY_DATA_DIR: z.preprocess(blankAsUnset, z.string().min(1).default(".data")),
+  REELAY_CONFIG: optional(z.string().min(1)),
+  REELAY_PUBLIC_URL: optional(z.url({ protocol: /^https?$/, error: "must be an http(s) URL such as https://video.example.com" })),
+  REELAY_REPLICAS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(5).default(1)),
+  LOG_LEVEL: z.preprocess(blankAsUnset, z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info")),
+});
+export type ReelayEnvironment = z.infer<typeof ReelayEnvironment>;
