@@ -40,8 +40,8 @@ export const BUCKETS = {
   idempotency: "idempotency",
 } as const;
 
-/** How long a create's Idempotency-Key returns the same task (as Stripe's do). */
-export const IDEMPOTENCY_KEY_LIFETIME_MS = 24 * 60 * 60 * 1000;
+/** Buckets whose entries carry their own TTL (per-message TTL, nats-server 2.11+): no bucket-wide max age. */
+const BUCKETS_WITH_MESSAGE_TTL: ReadonlySet<string> = new Set([BUCKETS.idempotency]);
 
 export const workSubject = (taskId: number): string => `work.video.${taskId}`;
 
@@ -116,6 +116,15 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
   ];
 }
 
+/**
+ * Turns on per-message TTL for a bucket's stream (new, or created by an older reelay with a bucket-wide
+ * max age, which is kept: it only ever ends a key at the same time or later). It cannot be turned off again.
+ */
+async function allowMessageTtl(jsm: JetStreamManager, stream: string): Promise<void> {
+  const { config } = await jsm.streams.info(stream);
+  if (!config.allow_msg_ttl) await jsm.streams.update(stream, { ...config, allow_msg_ttl: true });
+}
+
 /** Adding what exists with another config is refused with an API error (the code differs by server version). */
 const existsWithOtherConfig = (error: unknown) => error instanceof JetStreamApiError;
 
@@ -133,9 +142,8 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
   }
   const kvm = new Kvm(nc);
   for (const bucket of Object.values(BUCKETS)) {
-    // Bucket-wide max age works on nats-server 2.9 (per-key TTL does not): idempotency keys live a day.
-    const ttl = bucket === BUCKETS.idempotency ? { ttl: IDEMPOTENCY_KEY_LIFETIME_MS } : {};
-    await kvm.create(bucket, { history: 1, replicas: options.replicas, ...ttl });
+    await kvm.create(bucket, { history: 1, replicas: options.replicas });
+    if (BUCKETS_WITH_MESSAGE_TTL.has(bucket)) await allowMessageTtl(jsm, `KV_${bucket}`);
   }
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });
   for (const { stream, config } of consumerConfigs(options)) {

@@ -70,5 +70,7 @@ export class ServiceUnavailableError extends ReelayError {
     super(message, options);
   }
 }
+/** What a request hears while the edge knows its NATS connection is down. */
+export const NATS_DOWN = "service temporarily unavailable (no connection to the message store): try again shortly";
 /** Another writer appended to the same task first (JetStream "wrong last sequence", 10071). */
 export class ConcurrencyError extends Error {}
