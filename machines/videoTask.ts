@@ -87,7 +87,8 @@ export type ProviderReport =
   | { state: "queued" }
   | { state: "running" }
   | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number }
-  | { state: "failed"; reason: string };
+  /** `reason` is shown to the customer; `detail` (internal: tool output, network errors) only to operators. */
+  | { state: "failed"; reason: string; detail?: string };
 
 /** Something a runner observed; `decideTaskEvents` maps it to the events it implies. */
 export type TaskObservation =
@@ -132,6 +133,6 @@ function decideFromReport(state: VideoTaskState, report: ProviderReport): NewTas
       return [...started, { type: "GenerationSucceeded", data: { video, durationSeconds, resolution, totalTokens } }];
     }
     case "failed":
-      return [{ type: "GenerationFailed", data: { reason: report.reason, stage: "generation" } }];
+      return [{ type: "GenerationFailed", data: { reason: report.reason, stage: "generation", ...(report.detail ? { detail: report.detail } : {}) } }];
   }
 }

@@ -11,7 +11,9 @@ import type { ProviderReport } from "../../../../machines/videoTask.ts";
 import type { Logger } from "../../../shared/log.ts";
 import type { ProviderTask, VideoProvider } from "../types.ts";
 import { assertPublicAddress } from "./publicAddressGuard.ts";
-import { fetchReference, renderVideo, type UrlCheck } from "./render.ts";
+import { fetchReference, type UrlCheck } from "./referenceFetch.ts";
+import { renderVideo } from "./render.ts";
+import { RenderFailure } from "./renderFailure.ts";
 import { Semaphore } from "./semaphore.ts";
 
 type LocalSettings = Extract<ProviderSettings, { kind: "local" }>;
@@ -84,7 +86,12 @@ export class LocalProvider implements VideoProvider {
     if (this.jobs.has(task.providerTaskId)) return;
     this.states.set(task.providerTaskId, { state: "queued" });
     const job = this.run(task)
-      .catch((error: unknown): ProviderReport => ({ state: "failed", reason: `local render failed: ${(error as Error).message}` }))
+      .catch((error: unknown): ProviderReport => {
+        // Customers read the reason; ffmpeg's output and network errors stay with operators.
+        const failure = error instanceof RenderFailure ? error : new RenderFailure("rendering failed", (error as Error).message);
+        this.deps.log.warn({ taskId: task.taskId, reason: failure.reason, detail: failure.detail }, "local render failed");
+        return { state: "failed", reason: failure.reason, ...(failure.detail ? { detail: failure.detail } : {}) };
+      })
       .then((report) => {
         this.states.set(task.providerTaskId, report);
         this.jobs.delete(task.providerTaskId);
@@ -102,9 +109,7 @@ export class LocalProvider implements VideoProvider {
       try {
         const { job } = task;
         const imagePath = job.references.image_url
-          ? await fetchReference(job.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck).catch((error: unknown) => {
-              throw new Error(`could not fetch image_url: ${(error as Error).message}`);
-            })
+          ? await fetchReference(job.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck)
           : undefined;
         const outputPath = join(dir, "video.mp4");
         await renderVideo({
