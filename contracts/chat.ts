@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ChatMessage } from "./chatMessages.ts";
 
 /**
  * Chat models are server-side config: a public model name maps to the built-in `echo` model or to an
@@ -44,12 +45,20 @@ export const ChatModels = z.record(z.string().min(1), ChatModelConfig);
 export type ChatModels = z.infer<typeof ChatModels>;
 
 /**
- * The least we must know of a chat request to route and bill it. Everything else (tools, response_format,
- * temperature, messages of every role…) is the upstream's business and is passed through untouched.
+ * What we check of a chat request: what routing and billing need, the messages as OpenAI checks them, and
+ * `n`. Everything else (tools, response_format, temperature…) is the upstream's business and is passed
+ * through untouched.
  */
 export const ChatRequestEnvelope = z.looseObject({
   model: z.string().min(1, "model must name a chat model"),
-  messages: z.array(z.unknown()).min(1, "messages must be a non-empty array"),
+  messages: z.array(ChatMessage, { error: "messages must be a non-empty array" }).min(1, "messages must be a non-empty array"),
+  /** One choice per request: several would multiply a relayed stream's bookkeeping and echo has one answer. */
+  n: z
+    .number({ error: "n must be an integer" })
+    .int("n must be an integer")
+    .min(1, "n must be at least 1")
+    .max(1, "only n=1 is supported: ask for one choice per request")
+    .nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
 });

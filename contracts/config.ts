@@ -82,6 +82,11 @@ export const ReelayConfig = z
         burstPerKey: z.number().int().min(1).default(100),
         /** How long create waits for the upstream to accept before answering without provider_task_id. */
         submitWaitMs: z.number().int().min(100).default(10_000),
+        /**
+         * How long an Idempotency-Key may stay claimed by a create that has not queued its task before a
+         * retry concludes that create died (an edge crash) and runs it again.
+         */
+        idempotencyClaimTimeoutMs: z.number().int().min(200).default(20_000),
       })
       .prefault({}),
     runner: z

@@ -129,8 +129,13 @@ export const GenerationSucceeded = z.object({
 export const FailureStage = z.enum(["submit", "generation", "timeout"]);
 export const GenerationFailed = z.object({
   type: z.literal("GenerationFailed"),
-  /** `reason` is the customer's to read; `detail` is for operators only (never shown by the API). */
-  data: z.object({ reason: z.string(), stage: FailureStage, detail: z.string().optional() }),
+  data: z.object({
+    /** What the customer reads on the task. */
+    reason: z.string(),
+    stage: FailureStage,
+    /** For operators only (tool output, network errors): never in the task view or any answer. */
+    detail: z.string().optional(),
+  }),
   meta: EventMeta,
 });
 

@@ -46,8 +46,8 @@ export const BUCKETS = {
   idempotency: "idempotency",
 } as const;
 
-/** How long a create's Idempotency-Key returns the same task (as Stripe's do). */
-export const IDEMPOTENCY_KEY_LIFETIME_MS = 24 * 60 * 60 * 1000;
+/** Buckets whose entries carry their own TTL (per-message TTL, nats-server 2.11+): no bucket-wide max age. */
+const BUCKETS_WITH_MESSAGE_TTL: ReadonlySet<string> = new Set([BUCKETS.idempotency]);
 
 export const deadLetterSubject = (reader: string): string => `deadletter.${reader.replace(/[^A-Za-z0-9_-]/g, "_")}`;
 
@@ -127,12 +127,22 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
 const isNotFound = (error: unknown) =>
   error instanceof JetStreamApiError && (error.code === JetStreamApiCodes.StreamNotFound || error.code === JetStreamApiCodes.ConsumerNotFound);
 
+/**
+ * Turns on per-message TTL for a bucket's stream: the edge writes every idempotency claim with its own
+ * TTL and the server refuses such writes otherwise. The one setting every start may change on an existing
+ * stream: it only adds a capability (a bucket-wide max age set by an older reelay is kept) and can't be undone.
+ */
+async function allowMessageTtl(jsm: JetStreamManager, stream: string): Promise<void> {
+  const { config } = await jsm.streams.info(stream);
+  if (!config.allow_msg_ttl) await jsm.streams.update(stream, { ...config, allow_msg_ttl: true });
+}
+
 /** The backing stream's settings of each bucket and object store, as `planLayoutChanges` compares them. */
 export function storeStreams(options: LayoutOptions): Array<{ name: string; config: Partial<StreamConfig> }> {
   return [
     ...Object.values(BUCKETS).map((bucket) => ({
       name: `KV_${bucket}`,
-      config: { num_replicas: options.replicas, ...(bucket === BUCKETS.idempotency ? { max_age: nanos(IDEMPOTENCY_KEY_LIFETIME_MS) } : {}) },
+      config: { num_replicas: options.replicas, ...(BUCKETS_WITH_MESSAGE_TTL.has(bucket) ? { allow_msg_ttl: true } : {}) },
     })),
     ...Object.values(OBJECT_STORES).map((store) => ({ name: `OBJ_${store}`, config: { num_replicas: options.replicas } })),
   ];
@@ -156,8 +166,8 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
   const kvm = new Kvm(nc);
   // kv and obj `create` make a missing store and open an existing one as it is.
   for (const bucket of Object.values(BUCKETS)) {
-    const ttl = bucket === BUCKETS.idempotency ? { ttl: IDEMPOTENCY_KEY_LIFETIME_MS } : {};
-    await kvm.create(bucket, { history: 1, replicas: options.replicas, ...ttl });
+    await kvm.create(bucket, { history: 1, replicas: options.replicas });
+    if (BUCKETS_WITH_MESSAGE_TTL.has(bucket)) await allowMessageTtl(jsm, `KV_${bucket}`);
   }
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });
   for (const { stream, config } of consumerConfigs(options)) {

@@ -125,4 +125,5 @@ export type ProviderReport =
   | { state: "queued" }
   | { state: "running" }
   | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number }
+  /** `reason` is shown to the customer; `detail` (internal: tool output, network errors) only to operators. */
   | { state: "failed"; reason: string; detail?: string };

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { echoReply, wordPieces } from "../services/edge/chat/providers/echo/echoProvider.ts";
+import fc from "fast-check";
+import { echoReply, MAX_CONTENT_EVENTS, wordPieces } from "../services/edge/chat/providers/echo/echoText.ts";
 import { SseRelay } from "../services/edge/chat/providers/openaiCompatible/sseRelay.ts";
 
 const event = (value: unknown) => `data: ${JSON.stringify(value)}\n\n`;
@@ -65,8 +66,23 @@ describe("SSE relay", () => {
 
 describe("echo model", () => {
   it("splits a reply into one piece per word that concatenate back exactly", () => {
-    for (const text of ["", "   ", "one", " lead and trail  ", "tabs\tand\nnewlines"]) expect(wordPieces(text).join("")).toBe(text);
-    expect(wordPieces(" a  b ")).toEqual([" a", "  b "]);
+    for (const text of ["", "   ", "one", " lead and trail  ", "tabs\tand\nnewlines"]) expect([...wordPieces(text)].join("")).toBe(text);
+    expect([...wordPieces(" a  b ")]).toEqual([" a", "  b "]);
+  });
+
+  it("groups the words of a long reply so that an answer has a bounded number of events", () => {
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom("a", "bb", " ", "\n", "é"), maxLength: 20_000 }), (text) => {
+        const pieces = [...wordPieces(text)];
+        expect(pieces.join("")).toBe(text);
+        expect(pieces.length).toBeLessThanOrEqual(MAX_CONTENT_EVENTS + 1);
+      }),
+      { numRuns: 200 },
+    );
+    const long = "a ".repeat(500_000);
+    let count = 0;
+    for (const _piece of wordPieces(long)) count += 1;
+    expect(count).toBeLessThanOrEqual(MAX_CONTENT_EVENTS + 1);
   });
 
   it("counts one token per word over every message's text", () => {

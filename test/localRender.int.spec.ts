@@ -7,7 +7,9 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import { fetchReference, renderVideo, type RenderRequest } from "../services/runner/providers/local/render.ts";
+import { fetchReference } from "../services/runner/providers/local/referenceFetch.ts";
+import { renderVideo, type RenderRequest } from "../services/runner/providers/local/render.ts";
+import { RenderFailure } from "../services/runner/providers/local/renderFailure.ts";
 
 const FFMPEG = "/usr/bin/ffmpeg";
 const FFPROBE = "/usr/bin/ffprobe";
@@ -197,14 +199,27 @@ describe("renderVideo", () => {
     expect(regionDiff(withText, without, 320, 180, 960, 540)).toBeGreaterThan(15);
   }, 20_000);
 
-  it("fails with ffmpeg's own error text, and leaves no output or temp files, when the image is not an image", async () => {
+  it("refuses a reference that is not an image before ffmpeg sees it, leaving no output or temp files", async () => {
     const notImage = join(dir, "not-an-image.png");
-    await writeFile(notImage, "this is text, not a PNG");
+    await writeFile(notImage, "#EXTM3U\n#EXTINF:1,\n/etc/hostname\n");
     const file = out();
 
     const err = await renderVideo(req({ outputPath: file, imagePath: notImage })).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(Error);
-    expect(String(err)).toMatch(/ffmpeg failed \(exit code \d+\): .*\S/s);
+    expect(err).toBeInstanceOf(RenderFailure);
+    expect(err).toMatchObject({ reason: "image_url is not a PNG, JPEG, GIF or WebP image" });
+    await expect(readFile(file)).rejects.toThrow(/ENOENT/);
+    expect(await leftovers()).toEqual([]);
+  }, 20_000);
+
+  it("says the reference image could not be decoded, keeping ffmpeg's own text for operators only", async () => {
+    const broken = join(dir, "broken.png");
+    // A PNG signature followed by garbage: it passes the sniff, and ffmpeg cannot decode it.
+    await writeFile(broken, Buffer.concat([Buffer.from("89504e470d0a1a0a", "hex"), Buffer.from("not really a png at all")]));
+    const file = out();
+
+    const err = await renderVideo(req({ outputPath: file, imagePath: broken })).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(RenderFailure);
+    expect(err).toMatchObject({ reason: "the reference image could not be decoded", detail: expect.stringMatching(/^ffmpeg failed \(exit code \d+\): .*\S/s) });
     await expect(readFile(file)).rejects.toThrow(/ENOENT/);
     expect(await leftovers()).toEqual([]);
   }, 20_000);
@@ -283,8 +298,21 @@ describe("fetchReference", () => {
   });
 
   it("decodes a percent-encoded data: URL byte for byte", async () => {
-    const path = await fetchReference("data:application/octet-stream,%89PNG%20ok%FF", refDir(), 1000);
-    expect(await readFile(path)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x20, 0x6f, 0x6b, 0xff]));
+    const encoded = [...png].map((byte) => `%${byte.toString(16).padStart(2, "0")}`).join("");
+    const path = await fetchReference(`data:image/png,${encoded}`, refDir(), 1000);
+    expect(await readFile(path)).toEqual(png);
+  });
+
+  it("refuses playlists and anything else that is not an image, whatever the declared type", async () => {
+    const playlist = Buffer.from("#EXTM3U\n#EXT-X-TARGETDURATION:1\n#EXTINF:1,\nfile:///etc/passwd\n#EXT-X-ENDLIST\n");
+    for (const type of ["application/vnd.apple.mpegurl", "image/png"]) {
+      await expect(fetchReference(`data:${type};base64,${playlist.toString("base64")}`, refDir(), 10_000)).rejects.toMatchObject({
+        reason: "image_url is not a PNG, JPEG, GIF or WebP image",
+      });
+    }
+    const dash = Buffer.from('<?xml version="1.0"?><MPD><Period><AdaptationSet><Representation><BaseURL>file:///etc/passwd</BaseURL>');
+    await expect(fetchReference(`data:application/dash+xml;base64,${dash.toString("base64")}`, refDir(), 10_000)).rejects.toBeInstanceOf(RenderFailure);
+    await expect(fetchReference("data:text/plain,ffconcat%20version%201.0%0Afile%20%2Fetc%2Fpasswd", refDir(), 10_000)).rejects.toBeInstanceOf(RenderFailure);
   });
 
   it("downloads an http URL", async () => {

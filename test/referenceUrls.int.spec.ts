@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { assertPublicAddress } from "../services/runner/providers/local/publicAddressGuard.ts";
-import { fetchReference } from "../services/runner/providers/local/render.ts";
+import { fetchReference } from "../services/runner/providers/local/referenceFetch.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 

@@ -1,6 +1,5 @@
-import { STREAMS, workSubject } from "../../infra/jetstreamLayout.ts";
 import { AccountBalance } from "../../contracts/ledger.ts";
-import { taskSubject } from "../../contracts/videoTask.ts";
+import { taskHasTrace } from "../shared/taskTrace.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import type { AccountLedger } from "./accountLedger.ts";
@@ -46,7 +45,7 @@ export class ReservationSweeper {
       if (!entry || entry.operation !== "PUT" || AccountBalance.parse(entry.json()).openReservations === 0) continue;
       const state = await this.ledger.current(account);
       for (const taskId of [...state.reservations.keys()]) {
-        if (await this.hasTrace(taskId)) continue;
+        if (await taskHasTrace(this.nats.jsm, taskId)) continue;
         const suspect = `${account} ${taskId}`;
         seen.add(suspect);
         const firstSeen = this.suspects.get(suspect) ?? this.round;
@@ -58,11 +57,5 @@ export class ReservationSweeper {
       }
     }
     for (const suspect of this.suspects.keys()) if (!seen.has(suspect)) this.suspects.delete(suspect);
-  }
-
-  private async hasTrace(taskId: number): Promise<boolean> {
-    const direct = this.nats.jsm.direct;
-    if (await direct.getMessage(STREAMS.work.name, { last_by_subj: workSubject(taskId) })) return true;
-    return (await direct.getMessage(STREAMS.tasks.name, { last_by_subj: taskSubject(taskId) })) !== null;
   }
 }

@@ -1,13 +1,31 @@
 import type { KV } from "@nats-io/kv";
+import { LRUCache } from "lru-cache";
 import { ApiKeyRecord } from "../../contracts/apiKey.ts";
 import { ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
-import { AuthError } from "../shared/errors.ts";
+import { InvalidApiKeyError, MissingApiKeyError } from "../shared/errors.ts";
 import { KvMirror } from "../shared/kvMirror.ts";
 import type { Logger } from "../shared/log.ts";
 import type { RateLimiter } from "./rateLimiter.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
-const HASH_CACHE_LIMIT = 10_000;
+
+/** How much a directory remembers; every cache is bounded, none grows with what clients choose to send. */
+export interface KeyCacheBounds {
+  /** Valid keys whose hash is remembered (hashing is the largest cost of an authenticated request). */
+  validKeys: number;
+  /** Hashes of refused keys, so a client repeating a bad key costs no bucket lookup. */
+  refusedKeys: number;
+  /** How long a refusal is remembered. A key created meanwhile is still accepted: the mirror is asked first. */
+  refusedTtlMs: number;
+}
+
+export const DEFAULT_KEY_CACHE_BOUNDS: KeyCacheBounds = { validKeys: 10_000, refusedKeys: 10_000, refusedTtlMs: 60_000 };
+
+/** How OpenAI shows a key it refuses: the first 3 and last 4 characters, the rest masked (at most 40 stars). */
+export function redactApiKey(key: string): string {
+  if (key.length < 12) return "*".repeat(Math.min(key.length, 8));
+  return `${key.slice(0, 3)}${"*".repeat(Math.min(key.length - 7, 40))}${key.slice(-4)}`;
+}
 
 /**
  * Resolves `Authorization: Bearer <key>` to its account. Keys live hashed in the api_keys bucket;
@@ -18,12 +36,19 @@ const HASH_CACHE_LIMIT = 10_000;
 export class ApiKeyDirectory {
   private readonly byHash = new Map<string, ApiKeyRecord>();
   readonly mirror: KvMirror<ApiKeyRecord>;
-  /** Presented key → its hash: hashing is the largest cost of an authenticated request. Bounded. */
-  private readonly hashes = new Map<string, string>();
+  /**
+   * Presented key → its hash, for keys that were valid when presented. Only those: caching every
+   * presented string let a client without any key fill memory with garbage (issue 8).
+   */
+  private readonly hashes: LRUCache<string, string>;
+  /** Hashes of refused keys: fixed-size entries whatever the length of what was presented. */
+  private readonly refused: LRUCache<string, true>;
   private readonly store: ApiKeyStore;
 
-  constructor(bucket: KV, log: Logger, private readonly limiter?: RateLimiter) {
+  constructor(bucket: KV, log: Logger, private readonly limiter?: RateLimiter, bounds: KeyCacheBounds = DEFAULT_KEY_CACHE_BOUNDS) {
     this.store = new ApiKeyStore(bucket);
+    this.hashes = new LRUCache({ max: bounds.validKeys });
+    this.refused = new LRUCache({ max: bounds.refusedKeys, ttl: bounds.refusedTtlMs });
     const hashOf = (key: string) => key.slice("hash.".length);
     this.mirror = new KvMirror(bucket, {
       name: "api keys",
@@ -43,20 +68,29 @@ export class ApiKeyDirectory {
     this.mirror.stop();
   }
 
+  /** How many entries the caches hold now (for tests and diagnostics). */
+  cacheSizes(): { validKeys: number; refusedKeys: number } {
+    return { validKeys: this.hashes.size, refusedKeys: this.refused.size };
+  }
+
   authenticate(authorization: string): ApiKeyRecord | Promise<ApiKeyRecord> {
     const key = BEARER.exec(authorization)?.[1];
-    if (!key) throw new AuthError("missing API key: send Authorization: Bearer <API_KEY>");
-    let hash = this.hashes.get(key);
-    if (hash === undefined) {
-      if (this.hashes.size >= HASH_CACHE_LIMIT) this.hashes.clear();
-      hash = hashApiKey(key);
-      this.hashes.set(key, hash);
-    }
+    if (!key) throw new MissingApiKeyError();
+    const cached = this.hashes.get(key);
+    const hash = cached ?? hashApiKey(key);
     const known = this.byHash.get(hash);
-    if (known) return this.admit(known);
+    if (known) {
+      if (cached === undefined) this.hashes.set(key, hash);
+      return this.admit(known);
+    }
+    if (this.refused.has(hash)) throw new InvalidApiKeyError(redactApiKey(key));
     return this.store.lookup(hash).then((record) => {
-      if (!record) throw new AuthError("invalid API key");
-      return this.admit(record);
+      if (record) {
+        this.hashes.set(key, hash);
+        return this.admit(record);
+      }
+      this.refused.set(hash, true);
+      throw new InvalidApiKeyError(redactApiKey(key));
     });
   }
 

@@ -3,6 +3,7 @@ import type { Logger } from "../shared/log.ts";
 import { watchConnection } from "../shared/connectionHealth.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
+import { taskHasTrace } from "../shared/taskTrace.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
@@ -35,6 +36,7 @@ export class EdgeService {
   private readonly submitter: TaskSubmitter;
   private readonly ledger: AccountLedger;
   private readonly balances: BalanceMirror;
+  private readonly connection: { connected(): boolean };
 
   constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
     const { requestsPerSecondPerKey, burstPerKey } = config.limits;
@@ -43,6 +45,7 @@ export class EdgeService {
     this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
     this.ledger = new AccountLedger(nats);
     this.balances = new BalanceMirror(nats.balances, log);
+    this.connection = watchConnection(nats.nc, log);
   }
 
   /** Starts listening; resolves to the bound port (useful with port 0). */
@@ -89,9 +92,13 @@ export class EdgeService {
       create: {
         js: this.nats.js,
         ledger: this.ledger,
-        idempotency: new IdempotencyKeys(this.nats.idempotency),
+        idempotency: new IdempotencyKeys(this.nats.js, this.nats.idempotency),
         submitter: this.submitter,
         views: this.views,
+        connection: this.connection,
+        taskExists: (taskId) => taskHasTrace(this.nats.jsm, taskId),
+        claimTimeoutMs: this.config.limits.idempotencyClaimTimeoutMs,
+        log: this.log,
       },
       views: this.views,
       publicUrl: this.options.publicUrl,
@@ -101,12 +108,12 @@ export class EdgeService {
       config: this.config,
       keys: this.keys,
       meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances),
+      connection: this.connection,
       log: this.log,
     });
     new VideoFiles(this.nats.videos).register(app, this.log);
-    const connection = watchConnection(this.nats.nc, this.log);
     app.get("/healthz", (res) => {
-      const problems = this.healthProblems(connection.connected());
+      const problems = this.healthProblems(this.connection.connected());
       writeReply(res, jsonReply(problems.length === 0 ? 200 : 503, { status: problems.length === 0 ? "ok" : problems.join("; ") }));
     });
     app.any("/*", (res, req) => {

@@ -4,13 +4,28 @@
  * Anything else is a 500 with a generic message.
  */
 export abstract class ReelayError extends Error {
-  abstract readonly status: 400 | 401 | 403 | 404 | 413 | 429 | 500 | 502 | 504;
+  abstract readonly status: 400 | 401 | 403 | 404 | 413 | 422 | 429 | 500 | 502 | 503 | 504;
 }
 export class ValidationError extends ReelayError {
   readonly status = 400;
 }
 export class AuthError extends ReelayError {
   readonly status = 401;
+}
+/** No `Authorization: Bearer …` at all. */
+export class MissingApiKeyError extends AuthError {
+  constructor() {
+    super("missing API key: send Authorization: Bearer <API_KEY>");
+  }
+}
+/**
+ * A key we do not know (or no longer know). It carries only a redacted form of the key (never the key:
+ * errors get logged), which the chat routes show the way OpenAI does.
+ */
+export class InvalidApiKeyError extends AuthError {
+  constructor(readonly redactedKey: string) {
+    super("invalid API key");
+  }
 }
 export class ForbiddenError extends ReelayError {
   readonly status = 403;
@@ -20,6 +35,10 @@ export class NotFoundError extends ReelayError {
 }
 export class PayloadTooLargeError extends ReelayError {
   readonly status = 413;
+}
+/** Well-formed, but in conflict with an earlier request (an Idempotency-Key reused for another body). */
+export class UnprocessableError extends ReelayError {
+  readonly status = 422;
 }
 /** The upstream generator refused a task at submission; the spec answers that with 400. */
 export class UpstreamRejectedError extends ReelayError {
@@ -41,5 +60,17 @@ export class UpstreamError extends ReelayError {
 export class UpstreamTimeoutError extends ReelayError {
   readonly status = 504;
 }
+/**
+ * Our own infrastructure (NATS) is unreachable or did not answer in time: nothing was done, try again
+ * shortly. Not 500, which the spec reserves for a failed generation.
+ */
+export class ServiceUnavailableError extends ReelayError {
+  readonly status = 503;
+  constructor(message: string, readonly retryAfterSeconds = 2, options?: ErrorOptions) {
+    super(message, options);
+  }
+}
+/** What a request hears while the edge knows its NATS connection is down. */
+export const NATS_DOWN = "service temporarily unavailable (no connection to the message store): try again shortly";
 /** Another writer appended to the same task first (JetStream "wrong last sequence", 10071). */
 export class ConcurrencyError extends Error {}

@@ -1,5 +1,6 @@
 import type { OpenAIErrorBody } from "../../../contracts/chat.ts";
-import { ReelayError } from "../../shared/errors.ts";
+import { InvalidApiKeyError, MissingApiKeyError, ReelayError, ServiceUnavailableError } from "../../shared/errors.ts";
+import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
 
 /**
@@ -30,31 +31,59 @@ const DEFAULTS: Record<ReelayError["status"], { type: string; code: string | nul
   403: { type: "insufficient_quota", code: "insufficient_quota" },
   404: { type: "invalid_request_error", code: null },
   413: { type: "invalid_request_error", code: "request_too_large" },
+  422: { type: "invalid_request_error", code: null },
   429: { type: "requests", code: "rate_limit_exceeded" },
   500: { type: "server_error", code: null },
   502: { type: "upstream_error", code: "bad_gateway" },
+  503: { type: "server_error", code: "service_unavailable" },
   504: { type: "timeout", code: "upstream_timeout" },
 };
 
 export interface ChatErrorAnswer {
   status: ReelayError["status"];
   body: OpenAIErrorBody;
+  /** Retry-After on a 503: OpenAI clients wait that long before their retry. */
+  headers?: Record<string, string>;
+}
+
+/**
+ * OpenAI's exact words for a bad key. Some libraries classify by this text rather than by the status:
+ * LiteLLM (litellm_core_utils/exception_mapping_utils.py) turns any OpenAI error whose text holds
+ * "invalid_request_error" into a BadRequestError unless it also holds "Incorrect API key provided".
+ */
+export const incorrectApiKeyMessage = (redactedKey: string): string =>
+  `Incorrect API key provided: ${redactedKey}. You can find your API key at the place it was shown to you when it was created ` +
+  "(reelay keys create); ask your reelay operator for a new one if it is lost.";
+
+const MISSING_API_KEY_MESSAGE =
+  "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth " +
+  "(i.e. Authorization: Bearer YOUR_KEY).";
+
+function messageOf(error: ReelayError): string {
+  if (error instanceof InvalidApiKeyError) return incorrectApiKeyMessage(error.redactedKey);
+  if (error instanceof MissingApiKeyError) return MISSING_API_KEY_MESSAGE;
+  return error.message;
 }
 
 export function chatError(error: unknown, log: Logger): ChatErrorAnswer {
-  if (error instanceof ReelayError) {
-    const fallback = DEFAULTS[error.status];
-    const detail = details.get(error);
+  const unavailable = error instanceof ReelayError ? undefined : asServiceUnavailable(error);
+  if (unavailable) log.warn({ err: error }, "infrastructure unavailable in a chat route");
+  const known = error instanceof ReelayError ? error : unavailable;
+  if (known) {
+    const fallback = DEFAULTS[known.status];
+    const detail = details.get(known);
     return {
-      status: error.status,
+      status: known.status,
       body: {
         error: {
-          message: error.message,
+          message: messageOf(known),
           type: detail?.type ?? fallback.type,
           param: detail?.param ?? null,
-          code: detail?.code ?? fallback.code,
+          // OpenAI sends no code for a missing key, and invalid_api_key for a wrong one.
+          code: known instanceof MissingApiKeyError ? null : (detail?.code ?? fallback.code),
         },
       },
+      ...(known instanceof ServiceUnavailableError ? { headers: { "retry-after": String(known.retryAfterSeconds) } } : {}),
     };
   }
   // Never a stack trace on the wire; the log keeps it.

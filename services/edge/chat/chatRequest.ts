@@ -27,7 +27,8 @@ export function parseChatRequest(raw: Buffer): ChatRequest {
   const parsed = ChatRequestEnvelope.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    const param = issue?.path.map(String).join(".") || null;
+    // OpenAI's spelling of a field: messages[2].content[0].type
+    const param = issue?.path.reduce<string>((name, key) => (typeof key === "number" ? `${name}[${key}]` : name ? `${name}.${String(key)}` : String(key)), "") || null;
     const message = issue?.message ?? "invalid request";
     throw withDetail(new ValidationError(param ? `${param}: ${message}` : message), { param });
   }

@@ -1,6 +1,6 @@
 import type { ApiKeyRecord } from "../../../contracts/apiKey.ts";
 import type { ReelayConfig } from "../../../contracts/config.ts";
-import { NotFoundError } from "../../shared/errors.ts";
+import { NATS_DOWN, NotFoundError, ServiceUnavailableError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
 import { jsonReply, writeReply } from "../http/reply.ts";
@@ -16,6 +16,8 @@ export interface ChatRouteDeps {
   config: ReelayConfig;
   keys: ApiKeyDirectory;
   meter: ChatUsageMeter;
+  /** Whether the NATS connection is up: while it is down, completions answer 503 at once. */
+  connection: { connected(): boolean };
   log: Logger;
 }
 
@@ -32,7 +34,7 @@ const safeDecode = (text: string): string => {
  * client libraries append to their base URL, and the model list those libraries (and users) ask for.
  */
 export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void {
-  const { config, keys, meter, log } = deps;
+  const { config, keys, meter, connection, log } = deps;
   const models = buildChatModels(config, log);
   const created = Math.floor(Date.now() / 1000);
 
@@ -49,6 +51,8 @@ export function registerChatRoutes(app: TemplatedApp, deps: ChatRouteDeps): void
   const complete = async (key: ApiKeyRecord, body: Buffer | undefined, sink: ResponseSink): Promise<void> => {
     const request = parseChatRequest(body ?? Buffer.alloc(0));
     const model = findModel(request.model);
+    // Usage could not be charged, and the spend check would wait for a timeout: say so at once.
+    if (!connection.connected()) throw new ServiceUnavailableError(NATS_DOWN);
     await meter.assertCanSpend(key.account);
     if (!sink.open) return;
     const usage = await model.provider.complete(request, sink);

@@ -15,7 +15,7 @@ export interface ResponseSink {
   /** Called once if the client disconnects before the response ended. */
   onAbort(listener: () => void): void;
   /** A whole reply with a body (JSON for chat); `closeConnection` when the request body was not fully read. */
-  reply(status: number, contentType: string, body: string | Uint8Array, closeConnection?: boolean): void;
+  reply(status: number, contentType: string, body: string | Uint8Array, closeConnection?: boolean, headers?: Record<string, string>): void;
   /** Writes SSE bytes (status 200 and headers go out with the first call). False = slow down until `onDrain`. */
   write(chunk: string | Uint8Array): boolean;
   /** Runs `resume` once the client has taken what was buffered, or has left. One waiter at a time. */
@@ -66,12 +66,13 @@ export class UwsResponseSink implements ResponseSink {
     else this.abortListener = listener;
   }
 
-  reply(status: number, contentType: string, body: string | Uint8Array, closeConnection = false): void {
+  reply(status: number, contentType: string, body: string | Uint8Array, closeConnection = false, headers?: Record<string, string>): void {
     if (!this.open) return;
     this.ended = true;
     this.abortListener = undefined;
     this.res.cork(() => {
       this.res.writeStatus(statusLine(status)).writeHeader("content-type", contentType).writeHeader("x-request-id", this.requestId);
+      for (const [name, value] of Object.entries(headers ?? {})) this.res.writeHeader(name, value);
       this.res.end(body, closeConnection);
     });
   }

@@ -32,7 +32,7 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
       if (sink.streaming) sink.end(chatErrorEvent(error, options.log));
       else {
         const answer = chatError(error, options.log);
-        sink.reply(answer.status, "application/json", JSON.stringify(answer.body), closeConnection);
+        sink.reply(answer.status, "application/json", JSON.stringify(answer.body), closeConnection, answer.headers);
       }
     };
     const run = (body: Buffer | undefined) => {

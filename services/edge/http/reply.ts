@@ -19,6 +19,7 @@ const STATUS_LINES: Record<number, string> = {
   405: "405 Method Not Allowed",
   413: "413 Payload Too Large",
   416: "416 Range Not Satisfiable",
+  422: "422 Unprocessable Entity",
   429: "429 Too Many Requests",
   500: "500 Internal Server Error",
   502: "502 Bad Gateway",

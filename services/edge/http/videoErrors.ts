@@ -1,14 +1,22 @@
-import { ReelayError } from "../../shared/errors.ts";
+import { ReelayError, ServiceUnavailableError } from "../../shared/errors.ts";
+import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { jsonReply, type HttpReply } from "./reply.ts";
 
 /**
  * The one place where errors become the video API's envelope: HTTP status equals `code` (design.md),
  * the message names the problem, and nothing internal (stack, class name) reaches the client.
+ * Infrastructure trouble (NATS unreachable or timing out) is 503 with Retry-After, never 500.
  */
 export function videoErrorReply(log: Logger) {
   return (error: unknown): HttpReply => {
-    if (error instanceof ReelayError) return jsonReply(error.status, { code: error.status, msg: error.message });
+    const unavailable = error instanceof ReelayError ? undefined : asServiceUnavailable(error);
+    if (unavailable) log.warn({ err: error }, "infrastructure unavailable in a video route");
+    const known = error instanceof ReelayError ? error : unavailable;
+    if (known) {
+      const headers = known instanceof ServiceUnavailableError ? { "retry-after": String(known.retryAfterSeconds) } : undefined;
+      return jsonReply(known.status, { code: known.status, msg: known.message }, headers);
+    }
     log.error({ err: error }, "unexpected error in a video route");
     return jsonReply(500, { code: 500, msg: "internal error" });
   };

@@ -49,7 +49,8 @@ export class TaskSubmitter {
     this.subscription?.unsubscribe();
   }
 
-  async submit(account: string, taskId: number, request: NormalizedVideoRequest): Promise<SubmittedTask> {
+  /** `queued` runs once the job is on the queue, before the wait for the runner's answer. */
+  async submit(account: string, taskId: number, request: NormalizedVideoRequest, queued?: () => void): Promise<SubmittedTask> {
     const ticket = String(++this.ticket);
     let timer: NodeJS.Timeout | undefined;
     const outcome = new Promise<SubmissionOutcome | undefined>((resolve) => {
@@ -68,8 +69,10 @@ export class TaskSubmitter {
       };
       // The msgID makes a publish retried after a lost ack queue the job once.
       await this.js.publish(workSubject(taskId), JSON.stringify(command), { msgID: `task-${taskId}` }).catch((error: unknown) => {
-        throw new JobNotQueuedError(`task ${taskId} could not be queued: ${(error as Error).message}`);
+        // The cause is kept: a NATS timeout here is infrastructure trouble (503), not a bug (500).
+        throw new JobNotQueuedError(`task ${taskId} could not be queued: ${(error as Error).message}`, { cause: error });
       });
+      queued?.();
       const result = await outcome;
       if (!result) return { taskId };
       if (result.outcome === "rejected") throw new UpstreamRejectedError(`upstream generator refused the task: ${result.reason}`);

@@ -7,7 +7,9 @@ import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
 import { assertPublicAddress } from "./publicAddressGuard.ts";
-import { fetchReference, renderVideo, type UrlCheck } from "./render.ts";
+import { fetchReference, type UrlCheck } from "./referenceFetch.ts";
+import { renderVideo } from "./render.ts";
+import { RenderFailure } from "./renderFailure.ts";
 import { Semaphore } from "./semaphore.ts";
 
 type LocalSettings = Extract<ProviderSettings, { kind: "local" }>;
@@ -83,8 +85,10 @@ export class LocalProvider implements VideoProvider {
     const work = this.render(task, job, signal)
       .catch((error: unknown) => {
         if (signal.aborted) return;
-        const message = (error as Error).message;
-        job.status = { state: "failed", reason: message.startsWith("could not fetch") ? message : "local render failed", detail: message };
+        // Customers read the reason; ffmpeg's output and network errors stay with operators.
+        const failure = error instanceof RenderFailure ? error : new RenderFailure("rendering failed", (error as Error).message);
+        this.deps.log.warn({ taskId: task.taskId, reason: failure.reason, detail: failure.detail }, "local render failed");
+        job.status = { state: "failed", reason: failure.reason, ...(failure.detail ? { detail: failure.detail } : {}) };
       })
       .finally(() => this.running.delete(work));
     this.running.add(work);
@@ -99,9 +103,7 @@ export class LocalProvider implements VideoProvider {
       job.dir = dir;
       const { job: spec } = task;
       const imagePath = spec.references.image_url
-        ? await fetchReference(spec.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck).catch((error: unknown) => {
-            throw new Error(`could not fetch image_url: ${(error as Error).message}`);
-          })
+        ? await fetchReference(spec.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck)
         : undefined;
       const outputPath = join(dir, "video.mp4");
       await renderVideo({

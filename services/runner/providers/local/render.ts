@@ -1,8 +1,9 @@
 import { spawn } from "node:child_process";
-import { randomUUID } from "node:crypto";
-import { access, copyFile, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { access, copyFile, mkdtemp, open, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { IMAGE_FORMATS_TEXT, sniffImage, type ImageKind } from "./referenceMedia.ts";
+import { RenderFailure } from "./renderFailure.ts";
 
 export interface RenderRequest {
   ffmpegPath: string;
@@ -33,6 +34,7 @@ export async function renderVideo(req: RenderRequest): Promise<void> {
   }
   req.signal?.throwIfAborted();
 
+  const image = req.imagePath === undefined ? undefined : await imageKind(req.imagePath);
   const outputPath = resolve(req.outputPath);
   const work = await mkdtemp(join(tmpdir(), "reelay-render-"));
   try {
@@ -42,7 +44,13 @@ export async function renderVideo(req: RenderRequest): Promise<void> {
     await writeFile(join(work, "prompt.txt"), wrapPrompt(req.prompt, text.columns, text.rows));
     if (req.imagePath !== undefined) await copyFile(req.imagePath, join(work, "reference-image"));
     const font = await fontOption();
-    await runFfmpeg(req.ffmpegPath, ffmpegArgs(req, outputPath, font, text), work, req.signal);
+    await runFfmpeg(req.ffmpegPath, ffmpegArgs(req, outputPath, font, text, image), work, req.signal).catch(async (error: unknown) => {
+      // Say which input was at fault: a reference that does not decode is the customer's to fix.
+      if (error instanceof RenderFailure && image && !(await decodes(req.ffmpegPath, image, work))) {
+        throw new RenderFailure("the reference image could not be decoded", error.detail);
+      }
+      throw error;
+    });
   } catch (err) {
     await rm(outputPath, { force: true });
     throw err;
@@ -52,6 +60,35 @@ export async function renderVideo(req: RenderRequest): Promise<void> {
 }
 
 const isEvenPositive = (n: number): boolean => Number.isInteger(n) && n > 0 && n % 2 === 0;
+
+/** The reference image's format from its first bytes; anything else is refused before ffmpeg sees it. */
+async function imageKind(path: string): Promise<ImageKind> {
+  const file = await open(path, "r");
+  try {
+    const head = Buffer.alloc(16);
+    const { bytesRead } = await file.read(head, 0, head.length, 0);
+    const kind = sniffImage(head.subarray(0, bytesRead));
+    if (!kind) throw new RenderFailure(`image_url is not a ${IMAGE_FORMATS_TEXT} image`);
+    return kind;
+  } finally {
+    await file.close();
+  }
+}
+
+/**
+ * Reads a reference only as its sniffed format, from our own temp file: no protocol but `file` (so
+ * nothing in it can make ffmpeg open a URL) and an explicit demuxer (so it cannot be taken for a playlist
+ * or a concat list that names other files).
+ */
+const referenceInput = (image: ImageKind): string[] => ["-protocol_whitelist", "file", "-f", image.demuxer, "-i", "reference-image"];
+
+async function decodes(ffmpegPath: string, image: ImageKind, work: string): Promise<boolean> {
+  const args = ["-hide_banner", "-nostdin", "-loglevel", "error", ...referenceInput(image), "-frames:v", "1", "-f", "null", "-"];
+  return runFfmpeg(ffmpegPath, args, work).then(
+    () => true,
+    () => false,
+  );
+}
 
 type TextLayout = ReturnType<typeof textLayout>;
 function textLayout(width: number, height: number) {
@@ -115,14 +152,14 @@ async function fontOption(): Promise<string> {
   }
 }
 
-function ffmpegArgs(req: RenderRequest, outputPath: string, font: string, text: TextLayout): string[] {
+function ffmpegArgs(req: RenderRequest, outputPath: string, font: string, text: TextLayout, image: ImageKind | undefined): string[] {
   const { width: w, height: h, durationSeconds: d } = req;
   const frames = d * FPS;
   const args = ["-hide_banner", "-nostdin", "-loglevel", "error", "-y"];
   args.push("-f", "lavfi", "-i", `testsrc2=size=${w}x${h}:rate=${FPS}:duration=${d}`);
   let nextInput = 1;
-  const imageInput = req.imagePath !== undefined ? nextInput++ : undefined;
-  if (imageInput !== undefined) args.push("-i", "reference-image");
+  const imageInput = image !== undefined ? nextInput++ : undefined;
+  if (image !== undefined) args.push(...referenceInput(image));
   const audioInput = req.generateAudio ? nextInput++ : undefined;
   if (audioInput !== undefined) {
     args.push("-f", "lavfi", "-i", `sine=frequency=440:sample_rate=48000:duration=${d}`);
@@ -177,101 +214,14 @@ function runFfmpeg(ffmpegPath: string, args: string[], cwd: string, signal?: Abo
     if (signal?.aborted) onAbort(); // aborted while the temp files were being written
     child.on("error", (err) => {
       signal?.removeEventListener("abort", onAbort);
-      reject(new Error(`ffmpeg could not start (${ffmpegPath}): ${err.message}`));
+      reject(new RenderFailure("rendering failed", `ffmpeg could not start (${ffmpegPath}): ${err.message}`));
     });
     child.on("close", (code, killedBy) => {
       signal?.removeEventListener("abort", onAbort);
       if (signal?.aborted) return reject(signal.reason);
       if (code === 0) return resolvePromise();
       const lines = stderr.toString("utf8").trim().split("\n").slice(-10).join("\n");
-      reject(new Error(`ffmpeg failed (${killedBy ?? `exit code ${code}`}): ${lines || "no error output"}`));
+      reject(new RenderFailure("rendering failed", `ffmpeg failed (${killedBy ?? `exit code ${code}`}): ${lines || "no error output"}`));
     });
   });
-}
-
-/**
- * Copies a reference image from an http(s) or data: URL into `dir` and returns the file path.
- * The file is named by sniffed content type; anything that is not an image is left to ffmpeg to reject.
- */
-/** Checks an http(s) URL before it is requested (the first and every redirect hop); throws to refuse it. */
-export type UrlCheck = (url: URL) => Promise<void>;
-
-const MAX_REDIRECTS = 5;
-
-export async function fetchReference(url: string, dir: string, maxBytes: number, signal?: AbortSignal, checkUrl?: UrlCheck): Promise<string> {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new Error("reference image: not a valid URL");
-  }
-  if (parsed.protocol !== "http:" && parsed.protocol !== "https:" && parsed.protocol !== "data:") {
-    throw new Error(`reference image: unsupported URL scheme "${parsed.protocol}" (use http, https or data)`);
-  }
-  // Never echo a data: URL (it is the payload) or a query string (may hold tokens) into errors.
-  const where = parsed.protocol === "data:" ? "data: URL" : parsed.origin;
-
-  let res: Response;
-  try {
-    // Redirects are followed by hand so that every hop passes `checkUrl`.
-    let target = parsed;
-    for (let hop = 0; ; hop++) {
-      if (checkUrl && target.protocol !== "data:") await checkUrl(target);
-      res = await fetch(target, { signal: signal ?? null, redirect: "manual" });
-      const location = res.status >= 300 && res.status < 400 ? res.headers.get("location") : null;
-      if (location === null) break;
-      await res.body?.cancel();
-      if (hop >= MAX_REDIRECTS) throw new Error(`more than ${MAX_REDIRECTS} redirects`);
-      target = new URL(location, target);
-    }
-  } catch (err) {
-    if (signal?.aborted) throw signal.reason;
-    throw new Error(`reference image: could not fetch from ${where}: ${errorText(err)}`);
-  }
-  if (!res.ok) {
-    await res.body?.cancel();
-    throw new Error(`reference image: ${where} answered HTTP ${res.status}`);
-  }
-  const tooLarge = (): Error => new Error(`reference image: body from ${where} exceeds ${maxBytes} bytes`);
-  if (Number(res.headers.get("content-length") ?? 0) > maxBytes) {
-    await res.body?.cancel();
-    throw tooLarge();
-  }
-
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  if (res.body) {
-    const reader = res.body.getReader();
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > maxBytes) {
-        await reader.cancel();
-        throw tooLarge();
-      }
-      chunks.push(value);
-    }
-  }
-  if (total === 0) throw new Error(`reference image: ${where} returned an empty body`);
-
-  const body = Buffer.concat(chunks);
-  await mkdir(dir, { recursive: true });
-  const path = join(dir, `ref-${randomUUID()}${sniffExtension(body)}`);
-  await writeFile(path, body, { flag: "wx" });
-  return path;
-}
-
-function sniffExtension(b: Buffer): string {
-  if (b.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) return ".png";
-  if (b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return ".jpg";
-  if (b.subarray(0, 4).toString("latin1") === "GIF8") return ".gif";
-  if (b.subarray(0, 4).toString("latin1") === "RIFF" && b.subarray(8, 12).toString("latin1") === "WEBP") return ".webp";
-  return ".bin";
-}
-
-function errorText(err: unknown): string {
-  if (!(err instanceof Error)) return String(err);
-  // undici hides the real reason (ECONNREFUSED, bad data: URL, …) in `cause`.
-  return err.cause instanceof Error ? `${err.message}: ${err.cause.message}` : err.message;
 }

@@ -1,0 +1,85 @@
+import type { KV } from "@nats-io/kv";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ApiKeyDirectory, redactApiKey } from "../services/edge/auth.ts";
+import { ApiKeyStore } from "../services/shared/apiKeys.ts";
+import { InvalidApiKeyError } from "../services/shared/errors.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import { silentLog } from "./helpers/testApp.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+/** The api_keys bucket with its gets counted: a refused key asked again must not cost another lookup. */
+function countingGets(bucket: KV): { bucket: KV; gets: () => number } {
+  let gets = 0;
+  const counted = new Proxy(bucket, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (property !== "get" || typeof value !== "function") return typeof value === "function" ? value.bind(target) : value;
+      return (...args: unknown[]) => {
+        gets += 1;
+        return Reflect.apply(value, target, args);
+      };
+    },
+  });
+  return { bucket: counted, gets: () => gets };
+}
+
+const authenticate = async (directory: ApiKeyDirectory, key: string) => directory.authenticate(`Bearer ${key}`);
+
+describe("the API-key directory's caches", () => {
+  let server: Awaited<ReturnType<typeof startTestNats>>;
+  let nats: Nats;
+  beforeAll(async () => {
+    server = await startTestNats();
+    nats = await connectNats(server.url, "api-key-cache-test", { replicas: 1, leaseMs: 2000 });
+  });
+  afterAll(async () => {
+    await nats?.nc.drain();
+    await server?.stop();
+  });
+
+  it("keeps thousands of distinct invalid keys (10 KiB each) within its bounds, and looks a refused key up once", async () => {
+    const { bucket, gets } = countingGets(nats.apiKeys);
+    const directory = new ApiKeyDirectory(bucket, silentLog, undefined, { validKeys: 50, refusedKeys: 200, refusedTtlMs: 60_000 });
+    await directory.start();
+    try {
+      const garbage = (i: number) => `${"x".repeat(10 * 1024)}-${i}`;
+      for (let i = 0; i < 3000; i++) await expect(authenticate(directory, garbage(i))).rejects.toBeInstanceOf(InvalidApiKeyError);
+      expect(directory.cacheSizes()).toEqual({ validKeys: 0, refusedKeys: 200 });
+
+      const before = gets();
+      await expect(authenticate(directory, garbage(2999))).rejects.toBeInstanceOf(InvalidApiKeyError);
+      expect(gets()).toBe(before);
+    } finally {
+      directory.stop();
+    }
+  });
+
+  it("remembers valid keys up to its bound, and a revoked key stops working", async () => {
+    const store = new ApiKeyStore(nats.apiKeys);
+    const directory = new ApiKeyDirectory(nats.apiKeys, silentLog, undefined, { validKeys: 3, refusedKeys: 10, refusedTtlMs: 60_000 });
+    await directory.start();
+    try {
+      const keys = await Promise.all(Array.from({ length: 5 }, () => store.create("cached")));
+      for (const { key } of keys) expect((await authenticate(directory, key)).account).toBe("cached");
+      expect(directory.cacheSizes().validKeys).toBe(3);
+
+      const [first] = keys;
+      if (!first) throw new Error("no key");
+      await store.revoke(first.keyId);
+      await expect.poll(() => authenticate(directory, first.key).then(() => "accepted", (error: unknown) => error), { timeout: 5000 }).toBeInstanceOf(
+        InvalidApiKeyError,
+      );
+      // A key created after a refusal of something else is accepted at once.
+      const fresh = await store.create("cached");
+      expect((await authenticate(directory, fresh.key)).account).toBe("cached");
+    } finally {
+      directory.stop();
+    }
+  });
+
+  it("redacts a refused key the way OpenAI shows it", () => {
+    expect(redactApiKey("rly_abcdefghijklmnopqrstuvwxyz012345")).toBe(`rly${"*".repeat(29)}2345`);
+    expect(redactApiKey("short")).toBe("*****");
+    expect(redactApiKey("y".repeat(100_000))).toHaveLength(3 + 40 + 4);
+  });
+});

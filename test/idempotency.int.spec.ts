@@ -1,0 +1,111 @@
+import type { ChildProcess } from "node:child_process";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readAccountHistory } from "../services/billing/ledgerReader.ts";
+import { IdempotencyKeys } from "../services/edge/video/idempotencyKeys.ts";
+import { freeLoopbackPort } from "../infra/natsServer.ts";
+import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+import { VideoClient } from "./helpers/videoClient.ts";
+
+// VideoModel-2.0-mini, 4 s, 16:9: 2.007900 yuan.
+const MINI_4S_MICROS = 2_007_900;
+const mini = (prompt: string) => ({ model: "VideoModel-2.0-mini", prompt, duration: 4 });
+const CLAIM_TIMEOUT_MS = 1000;
+
+function exited(child: ChildProcess): Promise<NodeJS.Signals | null> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve(child.signalCode);
+    child.once("exit", (_code, signal) => resolve(signal));
+  });
+}
+
+describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
+  let app: TestApp;
+  let configPath: string;
+  const children: ChildProcess[] = [];
+  beforeAll(async () => {
+    app = await startTestApp({
+      tweak: (config) => {
+        config.limits.idempotencyClaimTimeoutMs = CLAIM_TIMEOUT_MS;
+        config.runner.reservationSweepMs = 300;
+      },
+    });
+    configPath = writeConfigFile(app.config);
+  });
+  afterAll(async () => {
+    await Promise.all(children.map(killHard));
+    await app?.stop();
+  });
+
+  it("gives 20 concurrent creates with one key on an empty account the same 403, and a retry after a top-up creates once", async () => {
+    const client = new VideoClient(app.baseUrl, await app.keyFor("broke", 0));
+    const headers = { "idempotency-key": "order-broke" };
+    const answers = await Promise.all(Array.from({ length: 20 }, () => client.create(mini("one order"), headers)));
+    for (const answer of answers) {
+      expect(answer.status).toBe(403);
+      expect(answer.body).toEqual({ code: 403, msg: "insufficient balance: this task needs 2.007900 yuan, available 0.000000" });
+    }
+
+    await app.ledger.execute("broke", { type: "credit", amountMicros: MINI_4S_MICROS, creditId: "broke-top-up" });
+    const retries = await Promise.all(Array.from({ length: 5 }, () => client.create(mini("one order"), headers)));
+    const ids = new Set(retries.map((answer) => answer.body.data?.task_id));
+    expect(retries.map((answer) => answer.status)).toEqual([200, 200, 200, 200, 200]);
+    expect(ids.size).toBe(1);
+    const history = await readAccountHistory(app.nats.js, app.nats.jsm, "broke");
+    expect(history.filter((entry) => entry.event.type === "CostReserved")).toHaveLength(1);
+  });
+
+  it("answers 422 naming the conflict when a key is reused for a different request", async () => {
+    const client = new VideoClient(app.baseUrl, await app.keyFor("reuser"));
+    const headers = { "idempotency-key": "order-7" };
+    const first = await client.create(mini("a fox"), headers);
+    expect(first.status).toBe(200);
+    const other = await client.create(mini("a different fox"), headers);
+    expect(other.status).toBe(422);
+    expect(other.body).toEqual({ code: 422, msg: expect.stringMatching(/^Idempotency-Key was already used with a different request/) });
+    // Defaults applied count as the same request: duration 4 is what this model would be asked for anyway.
+    const same = await client.create({ ...mini("a fox"), ratio: "16:9", generate_audio: true }, headers);
+    expect(same.status).toBe(200);
+    expect(same.body.data?.task_id).toBe(first.body.data?.task_id);
+  });
+
+  it("never answers with a task that does not exist after the edge dies between claiming the key and queueing", async () => {
+    const port = await freeLoopbackPort();
+    // This edge kills itself (SIGKILL) after claiming the key and reserving, before queueing the job.
+    const env = { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, PORT: String(port), REELAY_FAILPOINTS: "create:before-queue" };
+    const doomed = await startChildService(["edge"], env);
+    children.push(doomed);
+    const key = await app.keyFor("crashy", 10);
+    const headers = { "idempotency-key": "order-crash" };
+    const dying = new VideoClient(`http://127.0.0.1:${port}`, key).create(mini("survives a crash"), headers);
+    await expect(dying).rejects.toThrow();
+    expect(await exited(doomed)).toBe("SIGKILL");
+
+    const client = new VideoClient(app.baseUrl, key);
+    const retried = await client.create(mini("survives a crash"), headers);
+    expect(retried.status).toBe(200);
+    const taskId = retried.body.data?.task_id as number;
+    expect((await client.query(taskId)).status).toBe(200);
+    expect((await client.waitForFinal(taskId)).body.data?.status).toBe("success");
+    const again = await client.create(mini("survives a crash"), headers);
+    expect(again.body.data?.task_id).toBe(taskId);
+
+    // One charge; the dead create's reservation is released by the sweeper.
+    await expect
+      .poll(async () => {
+        const account = await app.ledger.current("crashy");
+        return [account.balanceMicros, account.reservedMicros];
+      }, { timeout: 10_000 })
+      .toEqual([10_000_000 - MINI_4S_MICROS, 0]);
+  });
+
+  it("lets each claim expire on its own TTL (per-message TTL on the bucket's stream)", async () => {
+    const keys = new IdempotencyKeys(app.nats.js, app.nats.idempotency);
+    const claim = { taskId: 1, fingerprint: "f", state: "queued" as const, at: new Date().toISOString() };
+    expect(await keys.write("ttl-account", "short-lived", claim, 0, "1s")).toBeGreaterThan(0);
+    expect((await keys.read("ttl-account", "short-lived"))?.claim).toEqual(claim);
+    // A second claim on a live key loses.
+    expect(await keys.write("ttl-account", "short-lived", claim, 0, "1s")).toBeUndefined();
+    await expect.poll(() => keys.read("ttl-account", "short-lived"), { timeout: 5000, interval: 200 }).toBeUndefined();
+  });
+});
