@@ -9,6 +9,7 @@ import type { ResponseSink } from "../../responseSink.ts";
 import type { ChatProvider } from "../types.ts";
 import { SseRelay } from "./sseRelay.ts";
 import { transportFailure, upstreamFailure, type UpstreamPhase } from "./upstreamErrors.ts";
+import { UpstreamAbort } from "./upstreamAbort.ts";
 import { upstreamPool } from "./upstreamPool.ts";
 
 /** Bounds on what we buffer from an upstream that does not stream (a completion is kilobytes). */
@@ -43,7 +44,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
     const name = request.model;
     return new Promise((resolve, reject) => {
       // One signal cancels the upstream request whatever its stage: the client left, or we gave up on it.
-      const controller = new AbortController();
+      const abort = new UpstreamAbort();
       let settled = false;
       const settle = (outcome: () => void) => {
         if (settled) return;
@@ -52,7 +53,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
       };
       const fail = (error: ReelayError) =>
         settle(() => {
-          controller.abort(error);
+          abort.abort(error);
           reject(error);
         });
       const succeed = (usage: ChatUsage | undefined) => settle(() => resolve(usage));
@@ -122,7 +123,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
           method: "POST",
           headers: request.stream ? headers.stream : headers.json,
           body: upstreamBody(request, model.upstreamModel),
-          signal: controller.signal,
+          signal: abort,
           headersTimeout: model.timeoutMs,
           bodyTimeout: model.timeoutMs,
         },
@@ -131,7 +132,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
       // The client left: stop the upstream too (it stops generating, and billing us, for nobody).
       sink.onAbort(() =>
         settle(() => {
-          controller.abort();
+          abort.abort();
           resolve(undefined);
         }),
       );
