@@ -1,54 +1,67 @@
-import { createServer, type Server, type Socket } from "node:net";
-import type { AddressInfo } from "node:net";
-import fc from "fast-check";
+import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
+import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ChunkedDecoder, ProtocolError } from "../services/edge/chat/providers/openaiCompatible/chunkedDecoder.ts";
-import { post, targetOf, type ResponseHandlers } from "../services/edge/chat/providers/openaiCompatible/http1Client.ts";
+import type { OpenAICompatibleChatModel } from "../contracts/chat.ts";
+import type { ChatRequest } from "../services/edge/chat/chatRequest.ts";
+import { OpenAICompatibleProvider } from "../services/edge/chat/providers/openaiCompatible/openaiCompatibleProvider.ts";
+import { closeUpstreamPools } from "../services/edge/chat/providers/openaiCompatible/upstreamPool.ts";
+import { UpstreamError, UpstreamTimeoutError } from "../services/shared/errors.ts";
+import { startFakeUpstream, type FakeUpstream } from "./fakes/openaiUpstream.ts";
+import { RecordingSink } from "./helpers/recordingSink.ts";
 
-const chunked = (parts: string[]) => parts.map((p) => `${Buffer.byteLength(p).toString(16)}\r\n${p}\r\n`).join("") + "0\r\n\r\n";
+/**
+ * The OpenAI-compatible provider over its real HTTP client (undici), against real sockets: a fake
+ * OpenAI upstream for whole exchanges, and a raw TCP server whose answers the test scripts byte for byte.
+ */
+const KEY_ENV = "REELAY_UPSTREAM_SPEC_KEY";
+const log = pino({ level: "silent" });
 
-describe("chunked decoder", () => {
-  it("decodes any body however the input is cut, and reports where the body ended", () => {
-    fc.assert(
-      fc.property(fc.array(fc.string({ minLength: 1 }), { maxLength: 8 }), fc.array(fc.nat(40), { maxLength: 10 }), (parts, cuts) => {
-        const wire = Buffer.concat([Buffer.from(chunked(parts)), Buffer.from("NEXT")]);
-        const decoder = new ChunkedDecoder();
-        const out: Buffer[] = [];
-        let at = 0;
-        let endedAt = -1;
-        for (const cut of [...cuts, wire.length]) {
-          const piece = wire.subarray(at, Math.min(wire.length, at + cut + 1));
-          if (piece.length === 0 || endedAt >= 0) break;
-          const end = decoder.push(piece, (p) => out.push(Buffer.from(p)));
-          if (end >= 0) endedAt = at + end;
-          at += piece.length;
-        }
-        expect(Buffer.concat(out).toString()).toBe(parts.join(""));
-        expect(endedAt).toBe(wire.length - 4);
-      }),
-    );
-  });
-
-  it("accepts chunk extensions and trailers, refuses a bad size", () => {
-    const out: string[] = [];
-    const wire = Buffer.from("5;ext=1\r\nhello\r\n0\r\nx-trailer: y\r\n\r\n");
-    expect(new ChunkedDecoder().push(wire, (p) => out.push(p.toString()))).toBe(wire.length);
-    expect(out.join("")).toBe("hello");
-    expect(() => new ChunkedDecoder().push(Buffer.from("zz\r\n"), () => {})).toThrow(ProtocolError);
-  });
+const chatRequest = (stream: boolean): ChatRequest => ({
+  body: { model: "m", messages: [{ role: "user", content: "hi there" }], stream },
+  model: "m",
+  messages: [{ role: "user", content: "hi there" }],
+  stream,
+  clientWantsUsage: false,
 });
 
-/** A raw TCP server whose answers the test scripts byte for byte. */
-describe("upstream HTTP/1.1 client", () => {
-  let server: Server;
-  let port: number;
-  let answer: (socket: Socket, request: string, index: number) => void = () => {};
-  const connections: Socket[] = [];
-  let requests = 0;
+const providerFor = (baseUrl: string, timeoutMs = 2000) => {
+  const model: OpenAICompatibleChatModel = {
+    provider: "openai-compatible",
+    baseUrl,
+    apiKeyEnv: KEY_ENV,
+    upstreamModel: "upstream-m",
+    inputPricePerMillionTokens: 1,
+    outputPricePerMillionTokens: 2,
+    timeoutMs,
+  };
+  return new OpenAICompatibleProvider(model, log);
+};
+
+const until = async (condition: () => boolean, what: string) => {
+  for (let tries = 0; tries < 200 && !condition(); tries++) await new Promise((resolve) => setTimeout(resolve, 25));
+  if (!condition()) throw new Error(`timed out waiting for ${what}`);
+};
+
+const chunked = (parts: string[]) => parts.map((p) => `${Buffer.byteLength(p).toString(16)}\r\n${p}\r\n`).join("");
+const SSE_HEAD = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+const event = (content: string) => `data: {"choices":[{"index":0,"delta":{"content":"${content}"}}]}\n\n`;
+
+describe("OpenAI-compatible upstream client (undici)", () => {
+  let fake: FakeUpstream;
+  let raw: Server;
+  let rawUrl: string;
+  /** How the raw server answers each complete request; its sockets, to count connections and see closes. */
+  let answer: (socket: Socket, request: string) => void = () => {};
+  const sockets: Socket[] = [];
+  const closed = new Set<Socket>();
 
   beforeAll(async () => {
-    server = createServer((socket) => {
-      connections.push(socket);
+    fake = await startFakeUpstream();
+    process.env[KEY_ENV] = fake.apiKey;
+    raw = createServer((socket) => {
+      sockets.push(socket);
+      socket.on("close", () => closed.add(socket));
+      socket.on("error", () => {});
       let buffered = "";
       socket.on("data", (data) => {
         buffered += data.toString();
@@ -57,75 +70,136 @@ describe("upstream HTTP/1.1 client", () => {
         if (end >= 0 && buffered.length >= end + 4 + length) {
           const request = buffered;
           buffered = "";
-          answer(socket, request, requests++);
+          answer(socket, request);
         }
       });
-      socket.on("error", () => {});
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    port = (server.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => raw.listen(0, "127.0.0.1", resolve));
+    rawUrl = `http://127.0.0.1:${(raw.address() as AddressInfo).port}/v1`;
   });
-  afterAll(() => {
-    for (const socket of connections) socket.destroy();
-    server.close();
+  afterAll(async () => {
+    await closeUpstreamPools();
+    for (const socket of sockets) socket.destroy();
+    raw.close();
+    await fake.stop();
   });
 
-  const call = (body = "{}") =>
-    new Promise<{ status: number; headers: ReadonlyMap<string, string>; body: string; error?: Error }>((resolve) => {
-      let status = 0;
-      let headers: ReadonlyMap<string, string> = new Map();
-      const chunks: Buffer[] = [];
-      const handlers: ResponseHandlers = {
-        onHead: (s, h) => ((status = s), (headers = h)),
-        onData: (p) => chunks.push(Buffer.from(p)),
-        onEnd: () => resolve({ status, headers, body: Buffer.concat(chunks).toString() }),
-        onError: (error) => resolve({ status, headers, body: Buffer.concat(chunks).toString(), error }),
-      };
-      post(targetOf(new URL(`http://127.0.0.1:${port}/v1/chat/completions`)), "x-test: 1\r\n", Buffer.from(body), handlers);
-    });
-
-  it("sends one well-formed request and reads a chunked answer, reusing the connection", async () => {
+  it("sends the request re-addressed to the upstream model, and reuses one keep-alive connection", async () => {
     const seen: string[] = [];
     answer = (socket, request) => {
       seen.push(request);
-      socket.write(`HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n${chunked(["data: a\n\n", "data: b\n\n"])}`);
+      socket.write(`${SSE_HEAD}${chunked([event("a"), event("b"), "data: [DONE]\n\n"])}0\r\n\r\n`);
     };
-    const before = connections.length;
-    const first = await call('{"x":1}');
-    const second = await call();
-    expect(first).toMatchObject({ status: 200, body: "data: a\n\ndata: b\n\n" });
-    expect(first.headers.get("content-type")).toBe("text/event-stream");
-    expect(second.body).toBe(first.body);
-    expect(connections.length - before).toBe(1);
-    expect(seen[0]).toBe(`POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\nx-test: 1\r\ncontent-length: 7\r\n\r\n{"x":1}`);
+    const provider = providerFor(rawUrl);
+    const before = sockets.length;
+    for (let i = 0; i < 10; i++) {
+      const sink = new RecordingSink();
+      await provider.complete(chatRequest(true), sink);
+      expect(sink.ended).toBe(true);
+      expect(sink.text).toBe(`${event("a")}${event("b")}data: [DONE]\n\n`);
+    }
+    // undici frees a connection one event-loop turn after its response ended (a server that closes despite
+    // keep-alive is seen first), so a request sent at once takes a second one; from then on they alternate.
+    expect(sockets.length - before).toBeLessThanOrEqual(2);
+    for (let i = 0; i < 5; i++) {
+      await new Promise((resolve) => setImmediate(resolve));
+      await provider.complete(chatRequest(true), new RecordingSink());
+    }
+    expect(sockets.length - before).toBeLessThanOrEqual(2);
+    const [head = "", body = ""] = (seen[0] ?? "").split("\r\n\r\n");
+    expect(head).toMatch(/^POST \/v1\/chat\/completions HTTP\/1\.1\r\n/);
+    expect(head).toMatch(/\r\nauthorization: Bearer sk-fake-upstream\r\n/i);
+    expect(head).toMatch(/\r\naccept: text\/event-stream\r\n/i);
+    expect(JSON.parse(body)).toMatchObject({ model: "upstream-m", stream: true, stream_options: { include_usage: true } });
   });
 
-  it("reads content-length and close-delimited bodies", async () => {
-    answer = (socket) => socket.write('HTTP/1.1 400 Bad Request\r\ncontent-length: 11\r\n\r\n{"error":1}');
-    expect(await call()).toMatchObject({ status: 400, body: '{"error":1}' });
-    answer = (socket) => socket.end("HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nuntil close");
-    expect(await call()).toMatchObject({ status: 200, body: "until close" });
+  it("relays a non-streaming completion whole and returns its usage", async () => {
+    const sink = new RecordingSink();
+    const usage = await providerFor(fake.baseUrl).complete(chatRequest(false), sink);
+    expect(usage).toMatchObject({ prompt_tokens: 7, completion_tokens: 4 });
+    expect(sink.replied).toMatchObject({ status: 200, contentType: "application/json" });
+    expect(JSON.parse(sink.replied?.body.toString() ?? "")).toMatchObject({ object: "chat.completion", choices: [{ message: { content: "You said: hi there" } }] });
   });
 
-  it("sends again, once, when a pooled connection turns out to be closed", async () => {
-    answer = (socket) => socket.write("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
-    await call();
-    const served = requests;
-    // The server drops the idle connection, and the next request takes it from the pool before the client
-    // has noticed (the close is only read on the next turn of the event loop).
-    for (const socket of connections) socket.destroy();
-    expect(await call()).toMatchObject({ status: 200, body: "ok" });
-    expect(requests).toBe(served + 1);
+  it("aborts the upstream request when the client leaves mid-stream", async () => {
+    fake.behave({ content: "word ".repeat(200), chunkDelayMs: 20 });
+    const abortsBefore = fake.stats.aborted;
+    const sink = new RecordingSink();
+    const done = providerFor(fake.baseUrl).complete(chatRequest(true), sink);
+    await sink.started;
+    sink.leave();
+    await expect(done).resolves.toBeUndefined();
+    await fake.waitForAborts(abortsBefore + 1);
+    fake.behave({});
   });
 
-  it("reports a broken-off answer and a malformed one as errors", async () => {
-    answer = (socket) => socket.end(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel`);
-    expect((await call()).error?.message).toMatch(/broke off/);
+  it("answers a timeout (504) when the head does not come in time, and hangs up on the upstream", async () => {
+    answer = () => {};
+    const started = Date.now();
+    const error = await providerFor(rawUrl, 300).complete(chatRequest(true), new RecordingSink()).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UpstreamTimeoutError);
+    expect(error).toMatchObject({ status: 504, message: expect.stringMatching(/did not answer within 300 ms/) });
+    expect(Date.now() - started).toBeLessThan(1500);
+    const socket = sockets.at(-1);
+    await until(() => socket !== undefined && closed.has(socket), "the upstream connection to close");
+  });
+
+  it("answers a timeout when a stream goes silent, after relaying what came", async () => {
+    answer = (socket) => socket.write(`${SSE_HEAD}${chunked([event("a")])}`);
+    const sink = new RecordingSink();
+    const error = await providerFor(rawUrl, 300).complete(chatRequest(true), sink).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UpstreamTimeoutError);
+    expect(sink.text).toBe(event("a"));
+  });
+
+  it("reports an upstream reset mid-stream as a broken stream (the edge then sends an SSE error event)", async () => {
+    answer = (socket) => {
+      socket.write(`${SSE_HEAD}${chunked([event("a")])}`);
+      setTimeout(() => socket.resetAndDestroy(), 20);
+    };
+    const sink = new RecordingSink();
+    const error = await providerFor(rawUrl).complete(chatRequest(true), sink).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(UpstreamError);
+    expect(error).toMatchObject({ status: 502, message: expect.stringMatching(/broke off the stream/) });
+    expect(sink.streaming).toBe(true);
+    expect(sink.text).toBe(event("a"));
+  });
+
+  it("reports a refused connection and a malformed answer as a bad gateway hop (502)", async () => {
+    const refused = await providerFor("http://127.0.0.1:1/v1").complete(chatRequest(true), new RecordingSink()).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ status: 502, message: expect.stringMatching(/cannot reach the upstream for model m: ECONNREFUSED/) });
     answer = (socket) => socket.write("SMTP ready\r\n\r\n");
-    expect((await call()).error?.message).toMatch(/malformed HTTP/);
-    const refused = await new Promise<Error>((resolve) =>
-      post(targetOf(new URL("http://127.0.0.1:1/v1")), "", Buffer.alloc(0), { onHead() {}, onData() {}, onEnd() {}, onError: resolve }),
-    );
-    expect(refused.message).toMatch(/cannot reach the upstream: ECONNREFUSED/);
+    const malformed = await providerFor(rawUrl).complete(chatRequest(true), new RecordingSink()).catch((e: unknown) => e);
+    expect(malformed).toMatchObject({ status: 502, message: expect.stringMatching(/malformed HTTP/) });
+  });
+
+  it("stops reading the upstream while the client is slow, without counting that time as silence, and loses nothing", async () => {
+    const total = 64 * 1024 * 1024;
+    fake.behave({ floodBytes: total, floodChunkBytes: 16_384 });
+    const sink = new RecordingSink();
+    sink.block();
+    // A timeout far shorter than the stall below: time held paused for the client must not count.
+    const done = providerFor(fake.baseUrl, 300).complete(chatRequest(true), sink);
+    await until(() => sink.waitingForDrain, "the provider to wait for drain");
+    // The fake blocks on drain once the bounded buffers between it and the sink are full.
+    let stalledAt = -1;
+    await until(() => {
+      const stalled = fake.stats.waitingForDrain && fake.stats.floodBytesSent === stalledAt;
+      stalledAt = fake.stats.floodBytesSent;
+      return stalled;
+    }, "the upstream to see backpressure");
+    const writesWhileBlocked = sink.writes;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(sink.writes).toBe(writesWhileBlocked);
+    // The gateway holds a bounded amount: its own body buffer plus the sockets' kernel buffers.
+    expect(stalledAt).toBeLessThan(16 * 1024 * 1024);
+    expect(sink.bytes).toBeLessThan(1024 * 1024);
+    sink.unblock();
+    const usage = await done;
+    expect(usage).toMatchObject({ prompt_tokens: 7 });
+    expect(fake.stats.floodBytesSent).toBe(total);
+    expect(sink.bytes).toBeGreaterThan(total);
+    expect(sink.ended).toBe(true);
+    fake.behave({});
   });
 });

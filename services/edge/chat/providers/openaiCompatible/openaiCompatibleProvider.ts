@@ -1,134 +1,157 @@
+import type { Readable } from "node:stream";
+import type { Dispatcher, Pool } from "undici";
 import { ChatUsage, type OpenAICompatibleChatModel } from "../../../../../contracts/chat.ts";
-import { UpstreamError, UpstreamTimeoutError } from "../../../../shared/errors.ts";
+import { UpstreamError, type ReelayError } from "../../../../shared/errors.ts";
 import type { Logger } from "../../../../shared/log.ts";
 import { withDetail } from "../../chatErrors.ts";
 import { upstreamBody, type ChatRequest } from "../../chatRequest.ts";
 import type { ResponseSink } from "../../responseSink.ts";
 import type { ChatProvider } from "../types.ts";
 import { SseRelay } from "./sseRelay.ts";
-import { upstreamFailure } from "./upstreamErrors.ts";
-import { post, targetOf, type UpstreamTarget } from "./http1Client.ts";
+import { transportFailure, upstreamFailure, type UpstreamPhase } from "./upstreamErrors.ts";
+import { UpstreamAbort } from "./upstreamAbort.ts";
+import { upstreamPool } from "./upstreamPool.ts";
 
 /** Bounds on what we buffer from an upstream that does not stream (a completion is kilobytes). */
 const MAX_JSON_BYTES = 32 * 1024 * 1024;
 const MAX_ERROR_BYTES = 64 * 1024;
 
-/** Relays chat completions to one OpenAI-compatible upstream model. */
+/** Request headers as undici's flat name/value list, built once per key and kind of answer. */
+const headersFor = (key: string, accept: string): string[] => [
+  "authorization", `Bearer ${key}`, "content-type", "application/json", "accept", accept, "user-agent", "reelay",
+];
+
+/**
+ * Relays chat completions to one OpenAI-compatible upstream model over undici's pooled keep-alive
+ * connections. Timeouts are undici's, all `timeoutMs`: to connect, from the request to the answer's head,
+ * and the longest silence between body reads — which undici does not count while we hold the body paused
+ * for a slow client.
+ */
 export class OpenAICompatibleProvider implements ChatProvider {
-  private readonly target: UpstreamTarget;
-  private apiKey: string | undefined;
+  private readonly pool: Pool;
+  private readonly path: string;
+  private headers: { stream: string[]; json: string[] } | undefined;
 
   constructor(private readonly model: OpenAICompatibleChatModel, private readonly log: Logger) {
-    this.target = targetOf(new URL(`${model.baseUrl}/chat/completions`));
+    const url = new URL(`${model.baseUrl}/chat/completions`);
+    this.pool = upstreamPool(url.origin, model.timeoutMs);
+    this.path = `${url.pathname}${url.search}`;
   }
 
   complete(request: ChatRequest, sink: ResponseSink): Promise<ChatUsage | undefined> {
-    // Cached once set (process.env is a slow getter), and looked up again while it is missing.
-    const key = (this.apiKey ??= process.env[this.model.apiKeyEnv]);
-    if (!key) {
-      this.log.error({ model: request.model, env: this.model.apiKeyEnv }, "chat upstream key is not set in the environment");
-      throw withDetail(new UpstreamError(`model ${request.model} is not available: its upstream is not configured`), {
-        code: "upstream_not_configured",
-      });
-    }
-    const headers =
-      `authorization: Bearer ${key}\r\ncontent-type: application/json\r\n` +
-      `accept: ${request.stream ? "text/event-stream" : "application/json"}\r\nuser-agent: reelay\r\n`;
+    const headers = this.requestHeaders(request.model);
     const { model, log } = this;
     const name = request.model;
     return new Promise((resolve, reject) => {
+      // One signal cancels the upstream request whatever its stage: the client left, or we gave up on it.
+      const abort = new UpstreamAbort();
       let settled = false;
-      let paused = false;
-      // Until the headers: a deadline (for a non-streaming answer, until its whole body). While streaming:
-      // the longest silence, refreshed on every read, not counting time paused for a slow client.
-      const timer = setTimeout(function onTimeout() {
-        if (paused) timer.refresh();
-        else fail(new UpstreamTimeoutError(`the upstream for model ${name} did not answer within ${model.timeoutMs} ms`));
-      }, model.timeoutMs);
       const settle = (outcome: () => void) => {
         if (settled) return;
         settled = true;
-        clearTimeout(timer);
         outcome();
       };
-      const fail = (error: unknown) =>
+      const fail = (error: ReelayError) =>
         settle(() => {
-          call.cancel();
+          abort.abort(error);
           reject(error);
         });
       const succeed = (usage: ChatUsage | undefined) => settle(() => resolve(usage));
+      const broken = (phase: UpstreamPhase) => (error: unknown) => fail(transportFailure(error, name, model.timeoutMs, phase));
 
-      // What the body is for, decided by the head: an error to report, a JSON answer, or a stream to relay.
-      let collect: { chunks: Buffer[]; size: number; limit: number; done(body: Buffer): void } | undefined;
-      let relay: SseRelay | undefined;
-      const resume = () => {
-        paused = false;
-        timer.refresh();
-        call.resume();
+      /** Reads a whole (bounded) body, then hands it on. */
+      const collect = (body: Readable, limit: number, done: (bytes: Buffer) => void) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        body.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > limit) return fail(new UpstreamError(`the upstream for model ${name} answered more than ${limit} bytes`));
+          chunks.push(chunk);
+        });
+        body.on("end", () => done(Buffer.concat(chunks, size)));
+        body.on("error", broken("body"));
       };
 
-      const call = post(this.target, headers, Buffer.from(upstreamBody(request, model.upstreamModel)), {
-        onHead: (status, responseHeaders) => {
-          if (status !== 200) {
-            collect = { chunks: [], size: 0, limit: MAX_ERROR_BYTES, done: (body) => fail(upstreamFailure(status, body, name, log)) };
-          } else if (!request.stream) {
-            collect = {
-              chunks: [],
-              size: 0,
-              limit: MAX_JSON_BYTES,
-              done: (body) => {
-                const usage = usageOf(body);
-                if (usage === "invalid") return fail(new UpstreamError(`the upstream for model ${name} answered invalid JSON`));
-                sink.reply(200, "application/json", body);
-                succeed(usage);
-              },
-            };
-          } else {
-            const contentType = responseHeaders.get("content-type") ?? "";
-            if (!contentType.includes("text/event-stream")) {
-              return fail(new UpstreamError(`the upstream for model ${name} answered a stream request with ${contentType || "no content type"}`));
-            }
-            relay = new SseRelay(request.clientWantsUsage);
-            timer.refresh();
-          }
-        },
-        onData: (payload) => {
-          if (collect) {
-            collect.size += payload.length;
-            if (collect.size > collect.limit) return fail(new UpstreamError(`the upstream for model ${name} answered more than ${collect.limit} bytes`));
-            collect.chunks.push(payload);
-            return;
-          }
-          if (!relay) return;
-          timer.refresh();
-          const out = relay.push(payload);
-          // Backpressure: the client is slower than the upstream. Stop reading the upstream socket (TCP then
-          // slows the upstream down) until uWS has handed our buffered bytes to the client.
+      const relay = (body: Readable) => {
+        const sse = new SseRelay(request.clientWantsUsage);
+        const resume = () => {
+          if (!settled) body.resume();
+        };
+        body.on("data", (chunk: Buffer) => {
+          const out = sse.push(chunk);
+          // Backpressure: the client is slower than the upstream. Paused, the body stops flowing; once
+          // undici's buffer behind it is full, undici stops reading the socket and TCP slows the upstream.
           if (out && out.length > 0 && !sink.write(out)) {
-            paused = true;
-            call.pause();
+            body.pause();
             sink.onDrain(resume);
           }
-        },
-        onEnd: () => {
-          if (collect) return collect.done(Buffer.concat(collect.chunks, collect.size));
-          if (!relay) return;
-          const tail = relay.flush();
-          if (!relay.sawDone) {
+        });
+        body.on("end", () => {
+          const tail = sse.flush();
+          if (!sse.sawDone) {
             if (tail) sink.write(tail);
             return fail(new UpstreamError(`the upstream for model ${name} ended the stream early`));
           }
           sink.end(tail);
-          succeed(relay.usage);
+          succeed(sse.usage);
+        });
+        body.on("error", broken("stream"));
+      };
+
+      const answered = (error: Error | null, response: Dispatcher.ResponseData) => {
+        if (error) return broken("head")(error);
+        const { statusCode, body } = response;
+        if (statusCode !== 200) return collect(body, MAX_ERROR_BYTES, (bytes) => fail(upstreamFailure(statusCode, bytes, name, log)));
+        if (!request.stream) {
+          return collect(body, MAX_JSON_BYTES, (bytes) => {
+            const usage = usageOf(bytes);
+            if (usage === "invalid") return fail(new UpstreamError(`the upstream for model ${name} answered invalid JSON`));
+            sink.reply(200, "application/json", bytes);
+            succeed(usage);
+          });
+        }
+        const contentType = String(response.headers["content-type"] ?? "");
+        if (!contentType.includes("text/event-stream")) {
+          return fail(new UpstreamError(`the upstream for model ${name} answered a stream request with ${contentType || "no content type"}`));
+        }
+        relay(body);
+      };
+
+      this.pool.request(
+        {
+          path: this.path,
+          method: "POST",
+          headers: request.stream ? headers.stream : headers.json,
+          body: upstreamBody(request, model.upstreamModel),
+          signal: abort,
+          headersTimeout: model.timeoutMs,
+          bodyTimeout: model.timeoutMs,
         },
-        onError: (error) => fail(relay ? new UpstreamError(`the upstream for model ${name} broke off the stream (${error.message})`) : error),
-      });
+        answered,
+      );
       // The client left: stop the upstream too (it stops generating, and billing us, for nobody).
-      sink.onAbort(() => settle(() => {
-        call.cancel();
-        resolve(undefined);
-      }));
+      sink.onAbort(() =>
+        settle(() => {
+          abort.abort();
+          resolve(undefined);
+        }),
+      );
     });
+  }
+
+  /** The request headers, or a 502 when the upstream key is not in the environment. */
+  private requestHeaders(name: string): { stream: string[]; json: string[] } {
+    if (this.headers) return this.headers;
+    // Cached once set (process.env is a slow getter), and looked up again while it is missing.
+    const key = process.env[this.model.apiKeyEnv];
+    if (!key) {
+      this.log.error({ model: name, env: this.model.apiKeyEnv }, "chat upstream key is not set in the environment");
+      throw withDetail(new UpstreamError(`model ${name} is not available: its upstream is not configured`), {
+        code: "upstream_not_configured",
+      });
+    }
+    this.headers = { stream: headersFor(key, "text/event-stream"), json: headersFor(key, "application/json") };
+    return this.headers;
   }
 }
 

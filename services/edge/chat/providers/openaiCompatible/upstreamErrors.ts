@@ -6,6 +6,7 @@ import {
   ValidationError,
   type ReelayError,
 } from "../../../../shared/errors.ts";
+import { errors as undiciErrors } from "undici";
 import type { Logger } from "../../../../shared/log.ts";
 import { withDetail } from "../../chatErrors.ts";
 
@@ -51,4 +52,36 @@ export function upstreamFailure(status: number, body: Buffer, model: string, log
   }
   log.warn({ model, upstreamStatus: status, upstreamMessage: message }, "chat upstream failed");
   return new UpstreamError(`the upstream for model ${model} failed (${status})${message ? `: ${message}` : ""}`);
+}
+
+/** Where an exchange was when it failed without an HTTP answer to report. */
+export type UpstreamPhase = "head" | "body" | "stream";
+
+/** undici's timeouts: connecting, waiting for the head, and silence between body reads (not while paused). */
+const TIMEOUT_CODES = new Set(["UND_ERR_CONNECT_TIMEOUT", "UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+/** Failures that mean no connection was ever made (DNS, refused, unroutable). */
+const UNREACHABLE_CODES = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL"]);
+
+const codeOf = (error: unknown): string | undefined => {
+  const code: unknown = typeof error === "object" && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === "string" ? code : undefined;
+};
+
+/**
+ * What the client sees when the exchange itself failed (no status to pass on): a timeout stays a timeout
+ * (504, or an SSE error event once streaming), anything else is a broken gateway hop (502). Errors we
+ * raised ourselves (through the abort signal) pass through unchanged.
+ */
+export function transportFailure(error: unknown, model: string, timeoutMs: number, phase: UpstreamPhase): ReelayError {
+  if (error instanceof UpstreamError || error instanceof UpstreamTimeoutError) return error;
+  const code = codeOf(error);
+  if (code !== undefined && TIMEOUT_CODES.has(code)) return new UpstreamTimeoutError(`the upstream for model ${model} did not answer within ${timeoutMs} ms`);
+  const cause = code ?? (error instanceof Error ? error.message : String(error));
+  if (error instanceof undiciErrors.HTTPParserError || code === "UND_ERR_HEADERS_OVERFLOW" || code === "UND_ERR_RES_CONTENT_LENGTH_MISMATCH") {
+    return new UpstreamError(`the upstream for model ${model} answered malformed HTTP (${cause})`);
+  }
+  if (phase === "stream") return new UpstreamError(`the upstream for model ${model} broke off the stream (${cause})`);
+  if (phase === "body") return new UpstreamError(`the upstream for model ${model} broke off its answer (${cause})`);
+  if (code !== undefined && UNREACHABLE_CODES.has(code)) return new UpstreamError(`cannot reach the upstream for model ${model}: ${code}`);
+  return new UpstreamError(`the upstream for model ${model} closed the connection before answering (${cause})`);
 }
