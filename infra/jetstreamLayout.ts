@@ -148,6 +148,10 @@ export function storeStreams(options: LayoutOptions): Array<{ name: string; conf
   ];
 }
 
+/** Each durable consumer and the stream it reads (the names only; what metrics and operators look at). */
+export const durableConsumers = (): Array<{ stream: string; durable: string }> =>
+  consumerConfigs({ replicas: 1, leaseMs: 1 }).map(({ stream, config }) => ({ stream, durable: config.durable_name ?? "" }));
+
 export const streamConfigs = (options: LayoutOptions) => Object.values(STREAMS).map((def) => streamConfig(def, options.replicas));
 export { consumerConfigs };
 

@@ -5,6 +5,7 @@ import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { DuplicateAppendError, SubjectLog } from "../shared/subjectLog.ts";
+import { countLedgerEvent } from "./ledgerMetrics.ts";
 import { applyLedgerEvent, causeOf, decideLedger, emptyAccount, type AccountState, type LedgerCommand } from "./account.ts";
 
 /** Lost races in a row before a command gives up (each one means another writer's event got in first). */
@@ -93,6 +94,7 @@ export class AccountLedger {
       const sequence = await this.log.append(ledgerSubject(account), full, index === 0 ? cause : `${cause}-${index}`, state.sequence);
       state = { ...applyLedgerEvent(state, full), sequence };
       this.known.set(account, state);
+      countLedgerEvent(full);
       if (state.version % SNAPSHOT_EVERY === 0) this.saveSnapshot(state);
     }
     return state;

@@ -6,6 +6,10 @@ import { formatYuan } from "../billing/pricing.ts";
 import { ApiKeyStore } from "../shared/apiKeys.ts";
 import { environment } from "../shared/environment.ts";
 import { createLogger } from "../shared/log.ts";
+import { registerConsumerLagMetrics } from "../shared/metrics/consumerLag.ts";
+import { startMetricsServer } from "../shared/metrics/metricsServer.ts";
+import { addThreadMetrics } from "../shared/metrics/processMetrics.ts";
+import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { startEdge } from "../edge/main.ts";
 import { startProjector } from "../projector/main.ts";
@@ -43,6 +47,17 @@ async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
   );
 }
 
+/** A service thread's metrics join this process's scrapes until it stops. */
+function withThreadMetrics(thread: Awaited<ReturnType<typeof startServiceThread>>): { stop(): Promise<void> } {
+  const remove = addThreadMetrics(thread.metrics);
+  return {
+    stop: async () => {
+      remove();
+      await thread.stop();
+    },
+  };
+}
+
 /**
  * `reelay serve [edge] [runner] [projector]`: the given services (all by default) in this process — the
  * edge on the main thread, the runner and the projector each on a thread of their own (when there is
@@ -53,19 +68,22 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   const { nats, url, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
   log.info({ nats: url, natsServer: nats.nc.info?.version }, "connected to NATS; streams and buckets ready");
 
+  startThreadMetrics("main", { processDefaults: true });
+  registerConsumerLagMetrics(nats.jsm);
+
   // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
   const stops: Array<{ service: string; stop: () => Promise<void> }> = [];
   // Threads pay off only with cores to run them on; on one core they would just take turns.
   const threaded = availableParallelism() > 1;
   if (selected.includes("projector")) {
     const projector = threaded
-      ? await startServiceThread({ service: "projector", natsUrl: url, config })
+      ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, config }))
       : await startProjector(nats, createLogger("projector"));
     stops.unshift({ service: "projector", stop: projector.stop });
   }
   if (selected.includes("runner")) {
     const runner = threaded
-      ? await startServiceThread({ service: "runner", natsUrl: url, config })
+      ? withThreadMetrics(await startServiceThread({ service: "runner", natsUrl: url, config }))
       : await startRunner(nats, config, createLogger("runner"));
     stops.unshift({ service: "runner", stop: runner.stop });
   }
@@ -80,6 +98,12 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
     log.info({ url: `http://localhost:${edge.port}` }, "reelay is ready");
   } else {
     log.info({ services: selected }, "reelay services ready");
+  }
+
+  const { REELAY_METRICS_PORT: metricsPort, REELAY_METRICS_HOST: metricsHost } = environment();
+  if (metricsPort !== undefined) {
+    const metrics = await startMetricsServer(metricsHost, metricsPort, log);
+    stops.push({ service: "metrics", stop: metrics.stop });
   }
 
   let stopping = false;

@@ -1,6 +1,8 @@
 import { parentPort, workerData } from "node:worker_threads";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { createLogger } from "../shared/log.ts";
+import { registry } from "../shared/metrics/metrics.ts";
+import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
 import { connectNats } from "../shared/nats.ts";
 import { drainWithin } from "./natsContext.ts";
 import { startProjector } from "../projector/main.ts";
@@ -16,15 +18,29 @@ export interface ServiceThreadData {
   config: ReelayConfig;
 }
 
+/** The main thread asks for this thread's metrics with `{ type: "metrics", id }`. */
+export interface MetricsRequest {
+  type: "metrics";
+  id: number;
+}
+const isMetricsRequest = (message: unknown): message is MetricsRequest =>
+  typeof message === "object" && message !== null && (message as { type?: unknown }).type === "metrics";
+
 const { service, natsUrl, config } = workerData as ServiceThreadData;
 const port = parentPort;
 if (!port) throw new Error("serviceThread.ts runs only as a worker thread");
 
 const log = createLogger(service);
+startThreadMetrics(service, { processDefaults: false });
 const nats = await connectNats(natsUrl, `reelay-${service}`);
 const running = service === "runner" ? await startRunner(nats, config, log) : await startProjector(nats, log);
 port.postMessage("ready");
 port.on("message", (message: unknown) => {
+  if (isMetricsRequest(message)) {
+    // The main thread merges every thread's registry into one scrape (services/shared/metrics).
+    void registry.getMetricsAsJSON().then((metrics) => port.postMessage({ type: "metrics", id: message.id, metrics }));
+    return;
+  }
   if (message !== "stop") return;
   void (async () => {
     await running.stop().catch((error: unknown) => log.error({ err: error }, "error while stopping"));

@@ -6,6 +6,7 @@ import { Settlement } from "../billing/settlement.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { LocalProvider } from "./providers/local/localProvider.ts";
+import { meteredProvider } from "./providers/meteredProvider.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { RunnerService } from "./runnerService.ts";
 
@@ -33,7 +34,7 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
 
 /** Starts a runner: hosts video tasks from the WORK queue, settles finished tasks and sweeps orphaned reservations, until `stop`. */
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger, providerFactory?: ProviderFactory): Promise<{ stop(): Promise<void> }> {
-  const providers = createProviders(config, log, providerFactory);
+  const providers = new Map([...createProviders(config, log, providerFactory)].map(([name, provider]) => [name, meteredProvider(name, provider)]));
   const runner = new RunnerService(nats, config, providers, log);
   const ledger = new AccountLedger(nats);
   const settlement = new Settlement(nats, ledger, log.child({ part: "settlement" }));

@@ -3,6 +3,7 @@ import type { ReelayConfig } from "../../contracts/config.ts";
 import { SubmitVideoTask } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
+import { reportLiveTasks, runnerHeartbeat, tasksFinished, type LiveTask } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
@@ -18,7 +19,9 @@ import { TaskActor } from "./taskActor.ts";
  */
 export class RunnerService {
   private readonly held = new Map<number, JsMsg>();
-  private readonly actors = new Set<TaskActor>();
+  /** Live actors and the provider entry each runs on. */
+  private readonly actors = new Map<TaskActor, string>();
+  private stopReporting: (() => void) | undefined;
   /** Tasks hosted per provider, waiting for a slot or at the upstream. */
   private readonly hosted = new Map<string, number>();
   private readonly taskLog: TaskLog;
@@ -42,6 +45,8 @@ export class RunnerService {
     const consumer = await this.nats.js.consumers.get(STREAMS.work.name, CONSUMERS.runners);
     // Heartbeats well inside the lease, so a live runner never loses a task it is working on.
     this.heartbeat = setInterval(() => this.beat(), Math.max(100, Math.floor(this.config.runner.leaseMs / 3)));
+    runnerHeartbeat.setToCurrentTime();
+    this.stopReporting = reportLiveTasks(() => this.liveTasks());
     void this.beatAfterReconnects();
     this.loop = pullLoop(consumer, {
       stopped: () => this.shutdown.signal.aborted,
@@ -55,7 +60,8 @@ export class RunnerService {
   /** Stops taking work, lets live tasks stop at their next step, and hands their jobs back at once. */
   async stop(): Promise<void> {
     this.shutdown.abort();
-    for (const actor of this.actors) actor.stop();
+    this.stopReporting?.();
+    for (const actor of this.actors.keys()) actor.stop();
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
     await Promise.allSettled(this.running);
@@ -72,6 +78,12 @@ export class RunnerService {
 
   private beat(): void {
     for (const msg of this.held.values()) msg.working();
+    runnerHeartbeat.setToCurrentTime();
+  }
+
+  private *liveTasks(): Iterable<LiveTask> {
+    const now = Date.now();
+    for (const [actor, provider] of this.actors) yield { provider, ...actor.progress(now) };
   }
 
   /** After a reconnect (a nats-server restart), held jobs are heartbeated at once, before their lease can run out. */
@@ -121,12 +133,16 @@ export class RunnerService {
       allowPrivateResultAddresses: this.config.runner.allowPrivateResultUrls,
       shutdown: this.shutdown.signal,
     });
-    this.actors.add(actor);
+    this.actors.set(actor, providerName);
     const work = actor
       .run(msg.info.deliveryCount > 1)
       .then((exit) => {
         if (exit === "stopped") return; // stop() hands the job back
-        if (exit === "final") msg.ack();
+        if (exit === "final") {
+          msg.ack();
+          const outcome = actor.outcome();
+          if (outcome) tasksFinished.inc({ provider: providerName, outcome });
+        }
         else this.log.info({ taskId }, "left the task to its other runner");
         this.held.delete(taskId);
       })

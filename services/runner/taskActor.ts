@@ -87,6 +87,17 @@ export class TaskActor {
     this.aborter.abort();
   }
 
+  /** Where the task stands, for metrics ("unsubmitted" counts as pending: that is what its customer sees). */
+  progress(now: number): { state: "pending" | "running"; pastDeadline: boolean } {
+    return { state: this.task.status === "running" ? "running" : "pending", pastDeadline: !isFinal(this.task) && now > this.deadline() };
+  }
+
+  /** How the task ended, once `run` returned "final". */
+  outcome(): "success" | "failed" | undefined {
+    const { status } = this.task;
+    return status === "success" || status === "failed" ? status : undefined;
+  }
+
   async run(redelivered: boolean): Promise<TaskActorExit> {
     await this.restore(redelivered);
     let release: (() => void) | undefined;

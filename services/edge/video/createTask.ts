@@ -3,6 +3,7 @@ import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../../billing/accountLedger.ts";
 import { costMicros } from "../../billing/pricing.ts";
 import { failpoint } from "../../shared/failpoints.ts";
+import { tasksCreated } from "../../shared/metrics/metrics.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { IdempotencyKeys } from "./idempotencyKeys.ts";
 import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
@@ -64,8 +65,12 @@ export async function createTask(
     await release();
     throw error;
   }
+  const queued = () => {
+    tasksCreated.inc({ model: job.model });
+    hooks?.queued();
+  };
   try {
-    return { ...(await deps.submitter.submit(account, taskId, request, hooks?.queued)), status: "pending" };
+    return { ...(await deps.submitter.submit(account, taskId, request, queued)), status: "pending" };
   } catch (error) {
     // Any other failure comes after queueing: the task exists, and its runner settles or releases it.
     if (error instanceof JobNotQueuedError) await release();
