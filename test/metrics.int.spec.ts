@@ -29,11 +29,14 @@ describe("metrics", () => {
     vendor.scriptSubmits("5xx");
     const taskId = await create();
     expect((await client.waitForFinal(taskId, 10_000, 20)).body.data?.status).toBe("success");
-    // The runner counts a finished task after its settlement is queued: wait for the counter, not a sleep.
-    const finished = (samples: Awaited<ReturnType<typeof scrape>>) =>
-      sampleSum(samples, "reelay_video_tasks_finished_total", { provider: "local", outcome: "success" });
+    // The runner counts a finished task after its settlement is queued, and the settler charges it a
+    // moment later: wait for both counters, not a sleep.
+    const progressed = (samples: Awaited<ReturnType<typeof scrape>>) =>
+      sampleSum(samples, "reelay_video_tasks_finished_total", { provider: "local", outcome: "success" }) >
+        sampleSum(before, "reelay_video_tasks_finished_total", { provider: "local", outcome: "success" }) &&
+      sampleSum(samples, "reelay_ledger_movements_yuan_total", { kind: "settled" }) > sampleSum(before, "reelay_ledger_movements_yuan_total", { kind: "settled" });
     let after = await scrape();
-    for (let i = 0; i < 100 && finished(after) === finished(before); i++) {
+    for (let i = 0; i < 200 && !progressed(after); i++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
       after = await scrape();
     }

@@ -38,7 +38,13 @@ port.postMessage("ready");
 port.on("message", (message: unknown) => {
   if (isMetricsRequest(message)) {
     // The main thread merges every thread's registry into one scrape (services/shared/metrics).
-    void registry.getMetricsAsJSON().then((metrics) => port.postMessage({ type: "metrics", id: message.id, metrics }));
+    registry.getMetricsAsJSON().then(
+      (metrics) => port.postMessage({ type: "metrics", id: message.id, metrics }),
+      (error: unknown) => {
+        log.error({ err: error }, "collecting this thread's metrics failed");
+        port.postMessage({ type: "metrics", id: message.id, metrics: [] });
+      },
+    );
     return;
   }
   if (message !== "stop") return;

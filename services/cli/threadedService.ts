@@ -15,12 +15,20 @@ const ENTRY = new URL("../../scripts/service-thread.mjs", import.meta.url);
  */
 export async function startServiceThread(data: ServiceThreadData): Promise<{ stop(): Promise<void>; metrics(): Promise<MetricsSnapshot> }> {
   const worker = new Worker(ENTRY, { workerData: data });
+  let onMessage: ((message: unknown) => void) | undefined;
+  let onError: ((error: Error) => void) | undefined;
+  let onExit: ((code: number) => void) | undefined;
   await new Promise<void>((resolve, reject) => {
-    worker.once("message", (message: unknown) => (message === "ready" ? resolve() : reject(new Error(String(message)))));
-    worker.once("error", reject);
-    worker.once("exit", (code) => reject(new Error(`${data.service} thread exited with code ${code} before it was ready`)));
+    onMessage = (message) => (message === "ready" ? resolve() : reject(new Error(String(message))));
+    onError = reject;
+    onExit = (code) => reject(new Error(`${data.service} thread exited with code ${code} before it was ready`));
+    worker.once("message", onMessage).once("error", onError).once("exit", onExit);
   });
-  worker.removeAllListeners();
+  // Only our own listeners go: removeAllListeners() would also remove the Worker's internal ones, after
+  // which messages from the thread are never delivered again.
+  if (onMessage) worker.removeListener("message", onMessage);
+  if (onError) worker.removeListener("error", onError);
+  if (onExit) worker.removeListener("exit", onExit);
   // A service thread that dies takes the process with it: a supervisor then restarts everything, rather
   // than leaving an edge that accepts work no runner will do. (Jobs and events wait in JetStream.)
   worker.on("error", (error) => {

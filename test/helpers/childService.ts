@@ -20,7 +20,14 @@ const SCRIPTED_RUNNER = new URL("./scriptedRunnerMain.ts", import.meta.url).path
  */
 export async function startChildService(
   services: string[],
-  env: { NATS_URL: string; REELAY_CONFIG: string; PORT?: string; REELAY_FAILPOINTS?: string; SCRIPTED_STATUS_CALLS?: string },
+  env: {
+    NATS_URL: string;
+    REELAY_CONFIG: string;
+    PORT?: string;
+    REELAY_FAILPOINTS?: string;
+    SCRIPTED_STATUS_CALLS?: string;
+    REELAY_METRICS_PORT?: string;
+  },
 ): Promise<ChildProcess> {
   const args = services[0] === "scripted-runner" ? ["--import", "tsx", SCRIPTED_RUNNER] : [CLI, "serve", ...services];
   const child = spawn(process.execPath, args, {

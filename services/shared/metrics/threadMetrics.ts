@@ -11,7 +11,11 @@ let started = false;
 export function startThreadMetrics(thread: string, options: { processDefaults: boolean }): void {
   if (started) return;
   started = true;
-  if (options.processDefaults) collectDefaultMetrics({ register: registry, prefix: "reelay_" });
+  if (options.processDefaults) {
+    collectDefaultMetrics({ register: registry, prefix: "reelay_" });
+    // prom-client names these gauges *_total, which Prometheus reserves for counters (promtool refuses them).
+    for (const name of ["active_handles_total", "active_requests_total", "active_resources_total"]) registry.removeSingleMetric(`reelay_nodejs_${name}`);
+  }
   const delay = monitorEventLoopDelay({ resolution: 20 });
   delay.enable();
   new Gauge({

@@ -1,0 +1,103 @@
+import { spawnSync, type ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freeLoopbackPort } from "../infra/natsServer.ts";
+import { AccountLedger } from "../services/billing/accountLedger.ts";
+import { ApiKeyStore } from "../services/shared/apiKeys.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { parseSamples, sampleSum } from "./helpers/promText.ts";
+import { testConfig } from "./helpers/testApp.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+import { VideoClient } from "./helpers/videoClient.ts";
+
+const RULES_DIR = new URL("../infra/prometheus/", import.meta.url).pathname;
+const DASHBOARD = new URL("../infra/grafana/reelay-dashboard.json", import.meta.url).pathname;
+const hasPromtool = spawnSync("promtool", ["--version"]).status === 0;
+const promtool = (args: string[], input?: string) => spawnSync("promtool", args, { cwd: RULES_DIR, input, encoding: "utf8" });
+
+/** `reelay serve` as operators run it: the edge on the main thread, runner and projector on threads of their own. */
+describe("GET /metrics of reelay serve", () => {
+  let server: Awaited<ReturnType<typeof startTestNats>>;
+  let nats: Nats;
+  let child: ChildProcess;
+  let metricsUrl: string;
+  let client: VideoClient;
+
+  beforeAll(async () => {
+    server = await startTestNats();
+    const config = testConfig();
+    nats = await connectNats(server.url, "metrics-test", { replicas: 1, leaseMs: config.runner.leaseMs });
+    const [port, metricsPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
+    child = await startChildService([], {
+      NATS_URL: server.url,
+      REELAY_CONFIG: writeConfigFile(config),
+      PORT: String(port),
+      REELAY_METRICS_PORT: String(metricsPort),
+    });
+    metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    const ledger = new AccountLedger(nats);
+    await ledger.execute("scraped", { type: "open" });
+    await ledger.execute("scraped", { type: "credit", amountMicros: 100_000_000, creditId: "metrics-test" });
+    client = new VideoClient(`http://127.0.0.1:${port}`, (await new ApiKeyStore(nats.apiKeys).create("scraped")).key);
+  });
+  afterAll(async () => {
+    if (child) await killHard(child);
+    await nats?.nc.drain();
+    await server?.stop();
+  });
+
+  const scrapeText = async () => {
+    const response = await fetch(metricsUrl);
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+    return response.text();
+  };
+
+  it("merges every thread into one scrape: the edge's create and the runner's finish of one task, each thread's event loop", async () => {
+    const created = await client.create({ model: "VideoModel-2.0-mini", prompt: "a fox", duration: 4 });
+    const taskId = created.body.data?.task_id as number;
+    expect((await client.waitForFinal(taskId, 30_000)).body.data?.status).toBe("success");
+    let samples = parseSamples(await scrapeText());
+    // The runner thread counts the finish, then the settler the charge: wait for both, not a sleep.
+    const settled = () => sampleSum(samples, "reelay_video_tasks_finished_total") > 0 && sampleSum(samples, "reelay_ledger_movements_yuan_total", { kind: "settled" }) > 0;
+    for (let i = 0; i < 100 && !settled(); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      samples = parseSamples(await scrapeText());
+    }
+    expect(sampleSum(samples, "reelay_video_tasks_created_total", { model: "VideoModel-2.0-mini" })).toBe(1);
+    expect(sampleSum(samples, "reelay_video_tasks_finished_total", { provider: "local", outcome: "success" })).toBe(1);
+    expect(sampleSum(samples, "reelay_ledger_movements_yuan_total", { kind: "settled" })).toBeGreaterThan(0);
+    const threads = samples.filter((s) => s.name === "reelay_thread_event_loop_delay_p99_seconds").map((s) => s.labels.thread);
+    expect(threads.sort()).toEqual(["main", "projector", "runner"]);
+    expect(sampleSum(samples, "reelay_process_resident_memory_bytes")).toBeGreaterThan(0);
+    expect(sampleSum(samples, "reelay_runner_heartbeat_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000 - 60);
+  });
+
+  it.skipIf(!hasPromtool)("passes `promtool check metrics`", async () => {
+    const checked = promtool(["check", "metrics"], await scrapeText());
+    expect(checked.stdout + checked.stderr).toBe("");
+    expect(checked.status).toBe(0);
+  });
+
+  it.skipIf(!hasPromtool)("ships alert rules that pass `promtool check rules` and their unit tests", () => {
+    const checked = promtool(["check", "rules", "reelay-alerts.yml"]);
+    expect(checked.status, checked.stdout + checked.stderr).toBe(0);
+    const tested = promtool(["test", "rules", "reelay-alerts.test.yml"]);
+    expect(tested.status, tested.stdout + tested.stderr).toBe(0);
+  });
+
+  it("has a dashboard and alerts that use only metric families reelay exports", async () => {
+    const exported = new Set([...(await scrapeText()).matchAll(/^# TYPE (\S+) (\S+)/gm)].flatMap(([, name, type]) =>
+      type === "histogram" ? [`${name}_bucket`, `${name}_sum`, `${name}_count`] : [name as string],
+    ));
+    const dashboard = JSON.parse(readFileSync(DASHBOARD, "utf8")) as { panels: Array<{ targets?: Array<{ expr: string }> }> };
+    const expressions = [
+      ...dashboard.panels.flatMap((panel) => (panel.targets ?? []).map((target) => target.expr)),
+      ...[...readFileSync(`${RULES_DIR}/reelay-alerts.yml`, "utf8").matchAll(/expr: (?:\|\n)?([\s\S]*?)\n\s+for:/g)].map((m) => m[1] as string),
+    ];
+    const used = new Set(expressions.flatMap((expr) => expr.match(/\breelay_[a-z0-9_]+/g) ?? []));
+    expect(used.size).toBeGreaterThan(10);
+    expect([...used].filter((name) => !exported.has(name))).toEqual([]);
+  });
+});
