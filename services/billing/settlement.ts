@@ -5,6 +5,8 @@ import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
+import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
+import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
 
@@ -50,7 +52,8 @@ export class Settlement {
       return;
     }
     try {
-      await this.settle(parsed.data);
+      const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": parsed.data.taskId } };
+      await inSpan("settle video task", span, () => this.settle(parsed.data));
       msg.ack();
     } catch (error) {
       this.log.error({ err: error, taskId: parsed.data.taskId }, "settling a task failed; retrying");

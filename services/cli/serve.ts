@@ -10,6 +10,7 @@ import { registerConsumerLagMetrics } from "../shared/metrics/consumerLag.ts";
 import { startMetricsServer } from "../shared/metrics/metricsServer.ts";
 import { addThreadMetrics } from "../shared/metrics/processMetrics.ts";
 import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
+import { startTracing, stopTracing } from "../shared/tracing/tracing.ts";
 import type { Nats } from "../shared/nats.ts";
 import { startEdge } from "../edge/main.ts";
 import { startProjector } from "../projector/main.ts";
@@ -69,6 +70,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   log.info({ nats: url, natsServer: nats.nc.info?.version }, "connected to NATS; streams and buckets ready");
 
   startThreadMetrics("main", { processDefaults: true });
+  startTracing("main");
   registerConsumerLagMetrics(nats.jsm);
 
   // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
@@ -116,6 +118,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
       log.info({ part: service }, "stopped");
     }
     await close();
+    await stopTracing();
     log.info("stopped");
     process.exit(0);
   };

@@ -3,6 +3,7 @@ import type { ReelayConfig } from "../../contracts/config.ts";
 import { createLogger } from "../shared/log.ts";
 import { registry } from "../shared/metrics/metrics.ts";
 import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
+import { startTracing, stopTracing } from "../shared/tracing/tracing.ts";
 import { connectNats } from "../shared/nats.ts";
 import { drainWithin } from "./natsContext.ts";
 import { startProjector } from "../projector/main.ts";
@@ -32,6 +33,7 @@ if (!port) throw new Error("serviceThread.ts runs only as a worker thread");
 
 const log = createLogger(service);
 startThreadMetrics(service, { processDefaults: false });
+startTracing(service);
 const nats = await connectNats(natsUrl, `reelay-${service}`);
 const running = service === "runner" ? await startRunner(nats, config, log) : await startProjector(nats, log);
 port.postMessage("ready");
@@ -51,6 +53,7 @@ port.on("message", (message: unknown) => {
   void (async () => {
     await running.stop().catch((error: unknown) => log.error({ err: error }, "error while stopping"));
     await drainWithin(nats.nc, 5000);
+    await stopTracing();
     port.postMessage("stopped");
     port.close();
   })();

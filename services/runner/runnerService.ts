@@ -10,6 +10,8 @@ import { TaskLog } from "../shared/taskLog.ts";
 import { ProviderGate } from "./policy/providerGate.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { TaskActor } from "./taskActor.ts";
+import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
+import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 
 /**
  * Takes video jobs from the WORK queue and hosts a TaskActor for each until its task is final. A job
@@ -134,8 +136,9 @@ export class RunnerService {
       shutdown: this.shutdown.signal,
     });
     this.actors.set(actor, providerName);
-    const work = actor
-      .run(msg.info.deliveryCount > 1)
+    // The task's span continues the trace of the request that created it (its headers ride on the job).
+    const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": providerName } };
+    const work = inSpan("video task", span, () => actor.run(msg.info.deliveryCount > 1))
       .then((exit) => {
         if (exit === "stopped") return; // stop() hands the job back
         if (exit === "final") {

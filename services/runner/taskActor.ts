@@ -14,6 +14,7 @@ import { pollDelay, retryDelay } from "./policy/schedule.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
 import { copyResult, ResultUnusable } from "./resultCopy.ts";
 import { withSignal } from "./scopedSignal.ts";
+import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 
 export interface TaskActorDeps {
   nc: NatsConnection;
@@ -329,7 +330,9 @@ export class TaskActor {
       pricePerMillionTokens: job.pricePerMillionTokens,
       outcome: task.outcome,
     };
-    await this.deps.js.publish(STREAMS.settlements.subjects[0], JSON.stringify(item), { msgID: `settle-task-${this.taskId}` });
+    // The settlement continues the task's trace (the actor runs inside the task's span).
+    const headers = traceHeaders();
+    await this.deps.js.publish(STREAMS.settlements.subjects[0], JSON.stringify(item), { msgID: `settle-task-${this.taskId}`, ...(headers ? { headers } : {}) });
   }
 
   private async restore(redelivered: boolean): Promise<void> {

@@ -27,6 +27,8 @@ export async function startChildService(
     REELAY_FAILPOINTS?: string;
     SCRIPTED_STATUS_CALLS?: string;
     REELAY_METRICS_PORT?: string;
+    OTEL_EXPORTER_OTLP_ENDPOINT?: string;
+    OTEL_BSP_SCHEDULE_DELAY?: string;
   },
 ): Promise<ChildProcess> {
   const args = services[0] === "scripted-runner" ? ["--import", "tsx", SCRIPTED_RUNNER] : [CLI, "serve", ...services];

@@ -4,6 +4,7 @@ import { randomBytes } from "node:crypto";
 import { SubmissionOutcome, type SubmitVideoTask } from "../../../contracts/videoTask.ts";
 import { workSubject } from "../../../infra/jetstreamLayout.ts";
 import { UpstreamRejectedError } from "../../shared/errors.ts";
+import { traceHeaders } from "../../shared/tracing/natsTraceHeaders.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
 
@@ -68,7 +69,8 @@ export class TaskSubmitter {
         notify: `${this.inbox}.${ticket}`,
       };
       // The msgID makes a publish retried after a lost ack queue the job once.
-      await this.js.publish(workSubject(taskId), JSON.stringify(command), { msgID: `task-${taskId}` }).catch((error: unknown) => {
+      const headers = traceHeaders();
+      await this.js.publish(workSubject(taskId), JSON.stringify(command), { msgID: `task-${taskId}`, ...(headers ? { headers } : {}) }).catch((error: unknown) => {
         // The cause is kept: a NATS timeout here is infrastructure trouble (503), not a bug (500).
         throw new JobNotQueuedError(`task ${taskId} could not be queued: ${(error as Error).message}`, { cause: error });
       });

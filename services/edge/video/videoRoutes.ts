@@ -12,6 +12,7 @@ import { createReply, QueryReplyCache } from "./taskReplies.ts";
 import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
 import { IdempotencyKeys } from "./idempotencyKeys.ts";
 import type { TaskViewReader } from "./taskViewReader.ts";
+import { contextFromTraceparent, inSpan, SpanKind } from "../../shared/tracing/tracing.ts";
 
 export interface VideoRouteDeps {
   config: ReelayConfig;
@@ -34,19 +35,24 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
   app.post(
     "/api/compat/videosGenerations",
     route(
-      (request, body) =>
-        deps.keys.withAccount(request.header("authorization"), async (key) => {
-          const normalized = normalizeVideoRequest(parseJsonBody(body ?? Buffer.alloc(0)), deps.config);
-          const idempotencyKey = request.header("idempotency-key") || undefined;
-          const task = await createVideoTask(
-            deps.create,
-            key.account,
-            normalized,
-            idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey),
-          );
-          return createReply(task);
-        }),
-      { headers: ["authorization", "idempotency-key", "host", "x-forwarded-proto"], maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
+      (request, body) => {
+        // The create's span continues the client's trace (W3C traceparent) and rides on the job to the runner.
+        const parent = contextFromTraceparent(request.header("traceparent"), request.header("tracestate"));
+        return inSpan("POST /api/compat/videosGenerations", { kind: SpanKind.SERVER, parent }, async () =>
+          deps.keys.withAccount(request.header("authorization"), async (key) => {
+            const normalized = normalizeVideoRequest(parseJsonBody(body ?? Buffer.alloc(0)), deps.config);
+            const idempotencyKey = request.header("idempotency-key") || undefined;
+            const task = await createVideoTask(
+              deps.create,
+              key.account,
+              normalized,
+              idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey),
+            );
+            return createReply(task);
+          }),
+        );
+      },
+      { headers: ["authorization", "idempotency-key", "host", "x-forwarded-proto", "traceparent", "tracestate"], maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
     ),
   );
 

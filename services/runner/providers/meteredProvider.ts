@@ -1,4 +1,5 @@
 import { upstreamCallDuration, upstreamCalls } from "../../shared/metrics/metrics.ts";
+import { inSpan, SpanKind } from "../../shared/tracing/tracing.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type VideoProvider } from "./types.ts";
 
 type Operation = "submit" | "status" | "cancel" | "find" | "forget";
@@ -13,11 +14,13 @@ const outcomeOf = (error: unknown): string =>
         : "error";
 
 /**
- * Wraps a provider so every upstream call is counted and timed under the provider entry's name (its
+ * Wraps a provider so every upstream call is counted, timed and traced under the provider entry's name (its
  * channel), whatever the adapter: adapters stay pure translation, the runner owns the measuring.
  */
 export function meteredProvider(name: string, provider: VideoProvider): VideoProvider {
-  const measure = async <T>(operation: Operation, call: () => Promise<T>): Promise<T> => {
+  const measure = <T>(operation: Operation, call: () => Promise<T>): Promise<T> =>
+    inSpan(`provider ${operation}`, { kind: SpanKind.CLIENT, attributes: { "reelay.provider": name } }, () => timed(operation, call));
+  const timed = async <T>(operation: Operation, call: () => Promise<T>): Promise<T> => {
     const stop = upstreamCallDuration.startTimer({ provider: name, operation });
     try {
       const result = await call();

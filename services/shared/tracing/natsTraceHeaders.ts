@@ -1,0 +1,24 @@
+import { context, propagation, type Context } from "@opentelemetry/api";
+import { headers as natsHeaders, type MsgHdrs } from "@nats-io/transport-node";
+
+/**
+ * W3C trace context in NATS message headers (`traceparent`, `tracestate`), so a trace goes on from the
+ * edge to the runner that takes the job and to the settlement after it — even after a redelivery.
+ */
+export function traceHeaders(from: Context = context.active()): MsgHdrs | undefined {
+  const carrier: Record<string, string> = {};
+  propagation.inject(from, carrier);
+  if (!carrier.traceparent) return undefined;
+  const result = natsHeaders();
+  for (const [name, value] of Object.entries(carrier)) result.set(name, value);
+  return result;
+}
+
+/** The context a message carries (the active one when it carries none). */
+export function contextFromHeaders(headers: MsgHdrs | undefined): Context {
+  if (!headers) return context.active();
+  return propagation.extract(context.active(), headers, {
+    keys: (carrier) => carrier.keys(),
+    get: (carrier, key) => (carrier.has(key) ? carrier.get(key) : undefined),
+  });
+}

@@ -1,0 +1,79 @@
+import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import { W3CTraceContextPropagator } from "@opentelemetry/core";
+import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
+import { resourceFromAttributes } from "@opentelemetry/resources";
+import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
+
+/**
+ * Traces with OpenTelemetry. Off unless `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set:
+ * then nothing is registered and every call below goes to the API's no-op tracer, which costs next to
+ * nothing. On: spans are batched and exported over OTLP/HTTP; the exporter reads the standard OTEL_*
+ * variables (endpoint, headers, timeouts) itself.
+ */
+export const tracer = trace.getTracer("reelay");
+
+let provider: TracerProvider | undefined;
+
+export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
+}
+
+/** Once per thread (each service thread exports its own spans). `part`: edge, runner, projector or main. */
+export function startTracing(part: string): void {
+  if (provider || !tracingConfigured()) return;
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  provider = new TracerProvider({
+    resource: resourceFromAttributes({ "service.name": process.env.OTEL_SERVICE_NAME ?? "reelay", "reelay.thread": part }),
+    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter(), ...scheduledDelay() })],
+  });
+  trace.setGlobalTracerProvider(provider);
+}
+
+/** OTEL_BSP_SCHEDULE_DELAY (the standard variable; this SDK line does not read it itself). */
+function scheduledDelay(): { scheduledDelayMillis?: number } {
+  const ms = Number(process.env.OTEL_BSP_SCHEDULE_DELAY);
+  return Number.isInteger(ms) && ms > 0 ? { scheduledDelayMillis: ms } : {};
+}
+
+/** Exports what is still batched (on shutdown). */
+export async function stopTracing(): Promise<void> {
+  await provider?.shutdown().catch(() => undefined);
+}
+
+/**
+ * Runs `work` in a new span (a child of `parent`, or of the active span), ends it when `work` settles,
+ * and marks it failed when `work` throws.
+ */
+export function inSpan<T>(name: string, options: { kind?: SpanKind; parent?: Context; attributes?: Record<string, string | number> }, work: (span: Span) => Promise<T>): Promise<T> {
+  const parent = options.parent ?? context.active();
+  const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, ...(options.attributes ? { attributes: options.attributes } : {}) }, parent);
+  return context.with(trace.setSpan(parent, span), async () => {
+    try {
+      return await work(span);
+    } catch (error) {
+      span.recordException(error as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** The context a W3C `traceparent` (and `tracestate`) header names; the active one when absent. */
+export function contextFromTraceparent(traceparent: string | undefined, tracestate?: string): Context {
+  if (!traceparent) return context.active();
+  return propagation.extract(context.active(), { traceparent, ...(tracestate ? { tracestate } : {}) });
+}
+
+/** The active span's ids, for log lines (empty when there is none or tracing is off). */
+export function activeTraceIds(): { trace_id?: string; span_id?: string } {
+  const span = trace.getActiveSpan();
+  if (!span) return {};
+  const { traceId, spanId } = span.spanContext();
+  return { trace_id: traceId, span_id: spanId };
+}
+
+export { SpanKind };
