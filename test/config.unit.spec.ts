@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig } from "../services/shared/config.ts";
+import { environment } from "../services/shared/environment.ts";
 
 interface RawConfig {
   videoModels: Record<string, Record<string, unknown>>;
@@ -58,21 +59,29 @@ describe("model and provider config", () => {
     expect((failure as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
   });
 
-  it.each([
+  const badVariables = [
     ["PORT", "eighty", /PORT="eighty"/],
     ["PORT", "70000", /PORT="70000"/],
     ["REELAY_PUBLIC_URL", "javascript:alert(1)", /REELAY_PUBLIC_URL=.*http\(s\) URL/],
     ["REELAY_REPLICAS", "two", /REELAY_REPLICAS="two"/],
     ["NATS_URL", "localhost 4222", /NATS_URL=.*nats:\/\/host:port/],
     ["LOG_LEVEL", "loud", /LOG_LEVEL="loud"/],
-  ])("a bad %s (%s) stops `reelay serve` naming the variable, before touching anything", async (name, value, message) => {
+    ["REELAY_METRICS_PORT", "-1", /REELAY_METRICS_PORT="-1"/],
+  ] as const;
+
+  it.each(badVariables)("a bad %s (%s) is refused naming the variable", (name, value, message) => {
+    expect(() => environment({ ...process.env, [name]: value })).toThrow(ConfigError);
+    expect(() => environment({ ...process.env, [name]: value })).toThrow(message);
+  });
+
+  it("a bad variable stops `reelay serve` with the message and exit code 1, before touching anything", async () => {
     const cli = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
-    const failure = await promisify(execFile)(process.execPath, [cli, "serve"], { env: { ...process.env, NATS_URL: "nats://127.0.0.1:1", [name]: value } }).catch(
+    const failure = await promisify(execFile)(process.execPath, [cli, "serve"], { env: { ...process.env, NATS_URL: "nats://127.0.0.1:1", PORT: "eighty" } }).catch(
       (error: { code: number; stderr: string }) => error,
     );
     expect(failure).toMatchObject({ code: 1 });
     expect((failure as { stderr: string }).stderr).toMatch(/invalid environment/);
-    expect((failure as { stderr: string }).stderr).toMatch(message);
+    expect((failure as { stderr: string }).stderr).toMatch(/PORT="eighty"/);
     expect((failure as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
   });
 });

@@ -4,12 +4,12 @@ import { environment } from "../shared/environment.ts";
 import { ReelayError } from "../shared/errors.ts";
 import { MissingProgramError } from "../../infra/binaries.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
-import { accountsCommand } from "./accountsCommand.ts";
-import { auditCommand } from "./auditCommand.ts";
-import { keysCommand } from "./keysCommand.ts";
-import { infraCommand } from "./infraCommand.ts";
 import { layoutOptions, openNats } from "./natsContext.ts";
-import { serve, SERVICES, type ServiceName } from "./serve.ts";
+
+import { SERVICES, type ServiceName } from "./serviceNames.ts";
+
+// Each command's modules load only when it runs: a CLI call (`reelay keys list`) does not pay for
+// loading the edge, the runner, metrics and tracing.
 
 const USAGE = `reelay — video generation and chat gateway
 
@@ -49,6 +49,7 @@ async function main(argv: string[]): Promise<void> {
     case "serve": {
       const unknown = rest.filter((name) => !isService(name));
       if (unknown.length > 0) throw new Error(`unknown service ${unknown.join(", ")}; choose from ${SERVICES.join(", ")}`);
+      const { serve } = await import("./serve.ts");
       await serve(config, rest.length === 0 ? SERVICES : rest.filter(isService));
       return;
     }
@@ -58,10 +59,13 @@ async function main(argv: string[]): Promise<void> {
     case "infra": {
       const { nats, close } = await openNats("reelay-cli", config, (line) => process.stderr.write(`${line}\n`));
       try {
-        if (command === "keys") await keysCommand(nats, rest, (name) => (name === "account" ? values.account : undefined));
-        if (command === "accounts") await accountsCommand(nats, rest);
-        if (command === "audit") process.exitCode = await auditCommand(nats, rest, values.json ?? false);
-        if (command === "infra") await infraCommand(nats, rest, layoutOptions(config));
+        if (command === "keys") {
+          const { keysCommand } = await import("./keysCommand.ts");
+          await keysCommand(nats, rest, (name) => (name === "account" ? values.account : undefined));
+        }
+        if (command === "accounts") await (await import("./accountsCommand.ts")).accountsCommand(nats, rest);
+        if (command === "audit") process.exitCode = await (await import("./auditCommand.ts")).auditCommand(nats, rest, values.json ?? false);
+        if (command === "infra") await (await import("./infraCommand.ts")).infraCommand(nats, rest, layoutOptions(config));
       } finally {
         await close();
       }

@@ -16,10 +16,8 @@ import { startEdge } from "../edge/main.ts";
 import { startProjector } from "../projector/main.ts";
 import { startRunner } from "../runner/main.ts";
 import { externalNatsUrl, openNats } from "./natsContext.ts";
+import { SERVICES, type ServiceName } from "./serviceNames.ts";
 import { startServiceThread } from "./threadedService.ts";
-
-export const SERVICES = ["edge", "runner", "projector"] as const;
-export type ServiceName = (typeof SERVICES)[number];
 
 /** Prepaid balance of the `demo` account made on first start: enough for a handful of 5 s videos. */
 const DEMO_CREDIT_MICROS = 50 * MICROS_PER_YUAN;
