@@ -46,7 +46,26 @@ const LocalProviderSettings = z.strictObject({
   allowPrivateReferenceUrls: z.boolean().default(false),
 });
 
-export const ProviderSettings = z.discriminatedUnion("kind", [LocalProviderSettings]);
+/**
+ * An OpenAI-compatible video upstream (`POST /videos`, `GET /videos/{id}`, `GET /videos/{id}/content`):
+ * OpenAI's own video models, a LiteLLM proxy, SGLang Diffusion serving open models, another reelay.
+ */
+const OpenAiProviderSettings = z.strictObject({
+  kind: z.literal("openai"),
+  /** Where the upstream's `/videos` lives, as OpenAI's SDKs take it: `https://api.openai.com/v1`. */
+  baseUrl: z.url({ protocol: /^https?$/, error: "must be an http(s) URL such as https://api.openai.com/v1" }),
+  /** The environment variable holding the upstream key (never the key itself: it must not be in a file). */
+  apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name such as OPENAI_API_KEY"),
+  /** The upstream's model id (`sora-2`, or what an SGLang or LiteLLM server serves). */
+  model: z.string().min(1),
+  /** Delete the upstream's copy once ours is stored (the upstream bills storage and expires it anyway). */
+  deleteAfterCopy: z.boolean().default(true),
+  ...providerPolicy({ pollFirstAfterMs: 20_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 10, timeoutMs: 60_000 }),
+  /** Fetch reference images from private or local addresses before uploading them (tests only). */
+  allowPrivateReferenceUrls: z.boolean().default(false),
+});
+
+export const ProviderSettings = z.discriminatedUnion("kind", [LocalProviderSettings, OpenAiProviderSettings]);
 export type ProviderSettings = z.infer<typeof ProviderSettings>;
 
 export const VideoModelConfig = z

@@ -86,7 +86,7 @@ function envelope(answer: Answer, status: number): string {
 
 beforeAll(async () => {
   // Valid bodies create real tasks; a long queue delay keeps them from rendering while we fire hundreds.
-  app = await startTestApp({ tweak: (config) => Object.values(config.providers).forEach((p) => (p.queueDelayMs = 600_000)) });
+  app = await startTestApp({ tweak: (config) => Object.values(config.providers).forEach((p) => p.kind === "local" && (p.queueDelayMs = 600_000)) });
   auth = { authorization: `Bearer ${await app.keyFor(ACCOUNT)}`, "content-type": "application/json" };
   // Create reserves the estimated cost (design.md, Billing): fund the account so no valid body is refused for money.
   const ledger = new AccountLedger(app.nats);

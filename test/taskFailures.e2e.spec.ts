@@ -18,7 +18,7 @@ describe("tasks that fail", () => {
     // Jobs wait 10 s in the queue but tasks may live only 1 s: every task times out.
     slowApp = await startTestApp({
       tweak: (config) => {
-        for (const provider of Object.values(config.providers)) provider.queueDelayMs = 10_000;
+        for (const provider of Object.values(config.providers)) if (provider.kind === "local") provider.queueDelayMs = 10_000;
         config.limits.maxTaskMs = 1000;
       },
     });

@@ -38,7 +38,7 @@ const say = (line: string) => process.stderr.write(`[${SUITE} +${((performance.n
 export function benchConfig(): ReelayConfig {
   const config = loadConfig();
   const local = config.providers.local;
-  if (!local) throw new Error("the shipped config has no 'local' provider");
+  if (local?.kind !== "local") throw new Error("the shipped config has no 'local' provider");
   local.queueDelayMs = 0;
   // Parked tasks hold their slot for the whole run: room for every task the create phases make.
   config.providers.parked = { ...local, queueDelayMs: 600_000, maxInFlight: 10_000 };

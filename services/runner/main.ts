@@ -7,6 +7,7 @@ import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { LocalProvider } from "./providers/local/localProvider.ts";
 import { meteredProvider } from "./providers/meteredProvider.ts";
+import { OpenAiVideoProvider } from "./providers/openai/openAiVideoProvider.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { RunnerService } from "./runnerService.ts";
 
@@ -27,6 +28,13 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
         ffmpegPath ??= locateProgram(FFMPEG, (line) => log.info(line));
         providers.set(name, new LocalProvider(settings, { ffmpegPath, log: log.child({ provider: name }) }));
         break;
+      case "openai": {
+        const apiKey = process.env[settings.apiKeyEnv];
+        // Tasks routed here fail with a clear reason until the key is set; say so once, at start.
+        if (!apiKey) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
+        providers.set(name, new OpenAiVideoProvider(settings, { log: log.child({ provider: name }), apiKey }));
+        break;
+      }
     }
   }
   return providers;

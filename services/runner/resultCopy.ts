@@ -29,7 +29,7 @@ const looksLikeMp4 = (head: Uint8Array) => head.length >= 8 && Buffer.from(head.
  * connection) is passing, and the runner retries the copy until the task's deadline.
  */
 export async function copyResult(result: VideoResult, name: string, options: ResultCopyOptions): Promise<StoredVideo> {
-  const source = result.kind === "file" ? Readable.toWeb(createReadStream(result.path)) as ReadableStream<Uint8Array> : await download(result.url, options);
+  const source = result.kind === "file" ? Readable.toWeb(createReadStream(result.path)) as ReadableStream<Uint8Array> : await download(result.url, result.headers ?? {}, options);
   let bytes = 0;
   let checked = false;
   const guarded = source.pipeThrough(
@@ -50,12 +50,13 @@ export async function copyResult(result: VideoResult, name: string, options: Res
   return { object: info.name, bytes: info.size, contentType: "video/mp4" };
 }
 
-async function download(address: string, options: ResultCopyOptions): Promise<ReadableStream<Uint8Array>> {
+async function download(address: string, headers: Record<string, string>, options: ResultCopyOptions): Promise<ReadableStream<Uint8Array>> {
   let url = new URL(address);
+  const origin = url.origin;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol !== "https:" && url.protocol !== "http:") throw new ResultUnusable(`the video address uses ${url.protocol}, not http(s)`);
     if (!options.allowPrivateAddresses) await assertPublicAddress(url).catch((error: unknown) => Promise.reject(new ResultUnusable((error as Error).message)));
-    const response = await fetch(url, { redirect: "manual", signal: options.signal });
+    const response = await fetch(url, { redirect: "manual", signal: options.signal, headers: url.origin === origin ? headers : {} });
     if (response.status >= 300 && response.status < 400 && response.headers.get("location")) {
       await response.body?.cancel();
       url = new URL(response.headers.get("location") ?? "", url);

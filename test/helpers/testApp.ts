@@ -17,7 +17,7 @@ export type ConfigTweak = (config: ReelayConfig) => void;
 export function testConfig(tweak?: ConfigTweak): ReelayConfig {
   const config = loadConfig();
   for (const provider of Object.values(config.providers)) {
-    provider.queueDelayMs = 100;
+    if (provider.kind === "local") provider.queueDelayMs = 100;
     provider.pollEveryMs = 50;
     provider.pollMaxEveryMs = 50;
     // Tests serve reference images from loopback.

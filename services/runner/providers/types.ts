@@ -15,7 +15,12 @@ export type AcceptedTask = ProviderTask & { providerTaskId: string };
 /** Where a finished video is: the runner copies it into the object store (resultCopy.ts). */
 export type VideoResult =
   /** An upstream address, usually expiring: fetched with the reference guard, streamed, size-capped. */
-  | { kind: "url"; url: string }
+  | {
+      kind: "url";
+      url: string;
+      /** Sent with the request to the address's own origin only (an upstream key must not follow a redirect to a CDN). */
+      headers?: Record<string, string>;
+    }
   /** A file this process rendered; the provider removes it when the runner calls `forget`. */
   | { kind: "file"; path: string };
 

@@ -1,0 +1,151 @@
+import { readFile, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+import { FormData, errors as undiciErrors, request } from "undici";
+import type { ProviderSettings } from "../../../../contracts/config.ts";
+import type { Logger } from "../../../shared/log.ts";
+import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
+import { assertPublicAddress } from "../local/publicAddressGuard.ts";
+import { fetchReference } from "../local/referenceFetch.ts";
+import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
+import { resolutionOf, secondsOf, UpstreamError, UpstreamVideo } from "./openAiVideoApi.ts";
+
+type OpenAiSettings = Extract<ProviderSettings, { kind: "openai" }>;
+
+/** A reference image is uploaded as the `input_reference` file; larger ones are refused before upload. */
+const MAX_REFERENCE_BYTES = 20 * 1024 * 1024;
+
+const parseJson = (text: string): unknown => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+
+/** The upstream's Retry-After (seconds or an HTTP date), in ms. */
+function retryAfterMs(header: string | string[] | undefined): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return undefined;
+  const seconds = Number(value);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const at = Date.parse(value);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+/**
+ * OpenAI's Videos API as a provider (also LiteLLM's proxy, SGLang Diffusion and another reelay, which
+ * speak it): create with multipart `POST /videos`, poll `GET /videos/{id}`, and the runner copies
+ * `GET /videos/{id}/content` (sent with our key, to the upstream's origin only). The API keeps no client
+ * reference, so a submit whose answer was lost cannot be found again: the runner then submits once more
+ * (see README, "OpenAI-compatible video upstreams").
+ */
+export class OpenAiVideoProvider implements VideoProvider {
+  readonly policy: ProviderPolicy;
+  private readonly base: string;
+
+  constructor(
+    private readonly settings: OpenAiSettings,
+    private readonly deps: { log: Logger; apiKey: string | undefined },
+  ) {
+    this.policy = policyOf(settings);
+    this.base = settings.baseUrl.replace(/\/+$/, "");
+  }
+
+  async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
+    const form = new FormData();
+    form.set("model", this.settings.model);
+    form.set("prompt", task.job.prompt);
+    form.set("seconds", String(task.job.durationSeconds));
+    form.set("size", `${task.job.width}x${task.job.height}`);
+    const dir = task.job.references.image_url ? await mkdtemp(join(tmpdir(), "reelay-openai-ref-")) : undefined;
+    try {
+      if (dir && task.job.references.image_url) {
+        const check = this.settings.allowPrivateReferenceUrls ? undefined : assertPublicAddress;
+        const path = await fetchReference(task.job.references.image_url, dir, MAX_REFERENCE_BYTES, task.signal, check).catch((error: unknown) => {
+          throw new ProviderRejected((error as Error).message);
+        });
+        form.set("input_reference", new Blob([await readFile(path)]), basename(path));
+      }
+      const video = await this.call("POST", "/videos", task.signal, form);
+      return { providerTaskId: video.id };
+    } finally {
+      if (dir) await rm(dir, { recursive: true, force: true });
+    }
+  }
+
+  async status(task: AcceptedTask): Promise<ProviderStatus> {
+    const video = await this.call("GET", `/videos/${encodeURIComponent(task.providerTaskId)}`, task.signal).catch((error: unknown) => {
+      // The upstream no longer knows the task (deleted, or expired long ago): it will never finish.
+      if (error instanceof ProviderRejected) return undefined;
+      throw error;
+    });
+    if (!video) return { state: "failed", reason: "the upstream generator no longer knows this task" };
+    switch (video.status) {
+      case "queued":
+        return { state: "queued" };
+      case "in_progress":
+        return { state: "running" };
+      case "completed": {
+        const durationSeconds = secondsOf(video.seconds);
+        const resolution = resolutionOf(video.size);
+        return {
+          state: "succeeded",
+          result: { kind: "url", url: `${this.base}/videos/${encodeURIComponent(video.id)}/content`, headers: this.authorization() },
+          ...(durationSeconds ? { durationSeconds } : {}),
+          ...(resolution ? { resolution } : {}),
+        };
+      }
+      case "failed": {
+        const message = video.error?.message ?? "the upstream generator failed without a reason";
+        return { state: "failed", reason: `video generation failed: ${message}`, detail: `${video.error?.code ?? "no code"}: ${message}` };
+      }
+      default:
+        // A status we do not know never ends a task: it is logged and asked again.
+        this.deps.log.warn({ providerTaskId: task.providerTaskId, status: video.status }, "unknown upstream video status; polling on");
+        return { state: "queued" };
+    }
+  }
+
+  async cancel(task: AcceptedTask): Promise<void> {
+    await this.call("DELETE", `/videos/${encodeURIComponent(task.providerTaskId)}`, task.signal, undefined, false);
+  }
+
+  async forget(task: AcceptedTask): Promise<void> {
+    if (this.settings.deleteAfterCopy) await this.cancel(task).catch(() => undefined);
+  }
+
+  async close(): Promise<void> {}
+
+  private authorization(): Record<string, string> {
+    if (!this.deps.apiKey) throw new ProviderMisconfigured(`no upstream key: set the environment variable ${this.settings.apiKeyEnv}`);
+    return { authorization: `Bearer ${this.deps.apiKey}` };
+  }
+
+  /** One call; maps the answer to the port's errors: 4xx rejected (the task's fault), 401/403 misconfigured, 429/5xx/network unavailable. */
+  private async call(method: "GET" | "POST" | "DELETE", path: string, signal: AbortSignal, body?: FormData, parse = true): Promise<UpstreamVideo> {
+    const headers = { ...this.authorization(), accept: "application/json" };
+    let response: Awaited<ReturnType<typeof request>>;
+    try {
+      response = await request(`${this.base}${path}`, { method, headers, body: body ?? null, signal, headersTimeout: this.policy.timeoutMs, bodyTimeout: this.policy.timeoutMs });
+    } catch (error) {
+      if (signal.aborted) throw error;
+      const what = error instanceof undiciErrors.UndiciError ? error.code : (error as Error).message;
+      throw new ProviderUnavailable(`${method} ${path}: ${what}`);
+    }
+    const text = await response.body.text().catch(() => "");
+    const status = response.statusCode;
+    if (status >= 200 && status < 300) {
+      if (!parse) return { id: "", status: "" };
+      const video = UpstreamVideo.safeParse(parseJson(text));
+      if (!video.success) throw new ProviderUnavailable(`${method} ${path}: the upstream's answer is not a video object`);
+      return video.data;
+    }
+    const parsedError = UpstreamError.safeParse(parseJson(text));
+    const message = parsedError.success ? (parsedError.data.error.message ?? `HTTP ${status}`) : `HTTP ${status}`;
+    if (status === 401 || status === 403) throw new ProviderMisconfigured(`the upstream refused our key (HTTP ${status}): ${message}`);
+    if (status === 429 || status >= 500) throw new ProviderUnavailable(`${method} ${path}: HTTP ${status}: ${message}`, retryAfterMs(response.headers["retry-after"]));
+    if (status === 404 && method === "POST") throw new ProviderMisconfigured(`the upstream has no ${path} (HTTP 404): check baseUrl`);
+    throw new ProviderRejected(`the upstream generator refused the task: ${message}`);
+  }
+}

@@ -1,0 +1,160 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/** The smallest file that passes as an MP4 (an `ftyp` box), what this fake "renders". */
+export const FAKE_MP4 = Buffer.concat([Buffer.from([0, 0, 0, 24]), Buffer.from("ftypisom"), Buffer.alloc(12)]);
+
+type CreateBehaviour = "accept" | "429" | "500";
+type Generation = { kind: "succeed"; after: number } | { kind: "fail"; after: number; code: string; message: string };
+
+interface FakeVideo {
+  id: string;
+  model: string;
+  prompt: string;
+  seconds: string;
+  size: string;
+  createdAt: number;
+  polls: number;
+  generation: Generation;
+  completedAt?: number;
+  deleted?: boolean;
+}
+
+/** What a create sent, as the fake parsed it from the multipart body. */
+export interface ReceivedCreate {
+  fields: Record<string, string>;
+  reference?: { bytes: Buffer; type: string; name: string };
+}
+
+const MODELS = ["sora-2", "sora-2-pro"];
+const SECONDS = ["4", "8", "12"];
+const SIZES = ["720x1280", "1280x720", "1024x1792", "1792x1024"];
+
+const openAiError = (message: string, type: string, code: string | null, param: string | null = null) => ({ error: { message, type, param, code } });
+
+/**
+ * OpenAI's Videos API as documented for the SDKs' `videos` resource (`/v1/videos` create as multipart,
+ * retrieve, content, delete), with OpenAI's error bodies: 401 for a wrong key, 400 naming the parameter,
+ * 404 for an unknown video, 429 `rate_limit_exceeded`. Statuses go queued → in_progress (progress rising)
+ * → completed or failed, one step per retrieve; content expires when told to. Test-only.
+ */
+export class OpenAiVideosUpstream {
+  readonly creates: ReceivedCreate[] = [];
+  readonly deletes: string[] = [];
+  readonly videos = new Map<string, FakeVideo>();
+  private readonly createScript: CreateBehaviour[] = [];
+  generation: Generation = { kind: "succeed", after: 2 };
+  /** Content answers 404 from this long after completion (OpenAI's downloads expire). */
+  contentLifetimeMs = Number.POSITIVE_INFINITY;
+  private server: Server | undefined;
+  baseUrl = "";
+
+  constructor(private readonly apiKey: string) {}
+
+  /** The next creates behave like this, in order; then they accept. */
+  scriptCreates(...behaviours: CreateBehaviour[]): void {
+    this.createScript.push(...behaviours);
+  }
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => void this.handle(req, res).catch((error: unknown) => this.send(res, 500, openAiError(String(error), "server_error", null))));
+    await new Promise<void>((resolve) => this.server?.listen(0, "127.0.0.1", resolve));
+    this.baseUrl = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/v1`;
+  }
+
+  async stop(): Promise<void> {
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  private send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+    res.writeHead(status, { "content-type": "application/json", ...headers });
+    res.end(JSON.stringify(body));
+  }
+
+  private view(video: FakeVideo) {
+    const status = video.completedAt !== undefined ? (video.generation.kind === "fail" ? "failed" : "completed") : video.polls === 0 ? "queued" : "in_progress";
+    const progress = status === "queued" ? 0 : status === "in_progress" ? Math.min(99, Math.round((100 * video.polls) / (video.generation.after + 1))) : 100;
+    return {
+      id: video.id,
+      object: "video",
+      status,
+      progress,
+      model: video.model,
+      prompt: video.prompt,
+      seconds: video.seconds,
+      size: video.size,
+      created_at: video.createdAt,
+      completed_at: video.completedAt ?? null,
+      expires_at: video.completedAt === undefined || !Number.isFinite(this.contentLifetimeMs) ? null : video.completedAt + Math.floor(this.contentLifetimeMs / 1000),
+      error: video.completedAt !== undefined && video.generation.kind === "fail" ? { code: video.generation.code, message: video.generation.message } : null,
+      remixed_from_video_id: null,
+    };
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? "/", "http://fake");
+    if (req.headers.authorization !== `Bearer ${this.apiKey}`) {
+      const shown = (req.headers.authorization ?? "").replace(/^Bearer\s+/i, "");
+      return this.send(res, 401, openAiError(`Incorrect API key provided: ${shown.slice(0, 3)}***. You can find your API key at https://platform.openai.com/account/api-keys.`, "invalid_request_error", "invalid_api_key"));
+    }
+    const match = /^\/v1\/videos(?:\/([^/]+))?(\/content)?$/.exec(url.pathname);
+    if (!match) return this.send(res, 404, openAiError(`Invalid URL (${req.method} ${url.pathname})`, "invalid_request_error", null));
+    const [, id, content] = match;
+    if (req.method === "POST" && !id) return this.create(req, res);
+    const video = id ? this.videos.get(id) : undefined;
+    if (!video || video.deleted) return this.send(res, 404, openAiError(`Video with id '${id}' not found.`, "invalid_request_error", null));
+    if (req.method === "GET" && content) {
+      const expired = video.completedAt !== undefined && Date.now() - video.completedAt * 1000 > this.contentLifetimeMs;
+      if (video.completedAt === undefined || video.generation.kind === "fail" || expired) {
+        return this.send(res, 404, openAiError(`Video with id '${video.id}' has no content available.`, "invalid_request_error", null));
+      }
+      res.writeHead(200, { "content-type": "video/mp4", "content-length": String(FAKE_MP4.length) });
+      res.end(FAKE_MP4);
+      return;
+    }
+    if (req.method === "GET") {
+      if (video.completedAt === undefined) {
+        video.polls++;
+        if (video.polls > video.generation.after) video.completedAt = Math.floor(Date.now() / 1000);
+      }
+      return this.send(res, 200, this.view(video));
+    }
+    if (req.method === "DELETE") {
+      if (video.completedAt === undefined) return this.send(res, 400, openAiError("Only completed or failed videos can be deleted.", "invalid_request_error", null));
+      video.deleted = true;
+      this.deletes.push(video.id);
+      return this.send(res, 200, { id: video.id, object: "video.deleted", deleted: true });
+    }
+    this.send(res, 405, openAiError(`Method ${req.method} not allowed`, "invalid_request_error", null));
+  }
+
+  private async create(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const behaviour = this.createScript.shift() ?? "accept";
+    if (behaviour === "429") return this.send(res, 429, openAiError("Rate limit reached for requests", "requests", "rate_limit_exceeded"), { "retry-after": "0" });
+    if (behaviour === "500") return this.send(res, 500, openAiError("The server had an error while processing your request.", "server_error", null));
+    const type = req.headers["content-type"] ?? "";
+    if (!type.startsWith("multipart/form-data")) return this.send(res, 400, openAiError("Expected multipart/form-data.", "invalid_request_error", null));
+    // Parsed as the platform's own Request does it: the same multipart rules a server framework applies.
+    const form = await new Request("http://fake/v1/videos", { method: "POST", headers: { "content-type": type }, body: Buffer.concat(chunks) }).formData();
+    const fields: Record<string, string> = {};
+    let reference: ReceivedCreate["reference"];
+    for (const [name, value] of form as unknown as Iterable<[string, string | File]>) {
+      if (typeof value === "string") fields[name] = value;
+      else reference = { bytes: Buffer.from(await value.arrayBuffer()), type: value.type, name: value.name };
+    }
+    this.creates.push({ fields, ...(reference ? { reference } : {}) });
+    if (!fields.prompt) return this.send(res, 400, openAiError("Missing required parameter: 'prompt'.", "invalid_request_error", "missing_required_parameter", "prompt"));
+    const model = fields.model ?? "sora-2";
+    if (!MODELS.includes(model)) return this.send(res, 400, openAiError(`Invalid value: '${model}'. Supported values are: ${MODELS.join(", ")}.`, "invalid_request_error", "invalid_value", "model"));
+    const seconds = fields.seconds ?? "4";
+    if (!SECONDS.includes(seconds)) return this.send(res, 400, openAiError(`Invalid value: '${seconds}'. Supported values are: '4', '8', and '12'.`, "invalid_request_error", "invalid_value", "seconds"));
+    const size = fields.size ?? "720x1280";
+    if (!SIZES.includes(size)) return this.send(res, 400, openAiError(`Invalid value: '${size}'. Supported values are: ${SIZES.join(", ")}.`, "invalid_request_error", "invalid_value", "size"));
+    const video: FakeVideo = { id: `video_${randomBytes(12).toString("hex")}`, model, prompt: fields.prompt, seconds, size, createdAt: Math.floor(Date.now() / 1000), polls: 0, generation: this.generation };
+    this.videos.set(video.id, video);
+    this.send(res, 200, this.view(video));
+  }
+}
