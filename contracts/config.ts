@@ -122,6 +122,23 @@ export const ReelayConfig = z
         reservationSweepMs: z.number().int().min(100).default(60_000),
       })
       .prefault({}),
+    /** Task status changes POSTed to a create's callback_url (services/webhooks). */
+    webhooks: z
+      .strictObject({
+        /** Accept http:// callback URLs (https only by default: the body names the customer's videos). */
+        allowHttp: z.boolean().default(false),
+        /** Deliver to private or local addresses (tests' receivers on loopback); off: customers could probe our network. */
+        allowPrivateAddresses: z.boolean().default(false),
+        /** One delivery attempt may take this long. */
+        timeoutMs: z.number().int().min(100).max(60_000).default(10_000),
+        /** A delivery is retried (exponential back-off) for this long after its event, then given up. */
+        retryForMs: z.number().int().min(1000).max(6 * 24 * 60 * 60_000).default(24 * 60 * 60_000),
+        /** First pause after a failed attempt; it doubles each time up to `maxBackoffMs`. */
+        firstBackoffMs: z.number().int().min(10).default(1000),
+        /** Longest pause between two attempts. */
+        maxBackoffMs: z.number().int().min(100).default(60 * 60_000),
+      })
+      .prefault({}),
   })
   .superRefine((config, ctx) => {
     for (const [name, model] of Object.entries(config.videoModels)) {

@@ -15,6 +15,12 @@ export const CreateVideoRequest = z.strictObject({
   resolution: z.literal("720p", { error: "resolution must be 720p (the only supported value)" }).default("720p"),
   generate_audio: z.boolean({ error: "generate_audio must be a boolean" }).default(true),
   watermark: z.boolean({ error: "watermark must be a boolean" }).default(false),
+  /** Additive: each status change of the task is POSTed here, signed (Standard Webhooks). */
+  callback_url: z
+    .string({ error: "callback_url must be a string URL" })
+    .max(2048, "callback_url must be at most 2048 characters")
+    .refine(isCallbackUrl, "callback_url must be an http(s) URL without user name or password")
+    .optional(),
 });
 export type CreateVideoRequest = z.infer<typeof CreateVideoRequest>;
 
@@ -23,6 +29,15 @@ function isFetchableUrl(value: string): boolean {
   try {
     const url = new URL(value);
     return url.protocol === "http:" || url.protocol === "https:";
+  } catch {
+    return false;
+  }
+}
+
+function isCallbackUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === "https:" || url.protocol === "http:") && url.username === "" && url.password === "";
   } catch {
     return false;
   }
@@ -65,6 +80,8 @@ export const SubmitVideoTask = z.object({
   receivedAt: z.string(),
   /** Core NATS subject where the edge waits to hear that the upstream accepted the task. */
   notify: z.string().optional(),
+  /** Where the task's status changes are delivered (webhooks). */
+  callbackUrl: z.string().optional(),
 });
 export type SubmitVideoTask = z.infer<typeof SubmitVideoTask>;
 
@@ -96,6 +113,8 @@ export const TaskSubmitted = z.object({
      * a runner that restores the task without an acceptance asks the upstream for it before submitting.
      */
     clientReference: z.string().optional(),
+    /** The create's callback_url: the webhook dispatcher delivers the task's status changes there. */
+    callbackUrl: z.string().optional(),
   }),
   meta: EventMeta,
 });

@@ -33,6 +33,18 @@ export const STREAMS = {
    * with headers naming the stream, sequence and error. Readers move on instead of stalling.
    */
   deadLetters: { name: "DEAD_LETTERS", subjects: ["deadletter.>"], retention: RetentionPolicy.Limits, allow_direct: true },
+  /**
+   * Webhook delivery attempts of account A on webhooklog.A, for `reelay webhooks log`: the last 200 per
+   * account, a week at most. A record of what happened, not a source of truth.
+   */
+  webhookLog: {
+    name: "WEBHOOK_LOG",
+    subjects: ["webhooklog.>"],
+    retention: RetentionPolicy.Limits,
+    allow_direct: true,
+    max_msgs_per_subject: 200,
+    max_age_ms: 7 * 24 * 60 * 60_000,
+  },
 } as const;
 
 export const BUCKETS = {
@@ -44,12 +56,23 @@ export const BUCKETS = {
   ledgerSnapshots: "ledger_snapshots",
   /** Idempotency-Key of a create → the task it made, per account. */
   idempotency: "idempotency",
+  /** Each account's webhook signing secret (and the previous one for a day after a rotation). */
+  webhookSecrets: "webhook_secrets",
+  /** Per task with a callback URL: the last event version its webhooks are done with (keeps deliveries in order). */
+  webhookProgress: "webhook_progress",
 } as const;
+
+/** Longest a webhook is retried (config `webhooks.retryForMs` is capped below it): progress records live this long. */
+export const WEBHOOK_PROGRESS_LIFETIME_MS = 7 * 24 * 60 * 60_000;
+/** Buckets whose entries end after a fixed time, with nothing to renew them. */
+const BUCKET_MAX_AGE_MS: Readonly<Record<string, number>> = { [BUCKETS.webhookProgress]: WEBHOOK_PROGRESS_LIFETIME_MS };
 
 /** Buckets whose entries carry their own TTL (per-message TTL, nats-server 2.11+): no bucket-wide max age. */
 const BUCKETS_WITH_MESSAGE_TTL: ReadonlySet<string> = new Set([BUCKETS.idempotency]);
 
 export const deadLetterSubject = (reader: string): string => `deadletter.${reader.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+
+export const webhookLogSubject = (account: string): string => `webhooklog.${account}`;
 
 export const workSubject = (taskId: number): string => `work.video.${taskId}`;
 
@@ -62,6 +85,8 @@ export const CONSUMERS = {
   taskChargesProjector: "projector_task_charges",
   /** Turns finished tasks into settlements and releases. */
   settlers: "settlers",
+  /** Delivers task status changes to callback URLs. */
+  webhooks: "webhooks",
 } as const;
 
 export interface LayoutOptions {
@@ -86,6 +111,8 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
     allow_direct: def.allow_direct,
     duplicate_window: nanos(2 * 60_000),
     ...("max_msgs" in def ? { max_msgs: def.max_msgs } : {}),
+    ...("max_msgs_per_subject" in def ? { max_msgs_per_subject: def.max_msgs_per_subject } : {}),
+    ...("max_age_ms" in def ? { max_age: nanos(def.max_age_ms) } : {}),
   };
 }
 
@@ -121,6 +148,7 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
     durableConsumer(STREAMS.settlements.name, CONSUMERS.settlers, options.leaseMs),
     durableConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
     durableConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
+    durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),
   ];
 }
 
@@ -142,7 +170,11 @@ export function storeStreams(options: LayoutOptions): Array<{ name: string; conf
   return [
     ...Object.values(BUCKETS).map((bucket) => ({
       name: `KV_${bucket}`,
-      config: { num_replicas: options.replicas, ...(BUCKETS_WITH_MESSAGE_TTL.has(bucket) ? { allow_msg_ttl: true } : {}) },
+      config: {
+        num_replicas: options.replicas,
+        ...(BUCKETS_WITH_MESSAGE_TTL.has(bucket) ? { allow_msg_ttl: true } : {}),
+        ...(BUCKET_MAX_AGE_MS[bucket] ? { max_age: nanos(BUCKET_MAX_AGE_MS[bucket]) } : {}),
+      },
     })),
     ...Object.values(OBJECT_STORES).map((store) => ({ name: `OBJ_${store}`, config: { num_replicas: options.replicas } })),
   ];
@@ -170,7 +202,8 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
   const kvm = new Kvm(nc);
   // kv and obj `create` make a missing store and open an existing one as it is.
   for (const bucket of Object.values(BUCKETS)) {
-    await kvm.create(bucket, { history: 1, replicas: options.replicas });
+    const maxAge = BUCKET_MAX_AGE_MS[bucket];
+    await kvm.create(bucket, { history: 1, replicas: options.replicas, ...(maxAge ? { ttl: maxAge } : {}) });
     if (BUCKETS_WITH_MESSAGE_TTL.has(bucket)) await allowMessageTtl(jsm, `KV_${bucket}`);
   }
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });

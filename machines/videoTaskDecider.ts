@@ -13,7 +13,16 @@ export interface TaskDeciderState {
 }
 
 export type TaskCommand =
-  | { type: "SubmitTask"; taskId: number; account: string; job: VideoJobSpec; ignoredFields: string[]; deadlineAt: string; clientReference: string }
+  | {
+      type: "SubmitTask";
+      taskId: number;
+      account: string;
+      job: VideoJobSpec;
+      ignoredFields: string[];
+      deadlineAt: string;
+      clientReference: string;
+      callbackUrl?: string;
+    }
   | { type: "RecordAcceptance"; providerTaskId: string }
   | { type: "RecordRejection"; reason: string; detail?: string }
   | { type: "RecordReport"; report: ProviderReport }
@@ -37,8 +46,8 @@ const describeDuration = (ms: number): string =>
 function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
   switch (command.type) {
     case "SubmitTask": {
-      const { account, job, ignoredFields, deadlineAt, clientReference } = command;
-      return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt, clientReference } }];
+      const { account, job, ignoredFields, deadlineAt, clientReference, callbackUrl } = command;
+      return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt, clientReference, ...(callbackUrl ? { callbackUrl } : {}) } }];
     }
     case "RecordAcceptance":
       return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId } }];

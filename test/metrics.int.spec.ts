@@ -70,7 +70,7 @@ describe("metrics", () => {
     expect(sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "WORK/runners" })).toBe(1);
     expect(sampleSum(samples, "reelay_consumer_oldest_unacked_age_seconds", { consumer: "WORK/runners" })).toBeGreaterThan(0);
     const consumers = new Set(samples.filter((s) => s.name === "reelay_consumer_pending_messages").map((s) => s.labels.consumer));
-    expect([...consumers].sort()).toEqual(["LEDGER/projector_balances", "LEDGER/projector_task_charges", "SETTLEMENTS/settlers", "TASKS/projector_task_views", "WORK/runners"]);
+    expect([...consumers].sort()).toEqual(["LEDGER/projector_balances", "LEDGER/projector_task_charges", "SETTLEMENTS/settlers", "TASKS/projector_task_views", "TASKS/webhooks", "WORK/runners"]);
     expect(taskId).toBeGreaterThan(0);
   });
 });

@@ -3,7 +3,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { assertPublicAddress } from "../services/runner/providers/local/publicAddressGuard.ts";
+import { assertPublicAddress } from "../services/shared/publicAddressGuard.ts";
 import { fetchReference } from "../services/runner/providers/local/referenceFetch.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";

@@ -39,7 +39,7 @@ describe("a nats-server restart under a live runner", () => {
     const vendor = new ScriptedVendor({ pollEveryMs: 50, pollMaxEveryMs: 50 });
     // About 5 s per task: long enough to span the restart and the reconnect.
     vendor.generation = { kind: "succeed", after: 100 };
-    stops.push((await startProjector(nats, silentLog)).stop);
+    stops.push((await startProjector(nats, config, silentLog)).stop);
     stops.push((await startRunner(nats, config, silentLog, () => vendor)).stop);
     const edge = await startEdge(nats, config, silentLog, { host: "127.0.0.1", port: 0, publicUrl: undefined });
     stops.push(edge.stop);

@@ -9,6 +9,7 @@ const CRASH_TESTS = [
   "test/natsOutage.int.spec.ts",
   "test/serveLifecycle.e2e.spec.ts",
   "test/runnerReconnect.int.spec.ts",
+  "test/webhookDispatcherCrash.int.spec.ts",
 ];
 
 export default defineConfig({

@@ -26,6 +26,9 @@ const USAGE = `reelay — video generation and chat gateway
   reelay audit account <name> [--json]       an account's ledger with the running balance
   reelay infra plan                          how streams and consumers differ from the configured layout
   reelay infra apply                         show those differences, then change them (replicas, ack waits)
+  reelay webhooks secret --account <name> [--rotate]
+                                             the account's webhook signing secret (alone on the last line)
+  reelay webhooks log --account <name>       recent webhook delivery attempts
 
 Environment: PORT, HOST, REELAY_DATA_DIR, NATS_URL, REELAY_CONFIG, REELAY_PUBLIC_URL (see README).`;
 
@@ -35,7 +38,7 @@ async function main(argv: string[]): Promise<void> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { account: { type: "string" }, json: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+    options: { account: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, help: { type: "boolean", short: "h" } },
   });
   const [command, ...rest] = positionals;
   if (values.help || command === undefined) {
@@ -56,7 +59,8 @@ async function main(argv: string[]): Promise<void> {
     case "keys":
     case "accounts":
     case "audit":
-    case "infra": {
+    case "infra":
+    case "webhooks": {
       const { nats, close } = await openNats("reelay-cli", config, (line) => process.stderr.write(`${line}\n`));
       try {
         if (command === "keys") {
@@ -66,6 +70,9 @@ async function main(argv: string[]): Promise<void> {
         if (command === "accounts") await (await import("./accountsCommand.ts")).accountsCommand(nats, rest);
         if (command === "audit") process.exitCode = await (await import("./auditCommand.ts")).auditCommand(nats, rest, values.json ?? false);
         if (command === "infra") await (await import("./infraCommand.ts")).infraCommand(nats, rest, layoutOptions(config));
+        if (command === "webhooks") {
+          await (await import("./webhooksCommand.ts")).webhooksCommand(nats, rest, { account: values.account, rotate: values.rotate ?? false });
+        }
       } finally {
         await close();
       }

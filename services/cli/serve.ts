@@ -78,7 +78,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   if (selected.includes("projector")) {
     const projector = threaded
       ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, config }))
-      : await startProjector(nats, createLogger("projector"));
+      : await startProjector(nats, config, createLogger("projector"));
     stops.unshift({ service: "projector", stop: projector.stop });
   }
   if (selected.includes("runner")) {

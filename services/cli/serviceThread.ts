@@ -35,7 +35,7 @@ const log = createLogger(service);
 startThreadMetrics(service, { processDefaults: false });
 startTracing(service);
 const nats = await connectNats(natsUrl, `reelay-${service}`);
-const running = service === "runner" ? await startRunner(nats, config, log) : await startProjector(nats, log);
+const running = service === "runner" ? await startRunner(nats, config, log) : await startProjector(nats, config, log);
 port.postMessage("ready");
 port.on("message", (message: unknown) => {
   if (isMetricsRequest(message)) {

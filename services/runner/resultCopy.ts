@@ -2,7 +2,7 @@ import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
-import { assertPublicAddress } from "./providers/local/publicAddressGuard.ts";
+import { assertPublicAddress } from "../shared/publicAddressGuard.ts";
 import type { VideoResult } from "./providers/types.ts";
 
 /** The result can never be copied (gone, not a video, too big): the task fails with this customer-readable reason. */

@@ -132,8 +132,17 @@ export class TaskActor {
 
   private submitCommand(): TaskCommand {
     const deadlineAt = new Date(Date.parse(this.command.receivedAt) + this.deps.maxTaskMs).toISOString();
-    const { account, job, ignoredFields } = this.command;
-    return { type: "SubmitTask", taskId: this.taskId, account, job, ignoredFields, deadlineAt, clientReference: clientReference(this.taskId) };
+    const { account, job, ignoredFields, callbackUrl } = this.command;
+    return {
+      type: "SubmitTask",
+      taskId: this.taskId,
+      account,
+      job,
+      ignoredFields,
+      deadlineAt,
+      clientReference: clientReference(this.taskId),
+      ...(callbackUrl ? { callbackUrl } : {}),
+    };
   }
 
   private deadline(): number {

@@ -16,6 +16,8 @@ export interface Nats {
   taskCharges: KV;
   ledgerSnapshots: KV;
   idempotency: KV;
+  webhookSecrets: KV;
+  webhookProgress: KV;
   videos: ObjectStore;
 }
 
@@ -43,6 +45,8 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     taskCharges: await kvm.open(BUCKETS.taskCharges),
     ledgerSnapshots: await kvm.open(BUCKETS.ledgerSnapshots),
     idempotency: await kvm.open(BUCKETS.idempotency),
+    webhookSecrets: await kvm.open(BUCKETS.webhookSecrets),
+    webhookProgress: await kvm.open(BUCKETS.webhookProgress),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
   };
 }

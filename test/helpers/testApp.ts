@@ -61,7 +61,7 @@ export async function startTestApp(
   const config = testConfig(options.tweak);
   const nats = await connectNats(server.url, "reelay-test", { replicas: 1, leaseMs: config.runner.leaseMs });
   const stops: Array<() => Promise<void>> = [];
-  if (services.includes("projector")) stops.push((await startProjector(nats, silentLog)).stop);
+  if (services.includes("projector")) stops.push((await startProjector(nats, config, silentLog)).stop);
   if (services.includes("runner")) stops.push((await startRunner(nats, config, silentLog, options.providers)).stop);
   let port = 0;
   if (services.includes("edge")) {

@@ -7,6 +7,8 @@ export interface NormalizedVideoRequest {
   job: VideoJobSpec;
   /** Reference fields sent for a capability the model lacks: ignored, not refused (spec rule 6). */
   ignoredFields: string[];
+  /** Where the task's status changes are delivered. */
+  callbackUrl?: string;
 }
 
 function describeIssue(issue: z.core.$ZodIssue): string {
@@ -49,6 +51,10 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig): Norm
     else ignoredFields.push(field);
   }
 
+  if (request.callback_url?.startsWith("http:") && !config.webhooks.allowHttp) {
+    throw new ValidationError("callback_url must be an https URL (http is not allowed by this server)");
+  }
+
   const { width, height } = RATIO_FRAME_SIZES[request.ratio];
   return {
     job: {
@@ -66,5 +72,6 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig): Norm
       references,
     },
     ignoredFields,
+    ...(request.callback_url ? { callbackUrl: request.callback_url } : {}),
   };
 }

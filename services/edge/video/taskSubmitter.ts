@@ -66,6 +66,7 @@ export class TaskSubmitter {
         job: request.job,
         ignoredFields: request.ignoredFields,
         receivedAt: new Date().toISOString(),
+        ...(request.callbackUrl ? { callbackUrl: request.callbackUrl } : {}),
         notify: `${this.inbox}.${ticket}`,
       };
       // The msgID makes a publish retried after a lost ack queue the job once.

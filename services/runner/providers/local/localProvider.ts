@@ -6,7 +6,7 @@ import type { ProviderSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
-import { assertPublicAddress } from "./publicAddressGuard.ts";
+import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference, type UrlCheck } from "./referenceFetch.ts";
 import { renderVideo } from "./render.ts";
 import { RenderFailure } from "./renderFailure.ts";

@@ -5,7 +5,7 @@ import { FormData, errors as undiciErrors, request } from "undici";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
-import { assertPublicAddress } from "../local/publicAddressGuard.ts";
+import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "../local/referenceFetch.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
 import { resolutionOf, secondsOf, UpstreamError, UpstreamVideo } from "./openAiVideoApi.ts";

@@ -2,8 +2,8 @@ import { lookup } from "node:dns/promises";
 import { BlockList, isIP } from "node:net";
 
 /**
- * The local renderer fetches customers' reference URLs from inside our network. Without this check a
- * customer could make it read internal services (SSRF): loopback, private, link-local (cloud metadata),
+ * Customer-given URLs (reference images, vendor results, webhook callbacks) are fetched from inside our
+ * network. Without this check a customer could make us read internal services (SSRF): loopback, private, link-local (cloud metadata),
  * carrier-grade NAT and unique-local addresses are refused, for the URL and for every redirect hop.
  * (A name that resolves differently between this check and the connection is not caught.)
  */

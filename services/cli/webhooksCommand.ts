@@ -1,0 +1,40 @@
+import { AccountName } from "../../contracts/apiKey.ts";
+import { ValidationError } from "../shared/errors.ts";
+import type { Nats } from "../shared/nats.ts";
+import { readAttempts } from "../webhooks/webhookLog.ts";
+import { WebhookSecrets } from "../webhooks/webhookSecrets.ts";
+
+const USAGE = "usage: reelay webhooks secret --account <name> [--rotate] | webhooks log --account <name>";
+
+/**
+ * `reelay webhooks secret`: the account's signing secret, alone on the last line (made on first use;
+ * `--rotate` makes a new one, the old one signing beside it for a day). `reelay webhooks log`: recent
+ * delivery attempts.
+ */
+export async function webhooksCommand(nats: Nats, args: string[], options: { account: string | undefined; rotate: boolean }): Promise<void> {
+  const [action] = args;
+  const { account } = options;
+  if (!account) throw new ValidationError(`webhooks ${action ?? ""} needs --account <name>\n${USAGE}`);
+  const name = AccountName.safeParse(account);
+  if (!name.success) throw new ValidationError(name.error.issues[0]?.message ?? "bad account name");
+  switch (action) {
+    case "secret": {
+      const secrets = new WebhookSecrets(nats.webhookSecrets);
+      const secret = options.rotate ? await secrets.rotate(account) : await secrets.secretOf(account);
+      const note = options.rotate ? "new signing secret (the previous one also signs for 24 hours)" : "signing secret";
+      process.stdout.write(`webhook ${note} of account ${account}:\n${secret}\n`);
+      return;
+    }
+    case "log": {
+      const attempts = await readAttempts(nats.js, nats.jsm, account);
+      if (attempts.length === 0) process.stdout.write(`no webhook deliveries for account ${account}\n`);
+      for (const a of attempts) {
+        const result = a.status !== undefined ? `HTTP ${a.status}` : (a.error ?? "");
+        process.stdout.write(`${a.at}\ttask ${a.taskId}\t${a.type}\tattempt ${a.attempt}\t${a.outcome}\t${result}\t${a.durationMs} ms\t${a.target}\n`);
+      }
+      return;
+    }
+    default:
+      throw new ValidationError(USAGE);
+  }
+}
