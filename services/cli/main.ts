@@ -29,6 +29,8 @@ const USAGE = `reelay — video generation and chat gateway
   reelay webhooks secret --account <name> [--rotate]
                                              the account's webhook signing secret (alone on the last line)
   reelay webhooks log --account <name>       recent webhook delivery attempts
+  reelay tasks watch [--account <name>] [--from <sequence>]
+                                             task events as they are appended, until Ctrl-C
 
 Environment: PORT, HOST, REELAY_DATA_DIR, NATS_URL, REELAY_CONFIG, REELAY_PUBLIC_URL (see README).`;
 
@@ -38,7 +40,7 @@ async function main(argv: string[]): Promise<void> {
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { account: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, help: { type: "boolean", short: "h" } },
+    options: { account: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, from: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
   const [command, ...rest] = positionals;
   if (values.help || command === undefined) {
@@ -60,7 +62,8 @@ async function main(argv: string[]): Promise<void> {
     case "accounts":
     case "audit":
     case "infra":
-    case "webhooks": {
+    case "webhooks":
+    case "tasks": {
       const { nats, close } = await openNats("reelay-cli", config, (line) => process.stderr.write(`${line}\n`));
       try {
         if (command === "keys") {
@@ -70,6 +73,7 @@ async function main(argv: string[]): Promise<void> {
         if (command === "accounts") await (await import("./accountsCommand.ts")).accountsCommand(nats, rest);
         if (command === "audit") process.exitCode = await (await import("./auditCommand.ts")).auditCommand(nats, rest, values.json ?? false);
         if (command === "infra") await (await import("./infraCommand.ts")).infraCommand(nats, rest, layoutOptions(config));
+        if (command === "tasks") await (await import("./tasksCommand.ts")).tasksCommand(nats, rest, { account: values.account, from: values.from });
         if (command === "webhooks") {
           await (await import("./webhooksCommand.ts")).webhooksCommand(nats, rest, { account: values.account, rotate: values.rotate ?? false });
         }

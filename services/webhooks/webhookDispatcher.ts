@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "@nats-io/jetstream";
-import { LRUCache } from "lru-cache";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
@@ -9,6 +8,7 @@ import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { taskDataObject } from "../tasks/taskData.ts";
+import { TaskDirectory } from "../tasks/taskDirectory.ts";
 import { evolveTaskView } from "../tasks/taskView.ts";
 import { backoffMs, deliverWebhook } from "./webhookDelivery.ts";
 import { recordAttempt, withoutQuery } from "./webhookLog.ts";
@@ -50,8 +50,7 @@ export interface WebhookDispatcherOptions {
 export class WebhookDispatcher {
   private readonly held = new Set<JsMsg>();
   private readonly chains = new Map<number, Promise<void>>();
-  /** Task → its callback URL (null: it has none), learned from TaskSubmitted, the first event of each task. */
-  private readonly callbacks = new LRUCache<number, { url: string | null; account: string }>({ max: 100_000 });
+  private readonly tasks: TaskDirectory;
   private readonly secrets: WebhookSecrets;
   private readonly taskLog: TaskLog;
   private readonly stopping = new AbortController();
@@ -65,6 +64,7 @@ export class WebhookDispatcher {
   ) {
     this.secrets = new WebhookSecrets(nats.webhookSecrets);
     this.taskLog = new TaskLog(nats.js, nats.jsm);
+    this.tasks = new TaskDirectory(this.taskLog);
   }
 
   async start(): Promise<void> {
@@ -100,8 +100,9 @@ export class WebhookDispatcher {
       return;
     }
     const taskId = event.meta.taskId;
-    if (event.type === "TaskSubmitted") this.callbacks.set(taskId, { url: event.data.callbackUrl ?? null, account: event.data.account });
-    if (this.callbacks.get(taskId)?.url === null) {
+    this.tasks.learn(event);
+    const owner = this.tasks.known(taskId);
+    if (owner && owner.callbackUrl === undefined) {
       msg.ack();
       return;
     }
@@ -137,7 +138,7 @@ export class WebhookDispatcher {
       const outcome = await this.deliver(event, status);
       if (outcome === "stopped") return msg.nak();
       if (outcome === "no_callback") return msg.ack();
-    } else if (this.callbacks.get(taskId) === undefined && !(await this.callbackOf(taskId))) {
+    } else if (!(await this.tasks.ownerOf(taskId))?.callbackUrl) {
       return msg.ack();
     }
     await this.nats.webhookProgress.put(progressKey(taskId), String(version));
@@ -147,17 +148,6 @@ export class WebhookDispatcher {
   private async progressOf(taskId: number): Promise<number> {
     const entry = await this.nats.webhookProgress.get(progressKey(taskId));
     return entry && entry.operation === "PUT" ? Number(entry.string()) : 0;
-  }
-
-  /** The task's callback URL and account, from its first event (cached). */
-  private async callbackOf(taskId: number): Promise<{ url: string; account: string } | undefined> {
-    const known = this.callbacks.get(taskId);
-    if (known) return known.url === null ? undefined : { url: known.url, account: known.account };
-    const { events } = await this.taskLog.read(taskId);
-    const submitted = events[0];
-    if (submitted?.type !== "TaskSubmitted") return undefined;
-    this.callbacks.set(taskId, { url: submitted.data.callbackUrl ?? null, account: submitted.data.account });
-    return submitted.data.callbackUrl ? { url: submitted.data.callbackUrl, account: submitted.data.account } : undefined;
   }
 
   /** Delivers one status change, retrying with back-off until delivered or its retry period is over. */
