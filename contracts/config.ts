@@ -106,6 +106,8 @@ export const ReelayConfig = z
          * retry concludes that create died (an edge crash) and runs it again.
          */
         idempotencyClaimTimeoutMs: z.number().int().min(200).default(20_000),
+        /** An idle event stream gets a comment line this often, so clients and proxies keep it open. */
+        sseKeepaliveMs: z.number().int().min(100).max(120_000).default(15_000),
       })
       .prefault({}),
     runner: z

@@ -13,7 +13,9 @@ import { registerChatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
 import { nativeUws, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
-import { registerVideoRoutes } from "./video/videoRoutes.ts";
+import { registerEventRoutes } from "./events/eventRoutes.ts";
+import { TaskEventHub } from "./events/taskEventHub.ts";
+import { registerVideoRoutes, videoBaseUrl } from "./video/videoRoutes.ts";
 import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
 import { TaskSubmitter } from "./video/taskSubmitter.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
@@ -37,11 +39,15 @@ export class EdgeService {
   private readonly ledger: AccountLedger;
   private readonly balances: BalanceMirror;
   private readonly connection: { connected(): boolean };
+  private readonly taskLog: TaskLog;
+  private readonly hub: TaskEventHub;
 
   constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
     const { requestsPerSecondPerKey, burstPerKey } = config.limits;
     this.keys = new ApiKeyDirectory(nats.apiKeys, log, new RateLimiter(requestsPerSecondPerKey, burstPerKey));
-    this.views = new TaskViewReader(nats.taskViews, new TaskLog(nats.js, nats.jsm), log);
+    this.taskLog = new TaskLog(nats.js, nats.jsm);
+    this.views = new TaskViewReader(nats.taskViews, this.taskLog, log);
+    this.hub = new TaskEventHub(nats.js, this.taskLog, log.child({ part: "event streams" }));
     this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
     this.ledger = new AccountLedger(nats);
     this.balances = new BalanceMirror(nats.balances, log);
@@ -55,6 +61,7 @@ export class EdgeService {
     await this.keys.start();
     await this.views.start();
     await this.balances.start();
+    await this.hub.start();
     this.submitter.start();
     const app = uWS.App();
     this.registerRoutes(app);
@@ -71,6 +78,7 @@ export class EdgeService {
     if (this.listenSocket) this.uws?.us_listen_socket_close(this.listenSocket);
     this.listenSocket = undefined;
     this.submitter.stop();
+    this.hub.stop();
     this.views.stop();
     this.balances.stop();
     this.keys.stop();
@@ -110,6 +118,16 @@ export class EdgeService {
       meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances),
       connection: this.connection,
       log: this.log,
+    });
+    registerEventRoutes(app, {
+      keys: this.keys,
+      views: this.views,
+      hub: this.hub,
+      taskLog: this.taskLog,
+      js: this.nats.js,
+      baseUrl: videoBaseUrl(this.options.publicUrl),
+      log: this.log,
+      keepaliveMs: this.config.limits.sseKeepaliveMs,
     });
     new VideoFiles(this.nats.videos).register(app, this.log);
     app.get("/healthz", (res) => {

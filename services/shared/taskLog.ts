@@ -17,6 +17,11 @@ export class TaskLog {
     this.log = new SubjectLog(js, jsm, STREAMS.tasks.name, (raw) => TaskEvent.parse(raw));
   }
 
+  /** The task's events with their stream sequences (the ids clients resume event streams from). */
+  async history(taskId: number): Promise<Array<{ event: TaskEvent; sequence: number }>> {
+    return (await this.log.read(taskSubject(taskId))).events;
+  }
+
   async read(taskId: number): Promise<TaskHistory> {
     const { events, lastSequence } = await this.log.read(taskSubject(taskId));
     return { events: events.map(({ event }) => event), lastSequence };

@@ -12,7 +12,16 @@ export interface StreamRouteOptions {
   /** Read the body (up to this many bytes) before calling the handler; omitted for GET routes. */
   maxBodyBytes?: number;
   log: Logger;
+  /** How failures are answered: before the stream starts as a reply, after it as a last event. OpenAI's by default. */
+  errors?: StreamErrors;
 }
+
+export interface StreamErrors {
+  reply(error: unknown): { status: number; body: unknown; headers?: Record<string, string> };
+  event(error: unknown): string;
+}
+
+const openAiErrors = (log: Logger): StreamErrors => ({ reply: (error) => chatError(error, log), event: (error) => chatErrorEvent(error, log) });
 
 /** `x-request-id` on every chat answer: OpenAI clients show it to users, and it keys the usage charge. */
 export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
@@ -27,11 +36,12 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
   return (res: HttpResponse, req: HttpRequest): void => {
     const request = captureRequest(req);
     const sink = new UwsResponseSink(res, newRequestId());
+    const errors = options.errors ?? openAiErrors(options.log);
     const fail = (error: unknown, closeConnection = false) => {
       if (!sink.open) return;
-      if (sink.streaming) sink.end(chatErrorEvent(error, options.log));
+      if (sink.streaming) sink.end(errors.event(error));
       else {
-        const answer = chatError(error, options.log);
+        const answer = errors.reply(error);
         sink.reply(answer.status, "application/json", JSON.stringify(answer.body), closeConnection, answer.headers);
       }
     };

@@ -9,7 +9,7 @@ export interface RequestInfo {
   header(name: string): string;
 }
 
-export const ALL_HEADERS = ["authorization", "content-type", "content-length", "host", "range", "idempotency-key", "x-forwarded-proto", "traceparent", "tracestate"] as const;
+export const ALL_HEADERS = ["authorization", "content-type", "content-length", "host", "range", "idempotency-key", "x-forwarded-proto", "traceparent", "tracestate", "last-event-id"] as const;
 export type HeaderName = (typeof ALL_HEADERS)[number];
 
 /** Copies the request line and the named headers (only those: copying costs on the hot path). */

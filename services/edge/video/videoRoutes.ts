@@ -1,6 +1,6 @@
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
-import { NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { NotFoundError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
 import { parseJsonBody, type RequestInfo } from "../http/request.ts";
@@ -11,6 +11,7 @@ import { normalizeVideoRequest } from "./normalizeRequest.ts";
 import { createReply, QueryReplyCache } from "./taskReplies.ts";
 import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
 import { IdempotencyKeys } from "./idempotencyKeys.ts";
+import { parseTaskIdParam } from "./taskIdParam.ts";
 import type { TaskViewReader } from "./taskViewReader.ts";
 import { contextFromTraceparent, inSpan, SpanKind } from "../../shared/tracing/tracing.ts";
 
@@ -24,13 +25,17 @@ export interface VideoRouteDeps {
   log: Logger;
 }
 
-const TASK_ID = /^[1-9][0-9]{0,14}$/;
+
+/** Where video addresses point: REELAY_PUBLIC_URL, else the address the client used. */
+export const videoBaseUrl =
+  (publicUrl: string | undefined) =>
+  (request: RequestInfo): string =>
+    publicUrl ?? `${request.header("x-forwarded-proto") || "http"}://${request.header("host") || "localhost"}`;
 
 export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): void {
   const replyForError = videoErrorReply(deps.log);
   const replies = new QueryReplyCache();
-  const baseUrl = (request: RequestInfo) =>
-    deps.publicUrl ?? `${request.header("x-forwarded-proto") || "http"}://${request.header("host") || "localhost"}`;
+  const baseUrl = videoBaseUrl(deps.publicUrl);
 
   app.post(
     "/api/compat/videosGenerations",
@@ -61,15 +66,13 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
     route(
       (request) =>
         deps.keys.withAccount(request.header("authorization"), (key) => {
-          const id = new URLSearchParams(request.query).get("id");
-          if (id === null || id === "") throw new ValidationError("id is required: GET /api/compat/videosTask?id=<task_id>");
-          if (!TASK_ID.test(id)) throw new ValidationError(`id must be a positive integer task id, got "${id.slice(0, 40)}"`);
+          const id = parseTaskIdParam(request.query);
           const answer = (view: TaskView | undefined) => {
             // Another account's task answers exactly like a missing one: ids are guessable.
             if (!view || view.account !== key.account) throw new NotFoundError(`task ${id} does not exist`);
             return replies.reply(view, baseUrl(request));
           };
-          const view = deps.views.get(Number(id));
+          const view = deps.views.get(id);
           return view instanceof Promise ? view.then(answer) : answer(view);
         }),
       { headers: ["authorization", "host", "x-forwarded-proto"], replyForError },

@@ -1,0 +1,83 @@
+import type { JetStreamClient } from "@nats-io/jetstream";
+import type { Logger } from "../../shared/log.ts";
+import { NotFoundError, ValidationError } from "../../shared/errors.ts";
+import type { TaskLog } from "../../shared/taskLog.ts";
+import { taskDataObject } from "../../tasks/taskData.ts";
+import type { ApiKeyDirectory } from "../auth.ts";
+import { streamRoute, type StreamErrors } from "../chat/streamRoute.ts";
+import type { RequestInfo } from "../http/request.ts";
+import type { TemplatedApp } from "../http/uws.ts";
+import { videoError } from "../http/videoErrors.ts";
+import { parseTaskIdParam } from "../video/taskIdParam.ts";
+import type { TaskViewReader } from "../video/taskViewReader.ts";
+import { followAccount, followTask } from "./eventStreams.ts";
+import { SseSession } from "./sseSession.ts";
+import type { TaskEventHub } from "./taskEventHub.ts";
+
+export interface EventRouteDeps {
+  keys: ApiKeyDirectory;
+  views: TaskViewReader;
+  hub: TaskEventHub;
+  taskLog: TaskLog;
+  js: JetStreamClient;
+  /** Where video addresses point (as the query endpoint builds them). */
+  baseUrl: (request: RequestInfo) => string;
+  log: Logger;
+  keepaliveMs: number;
+}
+
+/** Frames a stream may leave unread before it is cut (the client resumes with Last-Event-ID). */
+const MAX_UNREAD = 1000;
+
+function lastEventIdOf(request: RequestInfo): number | undefined {
+  const header = request.header("last-event-id");
+  if (header === "") return undefined;
+  if (!/^[1-9][0-9]{0,15}$/.test(header)) throw new ValidationError(`Last-Event-ID must be an event id this stream sent (a positive integer), got "${header.slice(0, 40)}"`);
+  return Number(header);
+}
+
+/**
+ * Live task events over SSE: `GET /api/compat/videosTask/events?id=<task_id>` (one task, ends after its
+ * final state) and `GET /api/compat/videosTasks/events` (every task of the caller's account). Same key and
+ * tenancy as the query; errors before the stream starts in the video envelope, after it as an `error` event.
+ */
+export function registerEventRoutes(app: TemplatedApp, deps: EventRouteDeps): void {
+  const errors: StreamErrors = {
+    reply: (error) => videoError(error, deps.log),
+    event: (error) => `event: error\ndata: ${JSON.stringify(videoError(error, deps.log).body)}\n\n`,
+  };
+  const session = (sink: ConstructorParameters<typeof SseSession>[0], request: RequestInfo, lastEventId: number | undefined, endAfterFinal: boolean) =>
+    new SseSession(
+      sink,
+      { keepaliveMs: deps.keepaliveMs, maxUnread: MAX_UNREAD, endAfterFinal, dataOf: (change) => taskDataObject(change.view, deps.baseUrl(request)) },
+      lastEventId,
+    );
+
+  app.get(
+    "/api/compat/videosTask/events",
+    streamRoute(
+      async (request, _body, sink) => {
+        const key = await deps.keys.authenticate(request.header("authorization"));
+        const taskId = parseTaskIdParam(request.query);
+        const view = await deps.views.get(taskId);
+        // Another account's task answers exactly like a missing one: ids are guessable.
+        if (!view || view.account !== key.account) throw new NotFoundError(`task ${taskId} does not exist`);
+        const lastEventId = lastEventIdOf(request);
+        await followTask(deps.hub, deps.taskLog, session(sink, request, lastEventId, true), taskId, lastEventId);
+      },
+      { log: deps.log, errors },
+    ),
+  );
+
+  app.get(
+    "/api/compat/videosTasks/events",
+    streamRoute(
+      async (request, _body, sink) => {
+        const key = await deps.keys.authenticate(request.header("authorization"));
+        const lastEventId = lastEventIdOf(request);
+        await followAccount(deps.hub, deps.js, deps.taskLog, session(sink, request, lastEventId, false), key.account, lastEventId);
+      },
+      { log: deps.log, errors },
+    ),
+  );
+}

@@ -1,0 +1,91 @@
+import type { StatusChange } from "../../tasks/statusChanges.ts";
+import type { ResponseSink } from "../chat/responseSink.ts";
+
+export interface SseSessionOptions {
+  /** A comment line this often keeps idle connections (and proxies) from timing out. */
+  keepaliveMs: number;
+  /** Frames a client may leave unread; past it the stream ends and the client resumes with Last-Event-ID. */
+  maxUnread: number;
+  /** The JSON object a change shows (the query endpoint's `data`). */
+  dataOf: (change: StatusChange) => unknown;
+  /** A one-task stream ends after the task's final state; an account's goes on. */
+  endAfterFinal: boolean;
+}
+
+/**
+ * One open `text/event-stream` of status changes: `id: <sequence>`, `event: status`, `data: {...}`, each
+ * change once and in order (anything at or before the last sent id is dropped); a task's stream ends after
+ * its final state.
+ * Memory per stream is bounded: a client that does not read is cut off, not buffered for.
+ */
+export class SseSession {
+  private lastSent: number;
+  private unread = 0;
+  private waitingForDrain = false;
+  private readonly keepalive: NodeJS.Timeout;
+  private readonly cleanups: Array<() => void> = [];
+
+  constructor(
+    private readonly sink: ResponseSink,
+    private readonly options: SseSessionOptions,
+    resumeAfter = 0,
+  ) {
+    this.lastSent = resumeAfter;
+    this.keepalive = setInterval(() => this.write(": keepalive\n\n"), options.keepaliveMs);
+    sink.onAbort(() => this.close());
+  }
+
+  get open(): boolean {
+    return this.sink.open;
+  }
+
+  /** Runs when the stream ends, whoever ends it. */
+  onClose(cleanup: () => void): void {
+    if (this.sink.open) this.cleanups.push(cleanup);
+    else cleanup();
+  }
+
+  /** Sends the stream's head (status 200 and headers) at once, so clients see it is open. */
+  begin(): void {
+    this.write("retry: 2000\n\n");
+  }
+
+  /** Nothing more will ever come: 204 No Content, which a standard EventSource takes as "stop reconnecting". */
+  finish(): void {
+    this.sink.reply(204, "text/plain", "");
+    this.close();
+  }
+
+  emit(change: StatusChange): void {
+    if (!this.sink.open || change.sequence <= this.lastSent) return;
+    this.lastSent = change.sequence;
+    const frame = `id: ${change.sequence}\nevent: status\ndata: ${JSON.stringify(this.options.dataOf(change))}\n\n`;
+    if (change.final && this.options.endAfterFinal) {
+      this.sink.end(frame);
+      this.close();
+      return;
+    }
+    this.write(frame);
+  }
+
+  close(): void {
+    clearInterval(this.keepalive);
+    if (this.sink.open) this.sink.end();
+    for (const cleanup of this.cleanups.splice(0)) cleanup();
+  }
+
+  private write(frame: string): void {
+    if (!this.sink.open) return;
+    if (this.waitingForDrain && ++this.unread > this.options.maxUnread) {
+      this.close();
+      return;
+    }
+    if (!this.sink.write(frame) && !this.waitingForDrain) {
+      this.waitingForDrain = true;
+      this.sink.onDrain(() => {
+        this.waitingForDrain = false;
+        this.unread = 0;
+      });
+    }
+  }
+}

@@ -1,0 +1,24 @@
+import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { evolveTaskView } from "./taskView.ts";
+
+/** A task's move to another status, as customers follow it (event streams, webhooks). */
+export interface StatusChange {
+  /** Stream sequence of the event that made it: the SSE `id`, and where a stream resumes. */
+  sequence: number;
+  taskId: number;
+  account: string;
+  view: TaskView;
+  final: boolean;
+}
+
+const isFinal = (view: TaskView) => view.status === "success" || view.status === "failed";
+
+/**
+ * Folds one event onto the task's view and says whether customers see a change: only a new status is
+ * one (an upstream's acceptance changes no status). Pure.
+ */
+export function applyForStatus(before: TaskView | null, event: TaskEvent, sequence: number): { view: TaskView | null; change?: StatusChange } {
+  const view = evolveTaskView(before, event);
+  if (!view || view === before || view.status === before?.status) return { view };
+  return { view, change: { sequence, taskId: view.taskId, account: view.account, view, final: isFinal(view) } };
+}
