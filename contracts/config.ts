@@ -124,6 +124,12 @@ export const ReelayConfig = z
         reservationSweepMs: z.number().int().min(100).default(60_000),
       })
       .prefault({}),
+    /** Browser apps allowed to call reelay (CORS): their origins, or "*" for any. None by default. */
+    cors: z
+      .strictObject({
+        allowedOrigins: z.array(z.string().regex(/^(\*|https?:\/\/[^/\s]+)$/, 'each origin is "*" or scheme://host[:port] without a path')).default([]),
+      })
+      .prefault({}),
     /** Task status changes POSTed to a create's callback_url (services/webhooks). */
     webhooks: z
       .strictObject({

@@ -1,7 +1,17 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 
 const blankAsUnset = (value: unknown) => (value === "" ? undefined : value);
 const optional = <T extends z.ZodType>(schema: T) => z.preprocess(blankAsUnset, schema.optional());
+
+function isAddressOrRange(entry: string): boolean {
+  const [address = "", prefix, extra] = entry.split("/");
+  const family = isIP(address);
+  if (family === 0 || extra !== undefined) return false;
+  if (prefix === undefined) return true;
+  const bits = Number(prefix);
+  return /^\d{1,3}$/.test(prefix) && bits <= (family === 6 ? 128 : 32);
+}
 
 const natsUrl = z
   .string()
@@ -18,6 +28,15 @@ export const ReelayEnvironment = z.object({
   REELAY_DATA_DIR: z.preprocess(blankAsUnset, z.string().min(1).default(".data")),
   REELAY_CONFIG: optional(z.string().min(1)),
   REELAY_PUBLIC_URL: optional(z.url({ protocol: /^https?$/, error: "must be an http(s) URL such as https://video.example.com" })),
+  /** Proxies (addresses or CIDR ranges, comma-separated) whose X-Forwarded-Proto/-Host build video addresses. */
+  REELAY_TRUSTED_PROXIES: z.preprocess(
+    blankAsUnset,
+    z
+      .string()
+      .transform((list) => list.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
+      .pipe(z.array(z.string().refine(isAddressOrRange, "each entry must be an IP address or a CIDR range such as 10.0.0.0/8")))
+      .default([]),
+  ),
   REELAY_REPLICAS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(5).default(1)),
   /** A port of its own for GET /metrics (0: any free port); unset: metrics only on the edge, to loopback clients. */
   REELAY_METRICS_PORT: optional(z.coerce.number().int().min(0).max(65_535)),

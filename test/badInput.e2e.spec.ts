@@ -20,6 +20,7 @@ interface Answer {
   status: number;
   contentType: string;
   text: string;
+  headers: { get(name: string): string };
 }
 
 let app: TestApp;
@@ -38,7 +39,8 @@ function exchange(method: string, path: string, headers: OutgoingHttpHeaders, se
       res.on("data", (chunk: Buffer) => chunks.push(chunk));
       res.on("error", reject);
       res.on("end", () => {
-        resolve({ status: res.statusCode ?? 0, contentType: String(res.headers["content-type"]), text: Buffer.concat(chunks).toString("utf8") });
+        const headers = { get: (name: string) => String(res.headers[name] ?? "") };
+        resolve({ status: res.statusCode ?? 0, contentType: String(res.headers["content-type"]), text: Buffer.concat(chunks).toString("utf8"), headers });
         req.destroy();
       });
     });
@@ -284,11 +286,23 @@ describe("bad input on GET videosTask answers a clear 4xx envelope", () => {
 
 describe("wrong methods and unknown paths answer the JSON envelope, never HTML", () => {
   it.each([
-    ["GET", CREATE],
-    ["PUT", CREATE],
-    ["OPTIONS", CREATE],
-    ["POST", `${QUERY}?id=1`],
-    ["DELETE", `${QUERY}?id=1`],
+    ["GET", CREATE, "POST"],
+    ["PUT", CREATE, "POST"],
+    ["POST", `${QUERY}?id=1`, "GET"],
+    ["DELETE", `${QUERY}?id=1`, "GET"],
+  ])("%s %s → 405 naming the allowed method", async (method, path, allowed) => {
+    const response = await call(method, path, method === "GET" ? undefined : JSON.stringify(VALID));
+    expect(response.headers.get("allow")).toBe(allowed);
+    expect(envelope(response, 405)).toContain(`${method} is not allowed`);
+  });
+
+  it("OPTIONS (a CORS preflight) is answered 204 with the methods, not an error", async () => {
+    const response = await call("OPTIONS", CREATE);
+    expect(response.status).toBe(204);
+    expect(response.headers.get("allow")).toMatch(/POST/);
+  });
+
+  it.each([
     ["GET", "/"],
     ["GET", "/api/compat/videosgenerations"],
     ["GET", `${QUERY}/1`],

@@ -12,7 +12,7 @@ import { runWrk, type WrkResult } from "../lib/wrk.ts";
 import type { BenchRow } from "../table.ts";
 
 const SUITE = "video";
-/** Server side (nats-server, reelay, bare uWS) on CPU 0; load generators (wrk, the raw publisher) on CPU 1. */
+/** Server side (nats-server, reelay, bare node:http) on CPU 0; load generators (wrk, the raw publisher) on CPU 1. */
 const SERVER_CPU = "0";
 const LOAD_CPU = "1";
 const BOTH_CPUS = "0,1";
@@ -153,7 +153,7 @@ const addRound = (stats: QueryStats, run: WrkResult, cpuUs: number): QueryStats 
 const noStats: QueryStats = { best: undefined, requests: 0, cpuUs: 0, errors: 0 };
 
 /**
- * Bare uWS vs reelay answering the same bytes. Rounds alternate so drift on a noisy machine hits both; the
+ * Bare node:http vs reelay answering the same bytes. Rounds alternate so drift on a noisy machine hits both; the
  * rate and p99 are each side's best round (least disturbed by other load), CPU per request is over all rounds.
  */
 async function queryPhase(workDir: string, cleanup: Cleanup, reelay: ReelayChild, key: string, taskId: number): Promise<BenchRow[]> {
@@ -165,7 +165,7 @@ async function queryPhase(workDir: string, cleanup: Cleanup, reelay: ReelayChild
   const bodyFile = join(workDir, "query.json");
   writeFileSync(bodyFile, body);
 
-  const bare = spawnTsx("bare uWS", "bench/bareUws.ts", [bodyFile], { cpu: SERVER_CPU });
+  const bare = spawnTsx("bare node:http", "bench/bareHttp.ts", [bodyFile], { cpu: SERVER_CPU });
   cleanup.add(() => bare.stop(2000));
   const bareUrl = `http://127.0.0.1:${(await waitForOutput(bare, /PORT (\d+)/, 15_000))[1]}${path}`;
   const bareBody = Buffer.from(await (await fetch(bareUrl)).arrayBuffer());
@@ -192,8 +192,8 @@ async function queryPhase(workDir: string, cleanup: Cleanup, reelay: ReelayChild
   if (!b.best || !r.best) throw new Error("no query round completed");
   const cpuPerReq = (t: QueryStats) => t.cpuUs / t.requests;
   const rows: BenchRow[] = [
-    { suite: SUITE, metric: "query videosTask (vs bare uWS)", value: r.best.rps, unit: "req/s", baseline: b.best.rps, ratio: r.best.rps / b.best.rps, target: ">= 0.5" },
-    { suite: SUITE, metric: "query p99 latency (vs bare uWS)", value: r.best.p99Ms, unit: "ms", baseline: b.best.p99Ms, ratio: r.best.p99Ms / b.best.p99Ms },
+    { suite: SUITE, metric: "query videosTask (vs bare node:http)", value: r.best.rps, unit: "req/s", baseline: b.best.rps, ratio: r.best.rps / b.best.rps, target: ">= 0.5" },
+    { suite: SUITE, metric: "query p99 latency (vs bare node:http)", value: r.best.p99Ms, unit: "ms", baseline: b.best.p99Ms, ratio: r.best.p99Ms / b.best.p99Ms },
     // When the server core is the bottleneck, rate ratio = 1 / CPU ratio: "<= 2x" is the 0.5 target without the noise.
     { suite: SUITE, metric: "query server CPU per request", value: cpuPerReq(r), unit: "µs", baseline: cpuPerReq(b), ratio: cpuPerReq(r) / cpuPerReq(b), target: "<= 2x" },
   ];

@@ -68,7 +68,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   log.info({ nats: url, natsServer: nats.nc.info?.version }, "connected to NATS; streams and buckets ready");
 
   startThreadMetrics("main", { processDefaults: true });
-  startTracing("main");
+  await startTracing("main");
   registerConsumerLagMetrics(nats.jsm);
 
   // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
@@ -92,6 +92,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
       host: environment().HOST,
       port: environment().PORT,
       publicUrl: environment().REELAY_PUBLIC_URL,
+      trustedProxies: environment().REELAY_TRUSTED_PROXIES,
     });
     stops.unshift({ service: "edge", stop: edge.stop });
     if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);

@@ -33,7 +33,7 @@ if (!port) throw new Error("serviceThread.ts runs only as a worker thread");
 
 const log = createLogger(service);
 startThreadMetrics(service, { processDefaults: false });
-startTracing(service);
+await startTracing(service);
 const nats = await connectNats(natsUrl, `reelay-${service}`);
 const running = service === "runner" ? await startRunner(nats, config, log) : await startProjector(nats, config, log);
 port.postMessage("ready");

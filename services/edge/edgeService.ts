@@ -9,13 +9,14 @@ import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
 import { RateLimiter } from "./rateLimiter.ts";
-import { registerChatRoutes } from "./chat/chatRoutes.ts";
+import { openAiNotFound, registerChatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
+import { HttpApp } from "./http/httpApp.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
-import { nativeUws, type TemplatedApp, type us_listen_socket } from "./http/uws.ts";
 import { registerEventRoutes } from "./events/eventRoutes.ts";
+import { trustedProxies, videoBaseUrl } from "./http/videoBaseUrl.ts";
 import { TaskEventHub } from "./events/taskEventHub.ts";
-import { registerVideoRoutes, videoBaseUrl } from "./video/videoRoutes.ts";
+import { registerVideoRoutes } from "./video/videoRoutes.ts";
 import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
 import { TaskSubmitter } from "./video/taskSubmitter.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
@@ -25,14 +26,16 @@ export interface EdgeOptions {
   host: string;
   port: number;
   publicUrl: string | undefined;
+  /** REELAY_TRUSTED_PROXIES: whose X-Forwarded-Proto/-Host build video addresses. */
+  trustedProxies?: readonly string[];
   /** Chat billing; the ledger by default (tests pass a recording meter). */
   chatUsageMeter?: ChatUsageMeter;
 }
 
 /** The HTTP edge: authenticates, validates and answers; all state lives in NATS. */
 export class EdgeService {
-  private listenSocket: us_listen_socket | undefined;
-  private uws: ReturnType<typeof nativeUws> | undefined;
+  private app: HttpApp | undefined;
+  private boundPort = 0;
   private readonly keys: ApiKeyDirectory;
   private readonly views: TaskViewReader;
   private readonly submitter: TaskSubmitter;
@@ -56,27 +59,21 @@ export class EdgeService {
 
   /** Starts listening; resolves to the bound port (useful with port 0). */
   async start(): Promise<number> {
-    const uWS = nativeUws(this.log);
-    this.uws = uWS;
     await this.keys.start();
     await this.views.start();
     await this.balances.start();
     await this.hub.start();
     this.submitter.start();
-    const app = uWS.App();
+    const app = new HttpApp(this.config.cors);
     this.registerRoutes(app);
-    return new Promise((resolve, reject) => {
-      app.listen(this.options.host, this.options.port, (socket) => {
-        if (!socket) return reject(new Error(`cannot listen on ${this.options.host}:${this.options.port} (port in use?)`));
-        this.listenSocket = socket;
-        resolve(uWS.us_socket_local_port(socket));
-      });
-    });
+    this.app = app;
+    this.boundPort = await app.listen(this.options.host, this.options.port);
+    return this.boundPort;
   }
 
   async stop(): Promise<void> {
-    if (this.listenSocket) this.uws?.us_listen_socket_close(this.listenSocket);
-    this.listenSocket = undefined;
+    await this.app?.close();
+    this.app = undefined;
     this.submitter.stop();
     this.hub.stop();
     this.views.stop();
@@ -93,7 +90,13 @@ export class EdgeService {
     return problems;
   }
 
-  private registerRoutes(app: TemplatedApp): void {
+  private registerRoutes(app: HttpApp): void {
+    const proxies = this.options.trustedProxies ?? [];
+    const baseUrl = videoBaseUrl({
+      publicUrl: this.options.publicUrl,
+      trusted: proxies.length > 0 ? trustedProxies(proxies) : undefined,
+      fallbackHost: () => `localhost:${this.boundPort}`,
+    });
     registerVideoRoutes(app, {
       config: this.config,
       keys: this.keys,
@@ -109,7 +112,7 @@ export class EdgeService {
         log: this.log,
       },
       views: this.views,
-      publicUrl: this.options.publicUrl,
+      baseUrl,
       log: this.log,
     });
     registerChatRoutes(app, {
@@ -125,18 +128,22 @@ export class EdgeService {
       hub: this.hub,
       taskLog: this.taskLog,
       js: this.nats.js,
-      baseUrl: videoBaseUrl(this.options.publicUrl),
+      baseUrl,
       log: this.log,
       keepaliveMs: this.config.limits.sseKeepaliveMs,
     });
     new VideoFiles(this.nats.videos).register(app, this.log);
-    app.get("/healthz", (res) => {
+    app.get("/healthz", (_req, res) => {
       const problems = this.healthProblems(this.connection.connected());
       writeReply(res, jsonReply(problems.length === 0 ? 200 : 503, { status: problems.length === 0 ? "ok" : problems.join("; ") }));
     });
-    app.any("/*", (res, req) => {
-      const what = `${req.getMethod().toUpperCase()} ${req.getUrl()}`;
-      writeReply(res, jsonReply(404, { code: 404, msg: `no such endpoint: ${what}` }));
+    const openAi = openAiNotFound(this.log);
+    app.any("/*", (req, res) => {
+      const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+      // Under the OpenAI-compatible base, what reelay does not serve (/responses, /embeddings, …) answers
+      // as OpenAI would; elsewhere (and for the spec's video paths) in the video envelope.
+      if (path.startsWith("/api/compat/") && !path.startsWith("/api/compat/videos")) return openAi(req, res);
+      writeReply(res, jsonReply(404, { code: 404, msg: `no such endpoint: ${(req.method ?? "GET").toUpperCase()} ${path.slice(0, 200)}` }));
     });
   }
 }

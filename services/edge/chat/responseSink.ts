@@ -1,10 +1,9 @@
-import { statusLine } from "../http/reply.ts";
-import type { HttpResponse } from "../http/uws.ts";
+import type { ServerResponse } from "node:http";
 
 /**
- * What a chat handler writes to: either one whole reply or an SSE stream, with uWS's rules kept in one
- * place — every write corked (we are always past an await here), nothing written after the client left
- * or after the end, backpressure reported to the caller and a drain callback to resume it.
+ * What a streaming handler writes to: either one whole reply or an SSE stream, with the rules kept in one
+ * place — nothing written after the client left or after the end, backpressure reported to the caller and
+ * a drain callback to resume it.
  */
 export interface ResponseSink {
   readonly requestId: string;
@@ -31,17 +30,17 @@ const SSE_HEADERS: ReadonlyArray<readonly [string, string]> = [
   ["x-accel-buffering", "no"],
 ];
 
-export class UwsResponseSink implements ResponseSink {
+export class NodeResponseSink implements ResponseSink {
   private aborted = false;
   private ended = false;
   private started = false;
   private abortListener: (() => void) | undefined;
   private drainListener: (() => void) | undefined;
-  private writableRegistered = false;
 
-  constructor(private readonly res: HttpResponse, readonly requestId: string) {
-    // Must happen synchronously in the uWS handler: an unanswered request without onAborted kills the process.
-    res.onAborted(() => {
+  constructor(private readonly res: ServerResponse, readonly requestId: string) {
+    res.once("close", () => {
+      if (this.ended) return;
+      // Closed before we ended it: the client went away.
       this.aborted = true;
       const listener = this.abortListener;
       const drain = this.drainListener;
@@ -70,35 +69,29 @@ export class UwsResponseSink implements ResponseSink {
     if (!this.open) return;
     this.ended = true;
     this.abortListener = undefined;
-    this.res.cork(() => {
-      this.res.writeStatus(statusLine(status)).writeHeader("content-type", contentType).writeHeader("x-request-id", this.requestId);
-      for (const [name, value] of Object.entries(headers ?? {})) this.res.writeHeader(name, value);
-      this.res.end(body, closeConnection);
+    this.res.writeHead(status, {
+      "content-type": contentType,
+      "x-request-id": this.requestId,
+      "content-length": String(Buffer.byteLength(body)),
+      ...headers,
+      ...(closeConnection ? { connection: "close" } : {}),
     });
+    this.res.end(body);
   }
 
   write(chunk: string | Uint8Array): boolean {
     if (!this.open) return true;
-    let ok = true;
-    this.res.cork(() => {
-      this.writeHeadOnce();
-      ok = this.res.write(chunk);
-    });
-    return ok;
+    this.writeHeadOnce();
+    return this.res.write(chunk);
   }
 
   onDrain(resume: () => void): void {
     if (!this.open) return;
     this.drainListener = resume;
-    if (this.writableRegistered) return;
-    this.writableRegistered = true;
-    // With a writable handler registered, uWS leaves draining its buffer to our next write (which the
-    // resumed producer makes at once); returning true tells it nothing failed.
-    this.res.onWritable(() => {
+    this.res.once("drain", () => {
       const listener = this.drainListener;
       this.drainListener = undefined;
       listener?.();
-      return true;
     });
   }
 
@@ -107,18 +100,14 @@ export class UwsResponseSink implements ResponseSink {
     this.ended = true;
     this.abortListener = undefined;
     this.drainListener = undefined;
-    this.res.cork(() => {
-      this.writeHeadOnce();
-      // A zero-length chunk ends chunked encoding, so the closing bytes travel with `end`.
-      this.res.end(last);
-    });
+    this.writeHeadOnce();
+    if (last === undefined) this.res.end();
+    else this.res.end(last);
   }
 
   private writeHeadOnce(): void {
     if (this.started) return;
     this.started = true;
-    this.res.writeStatus("200 OK");
-    for (const [name, value] of SSE_HEADERS) this.res.writeHeader(name, value);
-    this.res.writeHeader("x-request-id", this.requestId);
+    this.res.writeHead(200, { ...Object.fromEntries(SSE_HEADERS), "x-request-id": this.requestId });
   }
 }

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import type { Logger } from "../../shared/log.ts";
 import { captureRequest, readBody, type RequestInfo } from "../http/request.ts";
-import type { HttpRequest, HttpResponse } from "../http/uws.ts";
+import type { NodeHandler } from "../http/route.ts";
 import { chatError, chatErrorEvent } from "./chatErrors.ts";
-import { UwsResponseSink, type ResponseSink } from "./responseSink.ts";
+import { NodeResponseSink, type ResponseSink } from "./responseSink.ts";
 
 /** A handler that answers through the sink, as one reply or as a stream; it may throw at any point. */
 export type StreamHandler = (request: RequestInfo, body: Buffer | undefined, sink: ResponseSink) => void | Promise<void>;
@@ -27,15 +27,15 @@ const openAiErrors = (log: Logger): StreamErrors => ({ reply: (error) => chatErr
 export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
 
 /**
- * The chat counterpart of `http/route.ts`: same guarantees (onAborted first, body size enforced while
- * reading, no error escapes), but the handler owns the response through a sink so it can stream.
+ * The streaming counterpart of `http/route.ts`: same guarantees (body size enforced while reading, no
+ * error escapes), but the handler owns the response through a sink so it can stream.
  * A failure before the first byte becomes an OpenAI error reply with its status; after the stream has
  * started the status is gone, so it becomes a final `data: {"error":…}` event and the stream closes.
  */
-export function streamRoute(handler: StreamHandler, options: StreamRouteOptions) {
-  return (res: HttpResponse, req: HttpRequest): void => {
+export function streamRoute(handler: StreamHandler, options: StreamRouteOptions): NodeHandler {
+  return (req, res) => {
     const request = captureRequest(req);
-    const sink = new UwsResponseSink(res, newRequestId());
+    const sink = new NodeResponseSink(res, newRequestId());
     const errors = options.errors ?? openAiErrors(options.log);
     const fail = (error: unknown, closeConnection = false) => {
       if (!sink.open) return;
@@ -56,6 +56,6 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
     if (options.maxBodyBytes === undefined) run(undefined);
     else
       // The rest of a refused body may still be arriving; closing beats reading it.
-      readBody(res, request, options.maxBodyBytes).then(run, (error: unknown) => fail(error, true));
+      readBody(req, options.maxBodyBytes).then(run, (error: unknown) => fail(error, true));
   };
 }

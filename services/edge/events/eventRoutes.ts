@@ -6,7 +6,7 @@ import { taskDataObject } from "../../tasks/taskData.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
 import { streamRoute, type StreamErrors } from "../chat/streamRoute.ts";
 import type { RequestInfo } from "../http/request.ts";
-import type { TemplatedApp } from "../http/uws.ts";
+import type { HttpApp } from "../http/httpApp.ts";
 import { videoError } from "../http/videoErrors.ts";
 import { parseTaskIdParam } from "../video/taskIdParam.ts";
 import type { TaskViewReader } from "../video/taskViewReader.ts";
@@ -41,7 +41,7 @@ function lastEventIdOf(request: RequestInfo): number | undefined {
  * final state) and `GET /api/compat/videosTasks/events` (every task of the caller's account). Same key and
  * tenancy as the query; errors before the stream starts in the video envelope, after it as an `error` event.
  */
-export function registerEventRoutes(app: TemplatedApp, deps: EventRouteDeps): void {
+export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
   const errors: StreamErrors = {
     reply: (error) => videoError(error, deps.log),
     event: (error) => `event: error\ndata: ${JSON.stringify(videoError(error, deps.log).body)}\n\n`,

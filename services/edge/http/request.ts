@@ -1,57 +1,58 @@
-import type { HttpRequest, HttpResponse } from "./uws.ts";
+import type { IncomingMessage } from "node:http";
 import { PayloadTooLargeError, ValidationError } from "../../shared/errors.ts";
 
-/** What a route may read of a request: copied out synchronously, because uWS's `req` dies after the handler returns. */
+/** What a route may read of a request. */
 export interface RequestInfo {
   method: string;
+  /** The path, without the query. */
   url: string;
   query: string;
   header(name: string): string;
+  /** The TCP peer's address (a proxy's, behind one). */
+  peer: string;
 }
 
-export const ALL_HEADERS = ["authorization", "content-type", "content-length", "host", "range", "idempotency-key", "x-forwarded-proto", "traceparent", "tracestate", "last-event-id"] as const;
-export type HeaderName = (typeof ALL_HEADERS)[number];
-
-/** Copies the request line and the named headers (only those: copying costs on the hot path). */
-export function captureRequest(req: HttpRequest, names: readonly HeaderName[] = ALL_HEADERS): RequestInfo {
-  const headers = new Map<string, string>();
-  for (const name of names) {
-    const value = req.getHeader(name);
-    if (value) headers.set(name, value);
-  }
+export function captureRequest(req: IncomingMessage): RequestInfo {
+  const target = req.url ?? "/";
+  const mark = target.indexOf("?");
   return {
-    method: req.getMethod().toUpperCase(),
-    url: req.getUrl(),
-    query: req.getQuery() ?? "",
-    header: (name: string) => headers.get(name) ?? "",
+    method: (req.method ?? "GET").toUpperCase(),
+    url: mark === -1 ? target : target.slice(0, mark),
+    query: mark === -1 ? "" : target.slice(mark + 1),
+    header: (name: string) => {
+      const value = req.headers[name];
+      return Array.isArray(value) ? value.join(", ") : (value ?? "");
+    },
+    peer: req.socket.remoteAddress ?? "",
   };
 }
 
 /**
- * Reads the whole body, copying each chunk (uWS reuses the ArrayBuffer) and enforcing the size limit
- * while reading, so an oversized body costs at most `maxBytes` of memory.
+ * Reads the whole body, enforcing the size limit while reading (a declared length over it is refused
+ * before reading anything), so an oversized body costs at most `maxBytes` of memory.
  */
-export function readBody(res: HttpResponse, info: RequestInfo, maxBytes: number): Promise<Buffer> {
+export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    const declared = Number(info.header("content-length"));
+    const declared = Number(req.headers["content-length"]);
     if (Number.isFinite(declared) && declared > maxBytes) {
       reject(new PayloadTooLargeError(`request body is ${declared} bytes; the limit is ${maxBytes}`));
       return;
     }
     const chunks: Buffer[] = [];
     let size = 0;
-    let refused = false;
-    res.onData((chunk, isLast) => {
-      if (refused) return;
-      size += chunk.byteLength;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
       if (size > maxBytes) {
-        refused = true;
+        req.off("data", onData);
+        req.pause();
         reject(new PayloadTooLargeError(`request body exceeds the limit of ${maxBytes} bytes`));
         return;
       }
-      chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
-    });
+      chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.once("end", () => resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size)));
+    req.once("error", reject);
   });
 }
 

@@ -3,7 +3,7 @@ import { NotFoundError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { HttpReply } from "../http/reply.ts";
 import { route } from "../http/route.ts";
-import type { TemplatedApp } from "../http/uws.ts";
+import type { HttpApp } from "../http/httpApp.ts";
 import { videoErrorReply } from "../http/videoErrors.ts";
 import { decideRange } from "./byteRange.ts";
 
@@ -29,12 +29,12 @@ export class VideoFiles {
 
   constructor(private readonly videos: ObjectStore) {}
 
-  register(app: TemplatedApp, log: Logger): void {
+  register(app: HttpApp, log: Logger): void {
     const replyForError = videoErrorReply(log);
     for (const method of ["get", "head"] as const) {
       app[method](
         "/videos/:name",
-        route((request) => this.serve(nameFromUrl(request.url), request.header("range"), method === "head"), { headers: ["range"], replyForError }),
+        route((request) => this.serve(nameFromUrl(request.url), request.header("range"), method === "head"), { replyForError }),
       );
     }
   }

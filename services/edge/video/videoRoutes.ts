@@ -5,7 +5,7 @@ import type { Logger } from "../../shared/log.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
 import { parseJsonBody, type RequestInfo } from "../http/request.ts";
 import { route } from "../http/route.ts";
-import type { TemplatedApp } from "../http/uws.ts";
+import type { HttpApp } from "../http/httpApp.ts";
 import { videoErrorReply } from "../http/videoErrors.ts";
 import { normalizeVideoRequest } from "./normalizeRequest.ts";
 import { createReply, QueryReplyCache } from "./taskReplies.ts";
@@ -20,22 +20,16 @@ export interface VideoRouteDeps {
   keys: ApiKeyDirectory;
   create: CreateDeps;
   views: TaskViewReader;
-  /** REELAY_PUBLIC_URL; otherwise video addresses are built from the request's Host header. */
-  publicUrl: string | undefined;
+  /** Where video addresses point (http/videoBaseUrl.ts). */
+  baseUrl: (request: RequestInfo) => string;
   log: Logger;
 }
 
 
-/** Where video addresses point: REELAY_PUBLIC_URL, else the address the client used. */
-export const videoBaseUrl =
-  (publicUrl: string | undefined) =>
-  (request: RequestInfo): string =>
-    publicUrl ?? `${request.header("x-forwarded-proto") || "http"}://${request.header("host") || "localhost"}`;
-
-export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): void {
+export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
   const replyForError = videoErrorReply(deps.log);
   const replies = new QueryReplyCache();
-  const baseUrl = videoBaseUrl(deps.publicUrl);
+  const { baseUrl } = deps;
 
   app.post(
     "/api/compat/videosGenerations",
@@ -57,7 +51,7 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
           }),
         );
       },
-      { headers: ["authorization", "idempotency-key", "host", "x-forwarded-proto", "traceparent", "tracestate"], maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
+      { maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
     ),
   );
 
@@ -75,7 +69,7 @@ export function registerVideoRoutes(app: TemplatedApp, deps: VideoRouteDeps): vo
           const view = deps.views.get(id);
           return view instanceof Promise ? view.then(answer) : answer(view);
         }),
-      { headers: ["authorization", "host", "x-forwarded-proto"], replyForError },
+      { replyForError },
     ),
   );
 }

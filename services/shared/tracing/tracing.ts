@@ -1,9 +1,4 @@
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Context, type Span } from "@opentelemetry/api";
-import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
-import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
-import { resourceFromAttributes } from "@opentelemetry/resources";
-import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 
 /**
  * Traces with OpenTelemetry. Off unless `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set:
@@ -13,22 +8,32 @@ import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
  */
 export const tracer = trace.getTracer("reelay");
 
-let provider: TracerProvider | undefined;
+/** The SDK is loaded only when tracing is on: every process (and CLI call) would otherwise pay for loading it. */
+let provider: { shutdown(): Promise<void> } | undefined;
 
 export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }
 
 /** Once per thread (each service thread exports its own spans). `part`: edge, runner, projector or main. */
-export function startTracing(part: string): void {
+export async function startTracing(part: string): Promise<void> {
   if (provider || !tracingConfigured()) return;
+  const [{ AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }, { OTLPTraceExporter }, { resourceFromAttributes }, { BatchSpanProcessor, TracerProvider }] =
+    await Promise.all([
+      import("@opentelemetry/context-async-hooks"),
+      import("@opentelemetry/core"),
+      import("@opentelemetry/exporter-trace-otlp-http"),
+      import("@opentelemetry/resources"),
+      import("@opentelemetry/sdk-trace"),
+    ]);
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-  provider = new TracerProvider({
+  const tracerProvider = new TracerProvider({
     resource: resourceFromAttributes({ "service.name": process.env.OTEL_SERVICE_NAME ?? "reelay", "reelay.thread": part }),
     spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter(), ...scheduledDelay() })],
   });
-  trace.setGlobalTracerProvider(provider);
+  trace.setGlobalTracerProvider(tracerProvider);
+  provider = tracerProvider;
 }
 
 /** OTEL_BSP_SCHEDULE_DELAY (the standard variable; this SDK line does not read it itself). */
