@@ -54,6 +54,8 @@ export async function startTestApp(
     chatUsageMeter?: ChatUsageMeter;
     /** Serves provider names with test providers (e.g. a ScriptedVendor) instead of their config kind. */
     providers?: ProviderFactory;
+    /** REELAY_TRUSTED_PROXIES of the edge. */
+    trustedProxies?: string[];
   } = {},
 ): Promise<TestApp> {
   const services = options.services ?? ["edge", "runner", "projector"];
@@ -69,6 +71,7 @@ export async function startTestApp(
       host: "127.0.0.1",
       port: 0,
       publicUrl: undefined,
+      ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
       ...(options.chatUsageMeter ? { chatUsageMeter: options.chatUsageMeter } : {}),
     });
     port = edge.port;
