@@ -1,0 +1,111 @@
+import type { ChildProcess } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freeLoopbackPort } from "../infra/natsServer.ts";
+import { AccountLedger } from "../services/billing/accountLedger.ts";
+import { ApiKeyStore } from "../services/shared/apiKeys.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { testConfig } from "./helpers/testApp.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+/** Peak and current resident memory of a process, from /proc (Linux). */
+function memoryOf(pid: number): { peakMiB: number; nowMiB: number } {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN);
+  return { peakMiB: kib("VmHWM") / 1024, nowMiB: kib("VmRSS") / 1024 };
+}
+
+/** Raw bytes on a fresh connection; resolves with whatever came back when the server closes or `ms` passes. */
+const raw = (port: number, bytes: string, ms = 3000) =>
+  new Promise<string>((resolve) => {
+    const socket = connect(port, "127.0.0.1");
+    let received = "";
+    const done = () => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(received);
+    };
+    const timer = setTimeout(done, ms);
+    socket.on("data", (chunk) => (received += chunk.toString("latin1")));
+    socket.on("end", done);
+    socket.on("error", done);
+    socket.write(bytes);
+  });
+
+/** Runs `count` jobs, `width` at a time. */
+async function inWaves(count: number, width: number, job: (i: number) => Promise<unknown>): Promise<void> {
+  for (let start = 0; start < count; start += width) {
+    await Promise.all(Array.from({ length: Math.min(width, count - start) }, (_, k) => job(start + k)));
+  }
+}
+
+/**
+ * One bounded hostile mix against a real `reelay serve` (edge, runner and projector in one process): the
+ * attacks issue 8 found, thousands of requests. The process must stay up, healthy and under 512 MiB.
+ */
+describe("hostile mix", () => {
+  let server: Awaited<ReturnType<typeof startTestNats>>;
+  let nats: Nats;
+  let child: ChildProcess;
+  let port: number;
+  let key: string;
+
+  beforeAll(async () => {
+    server = await startTestNats();
+    const config = testConfig();
+    nats = await connectNats(server.url, "hostile-test", { replicas: 1, leaseMs: config.runner.leaseMs });
+    port = await freeLoopbackPort();
+    child = await startChildService([], { NATS_URL: server.url, REELAY_CONFIG: writeConfigFile(config), PORT: String(port) });
+    const ledger = new AccountLedger(nats);
+    await ledger.execute("mallory", { type: "open" });
+    await ledger.execute("mallory", { type: "credit", amountMicros: 100_000_000, creditId: "hostile" });
+    key = (await new ApiKeyStore(nats.apiKeys).create("mallory")).key;
+  });
+  afterAll(async () => {
+    if (child) await killHard(child);
+    await nats?.nc.drain();
+    await server?.stop();
+  });
+
+  it("stays up and under 512 MiB through thousands of hostile requests", async () => {
+    const base = `http://127.0.0.1:${port}`;
+    const created = await fetch(`${base}/api/compat/videosGenerations`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "VideoModel-2.0-mini", prompt: "a fox", duration: 4 }),
+    });
+    const taskId = ((await created.json()) as { data: { task_id: number } }).data.task_id;
+    const label = (i: number) => `h${i}-${"x".repeat(60)}`;
+
+    // Polling one's own task under thousands of distinct, long Host names (the reply cache was keyed by them).
+    await inWaves(2000, 100, (i) => raw(port, `GET /api/compat/videosTask?id=${taskId} HTTP/1.1\r\nHost: ${label(i)}.${label(i)}.${label(i)}.example\r\nAuthorization: Bearer ${key}\r\nConnection: close\r\n\r\n`));
+    // Thousands of distinct invalid keys just under the header limit (every presented key was cached).
+    await inWaves(2000, 100, (i) => raw(port, `GET /api/compat/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${String(i).padStart(8, "0")}${"k".repeat(15_000)}\r\nConnection: close\r\n\r\n`));
+    // Oversized headers, long targets, malformed requests, HTTP/1.0, pipelining.
+    await inWaves(200, 50, () => raw(port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"b".repeat(40_000)}\r\n\r\n`));
+    await inWaves(200, 50, () => raw(port, `GET /healthz?${"q".repeat(12_000)} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`));
+    await inWaves(200, 50, (i) => raw(port, `${"\u0001".repeat(i % 7)}GARBAGE / HTTP/9.9\r\n\r\n`));
+    await inWaves(200, 50, () => raw(port, "GET /healthz HTTP/1.0\r\n\r\n"));
+    await inWaves(100, 25, () => raw(port, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".repeat(5) + "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    // 24 concurrent echo streams of a message just under the body limit (each used to cost ~220 MiB).
+    const big = "w ".repeat(500_000);
+    await Promise.all(
+      Array.from({ length: 24 }, async () => {
+        const response = await fetch(`${base}/api/compat/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: "echo", stream: true, messages: [{ role: "user", content: big }] }),
+        });
+        await response.arrayBuffer();
+      }),
+    );
+
+    expect(child.exitCode).toBeNull();
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    const memory = memoryOf(child.pid as number);
+    expect(memory.peakMiB, `peak RSS ${memory.peakMiB.toFixed(0)} MiB`).toBeLessThan(512);
+    if (process.env.SHOW_MEMORY) process.stdout.write(`hostile mix: peak RSS ${memory.peakMiB.toFixed(0)} MiB, now ${memory.nowMiB.toFixed(0)} MiB\n`);
+  });
+});
