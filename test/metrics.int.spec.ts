@@ -51,6 +51,23 @@ describe("metrics", () => {
     expect(delta("reelay_ledger_movements_yuan_total", { kind: "reserved" })).toBeGreaterThan(0);
     expect(delta("reelay_ledger_movements_yuan_total", { kind: "settled" })).toBeGreaterThan(0);
     expect(sampleSum(after, "reelay_nats_connected")).toBe(1);
+    expect(delta("reelay_http_requests_total", { route: "/api/compat/videosGenerations", code: "200" })).toBe(1);
+    expect(delta("reelay_http_request_duration_seconds_count", { route: "/api/compat/videosTask" })).toBeGreaterThanOrEqual(1);
+  });
+
+  it("times a streamed chat's first chunk per model, and counts unmatched paths under a bounded label", async () => {
+    const before = await scrape();
+    const response = await fetch(`${app.baseUrl}/api/compat/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${await app.keyFor("metrics-chat", 1)}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "echo", stream: true, messages: [{ role: "user", content: "hi" }] }),
+    });
+    await response.text();
+    await fetch(`${app.baseUrl}/no/such/path/${Math.random()}`);
+    const after = await scrape();
+    const delta = (name: string, labels: Record<string, string>) => sampleSum(after, name, labels) - sampleSum(before, name, labels);
+    expect(delta("reelay_chat_time_to_first_chunk_seconds_count", { model: "echo" })).toBe(1);
+    expect(delta("reelay_http_requests_total", { route: "unmatched", code: "404" })).toBe(1);
   });
 
   it("live tasks are gauged by provider and state, and consumer lag is read from the server", async () => {

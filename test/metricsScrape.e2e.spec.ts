@@ -22,6 +22,7 @@ describe("GET /metrics of reelay serve", () => {
   let nats: Nats;
   let child: ChildProcess;
   let metricsUrl: string;
+  let edgeUrl: string;
   let client: VideoClient;
 
   beforeAll(async () => {
@@ -36,6 +37,7 @@ describe("GET /metrics of reelay serve", () => {
       REELAY_METRICS_PORT: String(metricsPort),
     });
     metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    edgeUrl = `http://127.0.0.1:${port}`;
     const ledger = new AccountLedger(nats);
     await ledger.execute("scraped", { type: "open" });
     await ledger.execute("scraped", { type: "credit", amountMicros: 100_000_000, creditId: "metrics-test" });
@@ -72,6 +74,12 @@ describe("GET /metrics of reelay serve", () => {
     expect(threads.sort()).toEqual(["main", "projector", "runner"]);
     expect(sampleSum(samples, "reelay_process_resident_memory_bytes")).toBeGreaterThan(0);
     expect(sampleSum(samples, "reelay_runner_heartbeat_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000 - 60);
+  });
+
+  it("answers GET /metrics on the edge's own port to loopback clients too", async () => {
+    const onEdge = await fetch(`${edgeUrl}/metrics`);
+    expect(onEdge.status).toBe(200);
+    expect(await onEdge.text()).toMatch(/^# HELP reelay_/m);
   });
 
   it.skipIf(!hasPromtool)("passes `promtool check metrics`", async () => {

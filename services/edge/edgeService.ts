@@ -11,6 +11,7 @@ import { ApiKeyDirectory } from "./auth.ts";
 import { RateLimiter } from "./rateLimiter.ts";
 import { openAiNotFound, registerChatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
+import { collectProcessMetrics } from "../shared/metrics/processMetrics.ts";
 import { HttpApp } from "./http/httpApp.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
 import { registerEventRoutes } from "./events/eventRoutes.ts";
@@ -31,6 +32,8 @@ export interface EdgeOptions {
   /** Chat billing; the ledger by default (tests pass a recording meter). */
   chatUsageMeter?: ChatUsageMeter;
 }
+
+const isLoopback = (address: string): boolean => address === "::1" || address.startsWith("127.") || address.startsWith("::ffff:127.");
 
 /** The HTTP edge: authenticates, validates and answers; all state lives in NATS. */
 export class EdgeService {
@@ -136,6 +139,18 @@ export class EdgeService {
     app.get("/healthz", (_req, res) => {
       const problems = this.healthProblems(this.connection.connected());
       writeReply(res, jsonReply(problems.length === 0 ? 200 : 503, { status: problems.length === 0 ? "ok" : problems.join("; ") }));
+    });
+    app.get("/metrics", (req, res) => {
+      // On the public port, only for clients on this machine (a local Prometheus or agent); operators who
+      // scrape from elsewhere use REELAY_METRICS_PORT on an internal interface.
+      if (!isLoopback(req.socket.remoteAddress ?? "")) return writeReply(res, jsonReply(404, { code: 404, msg: "no such endpoint: GET /metrics" }));
+      collectProcessMetrics().then(
+        ({ contentType, text }) => writeReply(res, { status: 200, headers: { "content-type": contentType }, body: text }),
+        (error: unknown) => {
+          this.log.error({ err: error }, "collecting metrics failed");
+          writeReply(res, jsonReply(500, { code: 500, msg: "collecting metrics failed" }));
+        },
+      );
     });
     const openAi = openAiNotFound(this.log);
     app.any("/*", (req, res) => {

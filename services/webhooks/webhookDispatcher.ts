@@ -4,6 +4,7 @@ import type { ReelayConfig } from "../../contracts/config.ts";
 import { TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
+import { webhookDeliveries } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
@@ -173,6 +174,7 @@ export class WebhookDispatcher {
       const result = await deliverWebhook({ url: callbackUrl, id: webhookId, body, secrets }, { timeoutMs, allowPrivateAddresses });
       const pause = backoffMs(attempt, firstBackoffMs, maxBackoffMs);
       const givingUp = !result.delivered && Date.now() + pause > giveUpAt;
+      webhookDeliveries.inc({ outcome: result.delivered ? "delivered" : givingUp ? "gave_up" : "failed" });
       recordAttempt(this.nats.js, account, {
         at: new Date().toISOString(),
         taskId,

@@ -6,6 +6,7 @@ import type { ApiKeyDirectory } from "../auth.ts";
 import { jsonReply, writeReply } from "../http/reply.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import type { NodeHandler } from "../http/route.ts";
+import { chatTimeToFirstChunk } from "../../shared/metrics/metrics.ts";
 import { chatError, withDetail } from "./chatErrors.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
 import { parseChatRequest } from "./chatRequest.ts";
@@ -30,10 +31,40 @@ const safeDecode = (text: string): string => {
   }
 };
 
-/**
- * The OpenAI-compatible surface under /api/compat: chat completions at the spec's path and at the path
- * client libraries append to their base URL, and the model list those libraries (and users) ask for.
- */
+/** The sink, timing its first streamed chunk for `reelay_chat_time_to_first_chunk_seconds`. */
+function timedFirstChunk(sink: ResponseSink, model: string): ResponseSink {
+  const started = performance.now();
+  let first = true;
+  const observe = () => {
+    if (!first) return;
+    first = false;
+    chatTimeToFirstChunk.observe({ model }, (performance.now() - started) / 1000);
+  };
+  return {
+    get requestId() {
+      return sink.requestId;
+    },
+    get open() {
+      return sink.open;
+    },
+    get streaming() {
+      return sink.streaming;
+    },
+    onAbort: (listener) => sink.onAbort(listener),
+    reply: (...args) => sink.reply(...args),
+    write: (chunk) => {
+      observe();
+      return sink.write(chunk);
+    },
+    onDrain: (resume) => sink.onDrain(resume),
+    // A short stream may go out whole with its end.
+    end: (last) => {
+      if (last !== undefined) observe();
+      sink.end(last);
+    },
+  };
+}
+
 /**
  * What OpenAI answers for a path or method it does not serve (404, "Invalid URL (METHOD path)"), for every
  * path under /api/compat/ that OpenAI clients may call and reelay does not serve (`/responses`,
@@ -47,6 +78,10 @@ export function openAiNotFound(log: Logger): NodeHandler {
   };
 }
 
+/**
+ * The OpenAI-compatible surface under /api/compat: chat completions at the spec's path and at the path
+ * client libraries append to their base URL, and the model list those libraries (and users) ask for.
+ */
 export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
   const { config, keys, meter, connection, log } = deps;
   const models = buildChatModels(config, log);
@@ -69,7 +104,7 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
     if (!connection.connected()) throw new ServiceUnavailableError(NATS_DOWN);
     await meter.assertCanSpend(key.account);
     if (!sink.open) return;
-    const usage = await model.provider.complete(request, sink);
+    const usage = await model.provider.complete(request, timedFirstChunk(sink, model.name));
     if (!usage) return;
     meter
       .charge({

@@ -1,3 +1,4 @@
+import { sseStreamsOpen } from "../../shared/metrics/metrics.ts";
 import type { StatusChange } from "../../tasks/statusChanges.ts";
 import type { ResponseSink } from "../chat/responseSink.ts";
 
@@ -24,6 +25,7 @@ export class SseSession {
   private waitingForDrain = false;
   private readonly keepalive: NodeJS.Timeout;
   private readonly cleanups: Array<() => void> = [];
+  private closed = false;
 
   constructor(
     private readonly sink: ResponseSink,
@@ -32,6 +34,7 @@ export class SseSession {
   ) {
     this.lastSent = resumeAfter;
     this.keepalive = setInterval(() => this.write(": keepalive\n\n"), options.keepaliveMs);
+    sseStreamsOpen.inc();
     sink.onAbort(() => this.close());
   }
 
@@ -69,6 +72,8 @@ export class SseSession {
   }
 
   close(): void {
+    if (!this.closed) sseStreamsOpen.dec();
+    this.closed = true;
     clearInterval(this.keepalive);
     if (this.sink.open) this.sink.end();
     for (const cleanup of this.cleanups.splice(0)) cleanup();

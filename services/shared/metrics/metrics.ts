@@ -133,3 +133,16 @@ export const natsConnected = new Gauge({
   help: "1 while this process's NATS connection is up, 0 while it is down.",
   registers: [registry],
 });
+
+export const sseStreamsOpen = new Gauge({
+  name: "reelay_sse_streams_open",
+  help: "Task event streams (SSE) open on this process's edge.",
+  registers: [registry],
+});
+
+export const webhookDeliveries = new Counter({
+  name: "reelay_webhook_deliveries_total",
+  help: "Webhook delivery attempts by outcome (delivered, failed: to be retried, gave_up).",
+  labelNames: ["outcome"] as const,
+  registers: [registry],
+});
