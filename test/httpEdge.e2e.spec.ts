@@ -73,6 +73,12 @@ describe("HTTP edge", () => {
     expect((await fetch(`${app.baseUrl}/healthz`)).status).toBe(200);
   });
 
+  it("names every video answer with x-request-id, like chat ones", async () => {
+    const query = await fetch(`${app.baseUrl}/api/compat/videosTask?id=999999`, { headers: { authorization: `Bearer ${key}` } });
+    expect(query.status).toBe(404);
+    expect(query.headers.get("x-request-id")).toMatch(/^req_[0-9a-f]{32}$/);
+  });
+
   it("sends no server-identifying headers", async () => {
     const response = await fetch(`${app.baseUrl}/healthz`);
     expect(response.headers.get("uwebsockets")).toBeNull();

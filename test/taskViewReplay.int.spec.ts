@@ -4,13 +4,16 @@ import { TaskView } from "../contracts/videoTask.ts";
 import { auditProjection } from "../services/projector/audit.ts";
 import { taskViewProjection } from "../services/projector/projectorService.ts";
 import { queryReply } from "../services/edge/video/taskReplies.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
 describe("task views rebuilt from the log", () => {
   let app: TestApp;
+  // An instant vendor: this is about replaying the log, not rendering.
+  const vendor = new ScriptedVendor();
   beforeAll(async () => {
-    app = await startTestApp();
+    app = await startTestApp({ providers: () => vendor });
   });
   afterAll(async () => app?.stop());
 
@@ -20,7 +23,8 @@ describe("task views rebuilt from the log", () => {
     for (const prompt of ["one", "two", "three"]) {
       ids.push((await client.create({ model: "VideoModel-2.0-mini", prompt, duration: 4 })).body.data?.task_id as number);
     }
-    ids.push((await client.create({ model: "VideoModel-2.0", prompt: "bad ref", duration: 4, image_url: "http://127.0.0.1:1/x.png" })).body.data?.task_id as number);
+    vendor.generation = { kind: "fail", after: 1, reason: "the reference image could not be fetched" };
+    ids.push((await client.create({ model: "VideoModel-2.0", prompt: "bad ref", duration: 4 })).body.data?.task_id as number);
     const liveAnswers = await Promise.all(ids.map((id) => client.waitForFinal(id)));
     // The projector may still be applying the last event when the reader saw it folded from the log.
     await expect.poll(async () => (await app.nats.taskViews.get(String(ids.at(-1))))?.json<TaskView>().status, { timeout: 5000 }).toBe("failed");

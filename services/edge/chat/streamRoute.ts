@@ -1,6 +1,6 @@
-import { randomUUID } from "node:crypto";
 import type { Logger } from "../../shared/log.ts";
 import { captureRequest, readBody, type RequestInfo } from "../http/request.ts";
+import { newRequestId } from "../http/requestId.ts";
 import type { NodeHandler } from "../http/route.ts";
 import { chatError, chatErrorEvent } from "./chatErrors.ts";
 import { NodeResponseSink, type ResponseSink } from "./responseSink.ts";
@@ -23,8 +23,6 @@ export interface StreamErrors {
 
 const openAiErrors = (log: Logger): StreamErrors => ({ reply: (error) => chatError(error, log), event: (error) => chatErrorEvent(error, log) });
 
-/** `x-request-id` on every chat answer: OpenAI clients show it to users, and it keys the usage charge. */
-export const newRequestId = (): string => `req_${randomUUID().replaceAll("-", "")}`;
 
 /**
  * The streaming counterpart of `http/route.ts`: same guarantees (body size enforced while reading, no

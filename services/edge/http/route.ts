@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { captureRequest, readBody, type RequestInfo } from "./request.ts";
 import { writeReply, type HttpReply } from "./reply.ts";
+import { newRequestId } from "./requestId.ts";
 
 export type RouteHandler = (request: RequestInfo, body: Buffer | undefined) => HttpReply | Promise<HttpReply>;
 export type NodeHandler = (req: IncomingMessage, res: ServerResponse) => void;
@@ -19,6 +20,8 @@ const isPromise = (value: HttpReply | Promise<HttpReply>): value is Promise<Http
 export function route(handler: RouteHandler, options: RouteOptions): NodeHandler {
   return (req, res) => {
     const request = captureRequest(req);
+    // Like chat answers, every API answer names its request (support can find it in the log).
+    res.setHeader("x-request-id", newRequestId());
     const finish = (reply: HttpReply, closeConnection = false) => writeReply(res, reply, closeConnection);
     const fail = (error: unknown, closeConnection = false) => finish(options.replyForError(error), closeConnection);
     const run = (body: Buffer | undefined) => {
