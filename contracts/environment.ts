@@ -40,6 +40,8 @@ export const ReelayEnvironment = z.object({
   REELAY_REPLICAS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(5).default(1)),
   /** A port of its own for GET /metrics (0: any free port); unset: metrics only on the edge, to loopback clients. */
   REELAY_METRICS_PORT: optional(z.coerce.number().int().min(0).max(65_535)),
+  /** `off`: no per-request HTTP metrics and no chat first-chunk timing (to measure what they cost; see bench). */
+  REELAY_METRICS: z.preprocess(blankAsUnset, z.enum(["on", "off"]).default("on")),
   REELAY_METRICS_HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
   LOG_LEVEL: z.preprocess(blankAsUnset, z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info")),
 });

@@ -51,13 +51,15 @@ export async function startReelay(options: {
   workDir: string;
   cpu?: string;
   services?: readonly string[];
+  /** Extra environment (e.g. REELAY_METRICS=off). */
+  env?: Record<string, string>;
 }): Promise<ReelayChild> {
   const configPath = writeConfig(options.workDir, options.config);
   const port = await freeLoopbackPort();
   const services = options.services ?? [];
   const logFile = join(options.workDir, `reelay${services.length ? `-${services.join("-")}` : ""}.log`);
   const spawnOptions: SpawnOptions = {
-    env: { NATS_URL: options.natsUrl, REELAY_CONFIG: configPath, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "info" },
+    env: { NATS_URL: options.natsUrl, REELAY_CONFIG: configPath, PORT: String(port), HOST: "127.0.0.1", LOG_LEVEL: "info", ...options.env },
     logFile,
   };
   if (options.cpu !== undefined) spawnOptions.cpu = options.cpu;

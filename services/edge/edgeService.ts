@@ -11,6 +11,7 @@ import { ApiKeyDirectory } from "./auth.ts";
 import { RateLimiter } from "./rateLimiter.ts";
 import { openAiNotFound, registerChatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
+import { environment } from "../shared/environment.ts";
 import { collectProcessMetrics } from "../shared/metrics/processMetrics.ts";
 import { HttpApp } from "./http/httpApp.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
@@ -67,7 +68,7 @@ export class EdgeService {
     await this.balances.start();
     await this.hub.start();
     this.submitter.start();
-    const app = new HttpApp(this.config.cors);
+    const app = new HttpApp(this.config.cors, environment().REELAY_METRICS === "on");
     this.registerRoutes(app);
     this.app = app;
     this.boundPort = await app.listen(this.options.host, this.options.port);

@@ -6,6 +6,7 @@ import type { ApiKeyDirectory } from "../auth.ts";
 import { jsonReply, writeReply } from "../http/reply.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import type { NodeHandler } from "../http/route.ts";
+import { environment } from "../../shared/environment.ts";
 import { chatTimeToFirstChunk } from "../../shared/metrics/metrics.ts";
 import { chatError, withDetail } from "./chatErrors.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
@@ -84,6 +85,7 @@ export function openAiNotFound(log: Logger): NodeHandler {
  */
 export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
   const { config, keys, meter, connection, log } = deps;
+  const measured = environment().REELAY_METRICS === "on";
   const models = buildChatModels(config, log);
   const created = Math.floor(Date.now() / 1000);
 
@@ -104,7 +106,7 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
     if (!connection.connected()) throw new ServiceUnavailableError(NATS_DOWN);
     await meter.assertCanSpend(key.account);
     if (!sink.open) return;
-    const usage = await model.provider.complete(request, timedFirstChunk(sink, model.name));
+    const usage = await model.provider.complete(request, measured ? timedFirstChunk(sink, model.name) : sink);
     if (!usage) return;
     meter
       .charge({

@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { answered } from "../http/answerMeter.ts";
 
 /**
  * What a streaming handler writes to: either one whole reply or an SSE stream, with the rules kept in one
@@ -40,8 +41,9 @@ export class NodeResponseSink implements ResponseSink {
   constructor(private readonly res: ServerResponse, readonly requestId: string) {
     res.once("close", () => {
       if (this.ended) return;
-      // Closed before we ended it: the client went away.
+      // Closed before we ended it: the client went away (a stream it left is counted with its status).
       this.aborted = true;
+      if (res.headersSent) answered(res);
       const listener = this.abortListener;
       const drain = this.drainListener;
       this.abortListener = undefined;
@@ -77,6 +79,7 @@ export class NodeResponseSink implements ResponseSink {
       ...(closeConnection ? { connection: "close" } : {}),
     });
     this.res.end(body);
+    answered(this.res);
   }
 
   write(chunk: string | Uint8Array): boolean {
@@ -103,6 +106,7 @@ export class NodeResponseSink implements ResponseSink {
     this.writeHeadOnce();
     if (last === undefined) this.res.end();
     else this.res.end(last);
+    answered(this.res);
   }
 
   private writeHeadOnce(): void {

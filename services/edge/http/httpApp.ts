@@ -1,7 +1,9 @@
 import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { ConfigError } from "../../shared/config.ts";
+import type { Counter } from "prom-client";
 import { httpRequestDuration, httpRequests } from "../../shared/metrics/metrics.ts";
+import { answered, MeteredResponse, meterAnswer, type RouteMeters } from "./answerMeter.ts";
 import type { NodeHandler } from "./route.ts";
 
 /** Request line and headers together; more is answered 431 (node:http counts both against this). */
@@ -48,8 +50,14 @@ export class HttpApp {
   private readonly patterns: PatternRoute[] = [];
   private fallback: NodeHandler | undefined;
   private server: Server | undefined;
+  /** Per route label (bounded: the registered patterns, plus "unmatched" and "method_not_allowed"). */
+  private readonly meters = new Map<string, RouteMeters>();
 
-  constructor(private readonly cors: CorsPolicy) {}
+  constructor(
+    private readonly cors: CorsPolicy,
+    /** Count and time every request (REELAY_METRICS=off turns it off, to measure what it costs). */
+    private readonly measure = true,
+  ) {}
 
   get(path: string, handler: NodeHandler): void {
     this.add("GET", path, handler);
@@ -84,7 +92,7 @@ export class HttpApp {
   /** Listens; resolves to the bound port. A port in use is a clear start-up error, never a shared port. */
   listen(host: string, port: number): Promise<number> {
     const server = createServer(
-      { maxHeaderSize: MAX_HEADER_BYTES, keepAliveTimeout: 65_000, headersTimeout: 20_000, noDelay: true, joinDuplicateHeaders: true },
+      { maxHeaderSize: MAX_HEADER_BYTES, keepAliveTimeout: 65_000, headersTimeout: 20_000, noDelay: true, joinDuplicateHeaders: true, ServerResponse: MeteredResponse },
       (req, res) => this.handle(req, res),
     );
     server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket));
@@ -122,11 +130,7 @@ export class HttpApp {
     const path = target.split("?", 1)[0] ?? "/";
     const method = (req.method ?? "GET").toUpperCase();
     const { handler, label, allow } = this.lookup(method, path);
-    res.once("close", () => {
-      const code = res.headersSent ? String(res.statusCode) : "aborted";
-      httpRequests.inc({ route: label, code });
-      httpRequestDuration.observe({ route: label }, (performance.now() - started) / 1000);
-    });
+    if (this.measure) meterAnswer(res, this.metersOf(label), started);
     if (this.applyCors(req, res, method)) return;
     if (Buffer.byteLength(target) > MAX_URL_BYTES) return plainError(res, 414, `request target longer than ${MAX_URL_BYTES} bytes`);
     if (handler) return handler(req, res);
@@ -136,6 +140,27 @@ export class HttpApp {
     }
     if (this.fallback) return this.fallback(req, res);
     plainError(res, 404, "not found");
+  }
+
+  /**
+   * The metric children of a route, made once: prom-client's `inc(labels)` hashes the label object on
+   * every call, which cost more than the rest of a cached query answer.
+   */
+  private metersOf(route: string): RouteMeters {
+    let meters = this.meters.get(route);
+    if (!meters) {
+      const codes = new Map<number, Counter.Internal>();
+      meters = {
+        duration: httpRequestDuration.labels({ route }),
+        count: (status) => {
+          let counter = codes.get(status);
+          if (!counter) codes.set(status, (counter = httpRequests.labels({ route, code: String(status) })));
+          return counter;
+        },
+      };
+      this.meters.set(route, meters);
+    }
+    return meters;
   }
 
   /** The route for a request, its metrics label (the registered pattern: bounded), and the methods its path takes. */
@@ -174,6 +199,7 @@ export class HttpApp {
     }
     res.writeHead(204, headers);
     res.end();
+    answered(res);
     return true;
   }
 }
@@ -182,6 +208,7 @@ function plainError(res: ServerResponse, status: number, message: string): void 
   const body = JSON.stringify({ code: status, msg: message });
   res.writeHead(status, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) });
   res.end(body);
+  answered(res);
 }
 
 /** A request node:http could not parse: answered (431 for oversized headers, 400 otherwise) and closed. */

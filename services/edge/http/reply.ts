@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { answered } from "./answerMeter.ts";
 
 export interface HttpReply {
   status: number;
@@ -21,4 +22,5 @@ export function writeReply(res: ServerResponse, reply: HttpReply, closeConnectio
   const length = reply.body === undefined ? (reply.announcedLength ?? 0) : Buffer.byteLength(reply.body);
   res.writeHead(reply.status, { ...reply.headers, "content-length": String(length), ...(closeConnection ? { connection: "close" } : {}) });
   res.end(reply.body);
+  answered(res);
 }

@@ -1,0 +1,33 @@
+import { ServerResponse, type IncomingMessage } from "node:http";
+import type { Counter, Histogram } from "prom-client";
+
+/** The metric children of one route, made once (prom-client hashes a label object on every `inc(labels)`). */
+export interface RouteMeters {
+  duration: Histogram.Internal<"route">;
+  /** The counter of one status code. */
+  count(status: number): Counter.Internal;
+}
+
+/**
+ * The edge's response class (node:http's `ServerResponse` option): carries its route's meters, so an answer
+ * is counted without a listener or a side table per request (a WeakMap entry per request cost GC time).
+ */
+export class MeteredResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
+  meters: RouteMeters | undefined;
+  started = 0;
+}
+
+export function meterAnswer(res: ServerResponse, meters: RouteMeters, started: number): void {
+  if (!(res instanceof MeteredResponse)) return;
+  res.meters = meters;
+  res.started = started;
+}
+
+/** Counts and times the answer; called by every writer of answers (replies, stream ends), once. */
+export function answered(res: ServerResponse): void {
+  if (!(res instanceof MeteredResponse) || !res.meters) return;
+  const { meters, started } = res;
+  res.meters = undefined;
+  meters.count(res.statusCode).inc();
+  meters.duration.observe((performance.now() - started) / 1000);
+}
