@@ -58,6 +58,8 @@ export const BUCKETS = {
   idempotency: "idempotency",
   /** Each account's webhook signing secret (and the previous one for a day after a rotation). */
   webhookSecrets: "webhook_secrets",
+  /** `<account>.<task id, 15 digits>` → the task's status: the task list's index, newest last in key order. */
+  accountTasks: "account_tasks",
   /** Per task with a callback URL: the last event version its webhooks are done with (keeps deliveries in order). */
   webhookProgress: "webhook_progress",
 } as const;
@@ -87,6 +89,8 @@ export const CONSUMERS = {
   settlers: "settlers",
   /** Delivers task status changes to callback URLs. */
   webhooks: "webhooks",
+  /** Keeps each account's task index (`account_tasks`) for the task list. */
+  taskIndex: "projector_task_index",
 } as const;
 
 export interface LayoutOptions {
@@ -149,6 +153,7 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
     durableConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
     durableConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),
+    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskIndex, options.leaseMs),
   ];
 }
 

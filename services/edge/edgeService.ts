@@ -116,6 +116,7 @@ export class EdgeService {
         log: this.log,
       },
       views: this.views,
+      accountTasks: this.nats.accountTasks,
       baseUrl,
       log: this.log,
     });

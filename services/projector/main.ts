@@ -3,11 +3,12 @@ import { environment } from "../shared/environment.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { WebhookDispatcher } from "../webhooks/webhookDispatcher.ts";
+import { TaskIndexer } from "../tasks/taskIndex.ts";
 import { ProjectorService } from "./projectorService.ts";
 
 /**
- * Starts the projector: folds the event streams into the read models, and delivers task status changes
- * to callback URLs (a reactor on the same task log), until `stop`.
+ * Starts the projector: folds the event streams into the read models, keeps each account's task index,
+ * and delivers task status changes to callback URLs (reactors on the same task log), until `stop`.
  */
 export async function startProjector(nats: Nats, config: ReelayConfig, log: Logger): Promise<{ stop(): Promise<void> }> {
   const projector = new ProjectorService(nats, log);
@@ -16,10 +17,13 @@ export async function startProjector(nats: Nats, config: ReelayConfig, log: Logg
     { config: config.webhooks, videoBaseUrl: videoBaseUrl(), leaseMs: config.runner.leaseMs },
     log.child({ part: "webhooks" }),
   );
+  const taskIndex = new TaskIndexer(nats, log.child({ part: "task index" }));
   await projector.start();
   await webhooks.start();
+  await taskIndex.start();
   return {
     stop: async () => {
+      await taskIndex.stop();
       await webhooks.stop();
       await projector.stop();
     },

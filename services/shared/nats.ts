@@ -18,6 +18,7 @@ export interface Nats {
   idempotency: KV;
   webhookSecrets: KV;
   webhookProgress: KV;
+  accountTasks: KV;
   videos: ObjectStore;
 }
 
@@ -47,6 +48,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     idempotency: await kvm.open(BUCKETS.idempotency),
     webhookSecrets: await kvm.open(BUCKETS.webhookSecrets),
     webhookProgress: await kvm.open(BUCKETS.webhookProgress),
+    accountTasks: await kvm.open(BUCKETS.accountTasks),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
   };
 }

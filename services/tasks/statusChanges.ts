@@ -22,3 +22,19 @@ export function applyForStatus(before: TaskView | null, event: TaskEvent, sequen
   if (!view || view === before || view.status === before?.status) return { view };
   return { view, change: { sequence, taskId: view.taskId, account: view.account, view, final: isFinal(view) } };
 }
+
+/** The status an event moves its task to, by its type alone; events that change no status give undefined. */
+export function statusChangeOf(event: TaskEvent): TaskView["status"] | undefined {
+  switch (event.type) {
+    case "TaskSubmitted":
+      return "pending";
+    case "GenerationStarted":
+      return "running";
+    case "GenerationSucceeded":
+      return "success";
+    case "GenerationFailed":
+      return "failed";
+    default:
+      return undefined;
+  }
+}

@@ -8,28 +8,13 @@ import { webhookDeliveries } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
+import { statusChangeOf } from "../tasks/statusChanges.ts";
 import { taskDataObject } from "../tasks/taskData.ts";
 import { TaskDirectory } from "../tasks/taskDirectory.ts";
 import { evolveTaskView } from "../tasks/taskView.ts";
 import { backoffMs, deliverWebhook } from "./webhookDelivery.ts";
 import { recordAttempt, withoutQuery } from "./webhookLog.ts";
 import { WebhookSecrets } from "./webhookSecrets.ts";
-
-/** The customer-visible status an event moves its task to; events that change no status send nothing. */
-export function statusChangeOf(event: TaskEvent): "pending" | "running" | "success" | "failed" | undefined {
-  switch (event.type) {
-    case "TaskSubmitted":
-      return "pending";
-    case "GenerationStarted":
-      return "running";
-    case "GenerationSucceeded":
-      return "success";
-    case "GenerationFailed":
-      return "failed";
-    default:
-      return undefined;
-  }
-}
 
 /** Status events delivering (or waiting to retry) at once; more wait on the server, unacknowledged. */
 const MAX_HELD = 1000;

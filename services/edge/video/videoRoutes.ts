@@ -1,8 +1,12 @@
+import type { KV } from "@nats-io/kv";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
 import { NotFoundError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
+import { taskDataObject } from "../../tasks/taskData.ts";
+import { listAccountTasks } from "../../tasks/taskIndex.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
+import { jsonReply } from "../http/reply.ts";
 import { parseJsonBody, type RequestInfo } from "../http/request.ts";
 import { route } from "../http/route.ts";
 import type { HttpApp } from "../http/httpApp.ts";
@@ -11,7 +15,9 @@ import { normalizeVideoRequest } from "./normalizeRequest.ts";
 import { createReply, QueryReplyCache } from "./taskReplies.ts";
 import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
 import { IdempotencyKeys } from "./idempotencyKeys.ts";
+import { parseListQuery } from "./listQuery.ts";
 import { parseTaskIdParam } from "./taskIdParam.ts";
+
 import type { TaskViewReader } from "./taskViewReader.ts";
 import { contextFromTraceparent, inSpan, SpanKind } from "../../shared/tracing/tracing.ts";
 
@@ -20,6 +26,8 @@ export interface VideoRouteDeps {
   keys: ApiKeyDirectory;
   create: CreateDeps;
   views: TaskViewReader;
+  /** The account task index (services/tasks/taskIndex.ts) behind the task list. */
+  accountTasks: KV;
   /** Where video addresses point (http/videoBaseUrl.ts). */
   baseUrl: (request: RequestInfo) => string;
   log: Logger;
@@ -52,6 +60,22 @@ export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
         );
       },
       { maxBodyBytes: deps.config.limits.maxBodyBytes, replyForError },
+    ),
+  );
+
+  // The caller's tasks, newest first (also how a client whose create answer was lost finds its task).
+  app.get(
+    "/api/compat/videosTasks",
+    route(
+      (request) =>
+        deps.keys.withAccount(request.header("authorization"), async (key) => {
+          const query = parseListQuery(request.query);
+          const { ids, more } = await listAccountTasks(deps.accountTasks, key.account, query);
+          const views = await Promise.all(ids.map((id) => deps.views.get(id)));
+          const tasks = views.flatMap((view) => (view && view.account === key.account ? [taskDataObject(view, baseUrl(request))] : []));
+          return jsonReply(200, { code: 200, msg: "success", data: { tasks, next_before: more ? (ids.at(-1) ?? null) : null } });
+        }),
+      { replyForError },
     ),
   );
 

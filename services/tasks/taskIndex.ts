@@ -1,0 +1,93 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import { TaskEvent } from "../../contracts/videoTask.ts";
+import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import type { Logger } from "../shared/log.ts";
+import type { Nats } from "../shared/nats.ts";
+import { pullLoop } from "../shared/pullLoop.ts";
+import { TaskLog } from "../shared/taskLog.ts";
+import { statusChangeOf } from "./statusChanges.ts";
+import { TaskDirectory } from "./taskDirectory.ts";
+
+/** Task ids padded so that key order is id order (ids are below 10^15). */
+export const taskIndexKey = (account: string, taskId: number): string => `${account}.${String(taskId).padStart(15, "0")}`;
+export const taskIdOfIndexKey = (key: string): number => Number(key.slice(key.lastIndexOf(".") + 1));
+
+/**
+ * Keeps `account_tasks`: one key per task under its account, holding its status, so an account's tasks can
+ * be listed (newest first) and filtered by status without reading every view. A reactor on the task log
+ * (durable consumer `projector_task_index`), one event at a time in log order, so a status never goes back.
+ */
+export class TaskIndexer {
+  private readonly directory: TaskDirectory;
+  private stopped = false;
+  private loop: Promise<void> | undefined;
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly nats: Nats,
+    private readonly log: Logger,
+  ) {
+    this.directory = new TaskDirectory(new TaskLog(nats.js, nats.jsm));
+  }
+
+  async start(): Promise<void> {
+    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.taskIndex);
+    this.loop = pullLoop(consumer, {
+      stopped: () => this.stopped,
+      room: () => 100,
+      take: (msg) => {
+        this.chain = this.chain.then(() => this.index(msg));
+      },
+      log: this.log,
+      what: "task index",
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop;
+    await this.chain;
+  }
+
+  private async index(msg: JsMsg): Promise<void> {
+    try {
+      const parsed = TaskEvent.safeParse(msg.json());
+      if (!parsed.success) return msg.ack();
+      const event = parsed.data;
+      this.directory.learn(event);
+      const status = statusChangeOf(event);
+      if (status !== undefined) {
+        const owner = await this.directory.ownerOf(event.meta.taskId);
+        if (owner) await this.nats.accountTasks.put(taskIndexKey(owner.account, event.meta.taskId), status);
+      }
+      msg.ack();
+    } catch (error) {
+      this.log.warn({ err: error, seq: msg.seq }, "task index update failed; retrying");
+      msg.nak(1000);
+    }
+  }
+}
+
+/** An account's task ids, newest first, before `before` and with `status` if given, at most `limit`, and whether more follow. */
+export async function listAccountTasks(
+  index: KV,
+  account: string,
+  options: { limit: number; before?: number; status?: string },
+): Promise<{ ids: number[]; more: boolean }> {
+  const keys: string[] = [];
+  for await (const key of await index.keys(`${account}.>`)) keys.push(key);
+  keys.sort().reverse();
+  const ids: number[] = [];
+  for (const key of keys) {
+    const id = taskIdOfIndexKey(key);
+    if (options.before !== undefined && id >= options.before) continue;
+    if (options.status !== undefined) {
+      const entry = await index.get(key);
+      if (entry?.string() !== options.status) continue;
+    }
+    if (ids.length === options.limit) return { ids, more: true };
+    ids.push(id);
+  }
+  return { ids, more: false };
+}
