@@ -40,6 +40,7 @@ const SUITES: Suite[] = [
   optionalSuite("video", "suites/videoPath.ts", "videoPathBench"),
   optionalSuite("ledger", "suites/ledgerReplay.ts", "ledgerReplayBench"),
   optionalSuite("chat", "suites/chatRelay.ts", "chatRelayBench"),
+  optionalSuite("events", "suites/taskEvents.ts", "taskEventsBench"),
 ];
 
 async function main(): Promise<number> {

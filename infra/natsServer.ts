@@ -33,7 +33,14 @@ async function waitUntilReady(child: ChildProcess, port: number, logFile: string
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) {
-      throw new Error(`nats-server exited with code ${child.exitCode}; see ${logFile}`);
+      const tail = (() => {
+        try {
+          return readFileSync(logFile, "utf8").trim().split("\n").slice(-3).join("\n  ");
+        } catch {
+          return "(no log)";
+        }
+      })();
+      throw new Error(`nats-server exited with code ${child.exitCode}; last lines of ${logFile}:\n  ${tail}`);
     }
     const monitor = await fetch(`http://127.0.0.1:${port + 1}/healthz?js-enabled-only=true`).catch(() => undefined);
     if (monitor?.ok) return;

@@ -99,6 +99,7 @@ describe("webhooks", () => {
     const secrets = new WebhookSecrets(app.nats.webhookSecrets);
     const old = await secrets.secretOf(account);
     const rotated = await secrets.rotate(account);
+    await new Promise((resolve) => setTimeout(resolve, 1100)); // dispatchers re-read secrets after a second
     const before = receiver.deliveries.length;
     const created = await client.create({ model: "VideoModel-2.0-mini", prompt: "a fox", duration: 4, callback_url: receiver.url });
     await expect.poll(() => receiver.deliveries.length, { timeout: 10_000 }).toBeGreaterThan(before);

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { KV } from "@nats-io/kv";
+import { LRUCache } from "lru-cache";
 import { z } from "zod";
 
 /** A rotated-out secret still signs (beside the new one) this long, so receivers can switch over. */
@@ -17,6 +18,9 @@ const newSecret = () => `whsec_${randomBytes(24).toString("base64")}`;
 
 /** Each account's webhook signing secret, in the `webhook_secrets` bucket (created on first use). */
 export class WebhookSecrets {
+  /** Signing secrets read in the last second: a burst of deliveries reads the bucket once per account (a rotation shows within a second). */
+  private readonly recent = new LRUCache<string, string[]>({ max: 10_000, ttl: 1_000 });
+
   constructor(private readonly bucket: KV) {}
 
   private async read(account: string): Promise<{ record: SecretRecord; revision: number } | undefined> {
@@ -51,6 +55,14 @@ export class WebhookSecrets {
 
   /** The secrets a delivery is signed with now: the current one, and the previous one during the overlap. */
   async signingSecrets(account: string, now = Date.now()): Promise<string[]> {
+    const cached = this.recent.get(account);
+    if (cached) return cached;
+    const secrets = await this.currentSecrets(account, now);
+    this.recent.set(account, secrets);
+    return secrets;
+  }
+
+  private async currentSecrets(account: string, now: number): Promise<string[]> {
     const found = await this.read(account);
     if (!found) return [await this.secretOf(account)];
     const { current, previous, rotatedAt } = found.record;

@@ -38,7 +38,15 @@ export class NodeResponseSink implements ResponseSink {
   private abortListener: (() => void) | undefined;
   private drainListener: (() => void) | undefined;
 
-  constructor(private readonly res: ServerResponse, readonly requestId: string) {
+  constructor(
+    private readonly res: ServerResponse,
+    readonly requestId: string,
+    /**
+     * Stream without chunked encoding, the end marked by closing the connection: each write is one socket
+     * write of the bytes as given, which matters when one event goes to thousands of streams.
+     */
+    private readonly closeDelimited = false,
+  ) {
     res.once("close", () => {
       if (this.ended) return;
       // Closed before we ended it: the client went away (a stream it left is counted with its status).
@@ -112,6 +120,7 @@ export class NodeResponseSink implements ResponseSink {
   private writeHeadOnce(): void {
     if (this.started) return;
     this.started = true;
-    this.res.writeHead(200, { ...Object.fromEntries(SSE_HEADERS), "x-request-id": this.requestId });
+    if (this.closeDelimited) this.res.useChunkedEncodingByDefault = false;
+    this.res.writeHead(200, { ...Object.fromEntries(SSE_HEADERS), "x-request-id": this.requestId, ...(this.closeDelimited ? { connection: "close" } : {}) });
   }
 }

@@ -14,6 +14,8 @@ export interface StreamRouteOptions {
   log: Logger;
   /** How failures are answered: before the stream starts as a reply, after it as a last event. OpenAI's by default. */
   errors?: StreamErrors;
+  /** Long-lived streams fanned out to many clients: no chunked encoding (see NodeResponseSink). */
+  closeDelimited?: boolean;
 }
 
 export interface StreamErrors {
@@ -33,7 +35,7 @@ const openAiErrors = (log: Logger): StreamErrors => ({ reply: (error) => chatErr
 export function streamRoute(handler: StreamHandler, options: StreamRouteOptions): NodeHandler {
   return (req, res) => {
     const request = captureRequest(req);
-    const sink = new NodeResponseSink(res, newRequestId());
+    const sink = new NodeResponseSink(res, newRequestId(), options.closeDelimited ?? false);
     const errors = options.errors ?? openAiErrors(options.log);
     const fail = (error: unknown, closeConnection = false) => {
       if (!sink.open) return;

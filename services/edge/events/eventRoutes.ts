@@ -1,5 +1,7 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
+import { LRUCache } from "lru-cache";
 import type { Logger } from "../../shared/log.ts";
+import type { StatusChange } from "../../tasks/statusChanges.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { taskDataObject } from "../../tasks/taskData.ts";
@@ -42,6 +44,18 @@ function lastEventIdOf(request: RequestInfo): number | undefined {
  * tenancy as the query; errors before the stream starts in the video envelope, after it as an `error` event.
  */
 export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
+  // One change goes to every open stream of its task and account (thousands): its frame is built once per
+  // video base URL, and the same bytes are written to every stream.
+  const frames = new LRUCache<string, Buffer>({ max: 1000 });
+  const frameOf = (change: StatusChange, base: string): Buffer => {
+    const key = `${change.sequence}|${base}`;
+    let frame = frames.get(key);
+    if (frame === undefined) {
+      frame = Buffer.from(`id: ${change.sequence}\nevent: status\ndata: ${JSON.stringify(taskDataObject(change.view, base))}\n\n`);
+      frames.set(key, frame);
+    }
+    return frame;
+  };
   const errors: StreamErrors = {
     reply: (error) => videoError(error, deps.log),
     event: (error) => `event: error\ndata: ${JSON.stringify(videoError(error, deps.log).body)}\n\n`,
@@ -49,7 +63,7 @@ export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
   const session = (sink: ConstructorParameters<typeof SseSession>[0], request: RequestInfo, lastEventId: number | undefined, endAfterFinal: boolean) =>
     new SseSession(
       sink,
-      { keepaliveMs: deps.keepaliveMs, maxUnread: MAX_UNREAD, endAfterFinal, dataOf: (change) => taskDataObject(change.view, deps.baseUrl(request)) },
+      { keepaliveMs: deps.keepaliveMs, maxUnread: MAX_UNREAD, endAfterFinal, frameOf: (change) => frameOf(change, deps.baseUrl(request)) },
       lastEventId,
     );
 
@@ -65,7 +79,7 @@ export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
         const lastEventId = lastEventIdOf(request);
         await followTask(deps.hub, deps.taskLog, session(sink, request, lastEventId, true), taskId, lastEventId);
       },
-      { log: deps.log, errors },
+      { log: deps.log, errors, closeDelimited: true },
     ),
   );
 
@@ -77,7 +91,7 @@ export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
         const lastEventId = lastEventIdOf(request);
         await followAccount(deps.hub, deps.js, deps.taskLog, session(sink, request, lastEventId, false), key.account, lastEventId);
       },
-      { log: deps.log, errors },
+      { log: deps.log, errors, closeDelimited: true },
     ),
   );
 }

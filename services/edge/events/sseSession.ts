@@ -7,8 +7,8 @@ export interface SseSessionOptions {
   keepaliveMs: number;
   /** Frames a client may leave unread; past it the stream ends and the client resumes with Last-Event-ID. */
   maxUnread: number;
-  /** The JSON object a change shows (the query endpoint's `data`). */
-  dataOf: (change: StatusChange) => unknown;
+  /** The change's whole frame (`id`, `event: status`, `data:` the query endpoint's `data`), built once for every stream that shows it. */
+  frameOf: (change: StatusChange) => Uint8Array;
   /** A one-task stream ends after the task's final state; an account's goes on. */
   endAfterFinal: boolean;
 }
@@ -62,7 +62,7 @@ export class SseSession {
   emit(change: StatusChange): void {
     if (!this.sink.open || change.sequence <= this.lastSent) return;
     this.lastSent = change.sequence;
-    const frame = `id: ${change.sequence}\nevent: status\ndata: ${JSON.stringify(this.options.dataOf(change))}\n\n`;
+    const frame = this.options.frameOf(change);
     if (change.final && this.options.endAfterFinal) {
       this.sink.end(frame);
       this.close();
@@ -79,7 +79,7 @@ export class SseSession {
     for (const cleanup of this.cleanups.splice(0)) cleanup();
   }
 
-  private write(frame: string): void {
+  private write(frame: string | Uint8Array): void {
     if (!this.sink.open) return;
     if (this.waitingForDrain && ++this.unread > this.options.maxUnread) {
       this.close();
