@@ -17,16 +17,29 @@ export interface RunningNatsServer {
   kill(signal: NodeJS.Signals): Promise<void>;
 }
 
-export async function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
+/** Listens on `port` (0: any) on loopback and closes again; the port it got, or undefined when taken. */
+function probePort(port: number): Promise<number | undefined> {
+  return new Promise((resolvePort) => {
     const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
+    probe.once("error", () => resolvePort(undefined));
+    probe.listen(port, "127.0.0.1", () => {
       const address = probe.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      probe.close(() => resolvePort(port));
+      const bound = typeof address === "object" && address ? address.port : undefined;
+      probe.close(() => resolvePort(bound));
     });
   });
+}
+
+/**
+ * A free loopback port whose successor is free too (nats-server's monitor takes port + 1). The kernel
+ * hands out neighbouring ports to outgoing connections, so on a busy machine port + 1 is often taken.
+ */
+export async function freeLoopbackPort(): Promise<number> {
+  for (let attempt = 0; ; attempt++) {
+    const port = await probePort(0);
+    if (port === undefined) throw new Error("cannot bind any loopback port");
+    if (port < 65535 && ((await probePort(port + 1)) !== undefined || attempt >= 20)) return port;
+  }
 }
 
 async function waitUntilReady(child: ChildProcess, port: number, logFile: string): Promise<void> {
