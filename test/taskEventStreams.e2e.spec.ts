@@ -57,7 +57,8 @@ describe("task event streams", () => {
     const statuses = events.map((e) => e.data.status);
     expect(statuses.length).toBeGreaterThanOrEqual(2);
     expect(statuses).toEqual(["pending", "running", "success"].slice(-statuses.length));
-    const queried = await client("east").query(taskId);
+    // The query reads the projected view, which may trail the log by a moment: wait for it to be final too.
+    const queried = await client("east").waitForFinal(taskId, 10_000, 20);
     expect(events.at(-1)?.data).toEqual(queried.body.data);
     const sequence = events.map((e) => Number(e.id));
     expect([...sequence].sort((a, b) => a - b)).toEqual(sequence);
