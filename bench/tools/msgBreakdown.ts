@@ -26,7 +26,12 @@ const nc = await connect({ servers: nats.url });
 const counts = new Map<string, number>();
 const pattern = (subject: string) =>
   subject.startsWith("_INBOX") ? "_INBOX (replies, publish acks)" : subject.replace(/\d+/g, "N").replace(/_reelay\.edge\.[0-9a-f]+/, "_reelay.edge.X").split(".").slice(0, 5).join(".");
-const subscription = nc.subscribe(">", { callback: (_error, msg) => counts.set(pattern(msg.subject), (counts.get(pattern(msg.subject)) ?? 0) + 1) });
+const subscription = nc.subscribe(">", {
+  callback: (_error, msg) => {
+    const key = pattern(msg.subject);
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  },
+});
 await new Promise((resolve) => setTimeout(resolve, 500));
 counts.clear();
 const before = await varz(nats.url);
