@@ -34,7 +34,7 @@ export const ReelayEnvironment = z.object({
     z
       .string()
       .transform((list) => list.split(",").map((entry) => entry.trim()).filter((entry) => entry !== ""))
-      .pipe(z.array(z.string().refine(isAddressOrRange, "each entry must be an IP address or a CIDR range such as 10.0.0.0/8")))
+      .pipe(z.array(z.string().refine(isAddressOrRange, { error: (issue) => `${JSON.stringify(issue.input)} is not an IP address or a CIDR range such as 10.0.0.0/8` })))
       .default([]),
   ),
   REELAY_REPLICAS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(5).default(1)),

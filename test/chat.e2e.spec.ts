@@ -150,12 +150,16 @@ describe("chat completions end to end (official openai client)", () => {
   });
 
   describe("errors, as the client library's exception classes", () => {
-    it("answers a wrong method or path under the chat API in OpenAI's error shape", async () => {
-      for (const [method, path] of [["GET", "/api/compat/chat/completions"], ["POST", "/api/compat/chat/complete"], ["PUT", "/api/compat/chatCompletions"]]) {
+    it("answers a wrong method (405 with Allow) or path (OpenAI's unknown URL) under the chat API in OpenAI's error shape", async () => {
+      for (const [method, path] of [["GET", "/api/compat/chat/completions"], ["PUT", "/api/compat/chatCompletions"]]) {
         const response = await fetch(`${app.baseUrl}${path}`, { method, headers: { authorization: `Bearer ${key}` } });
-        expect(response.status).toBe(404);
-        expect(await response.json()).toMatchObject({ error: { message: `Invalid URL (${method} ${path})`, type: "invalid_request_error", code: "unknown_url" } });
+        expect(response.status).toBe(405);
+        expect(response.headers.get("allow")).toBe("POST");
+        expect(await response.json()).toEqual({ error: { message: `${method} is not allowed on ${path} (allowed: POST)`, type: "invalid_request_error", param: null, code: null } });
       }
+      const unknown = await fetch(`${app.baseUrl}/api/compat/chat/complete`, { method: "POST", headers: { authorization: `Bearer ${key}` } });
+      expect(unknown.status).toBe(404);
+      expect(await unknown.json()).toMatchObject({ error: { message: expect.stringMatching(/^Unknown request URL: POST \/api\/compat\/chat\/complete\. Please check the URL for typos/), type: "invalid_request_error", param: null, code: "unknown_url" } });
       const stillWorks = await client.chat.completions.create({ model: "echo", messages: [{ role: "user", content: "ok" }] });
       expect(stillWorks.choices[0]?.message.content).toBe("ok");
     });

@@ -35,6 +35,7 @@ describe("model and provider config", () => {
     ["a missing price", (c: RawConfig) => delete model(c, "VideoModel-2.0-mini").pricePerMillionTokens, "videoModels.VideoModel-2.0-mini.pricePerMillionTokens"],
     ["an unknown capability", (c: RawConfig) => (model(c, "VideoModel-2.0-fast").capabilities = ["smell"]), "videoModels.VideoModel-2.0-fast.capabilities.0"],
     ["a misspelt limit", (c: RawConfig) => (c.limits.maxPromptChar = 5), "limits"],
+    ["a CORS origin with a path", (c: RawConfig) => Object.assign(c, { cors: { allowedOrigins: ["https://app.example/x"] } }), "cors.allowedOrigins.0"],
   ])("refuses %s, naming the field", (_name, breakIt, field) => {
     const config = shipped();
     breakIt(config);
@@ -67,6 +68,8 @@ describe("model and provider config", () => {
     ["NATS_URL", "localhost 4222", /NATS_URL=.*nats:\/\/host:port/],
     ["LOG_LEVEL", "loud", /LOG_LEVEL="loud"/],
     ["REELAY_METRICS_PORT", "-1", /REELAY_METRICS_PORT="-1"/],
+    ["REELAY_TRUSTED_PROXIES", "10.0.0.0/33", /REELAY_TRUSTED_PROXIES.*"10\.0\.0\.0\/33" is not an IP address or a CIDR range/],
+    ["REELAY_TRUSTED_PROXIES", "127.0.0.1, proxy.example", /REELAY_TRUSTED_PROXIES.*"proxy\.example" is not an IP address/],
   ] as const;
 
   it.each(badVariables)("a bad %s (%s) is refused naming the variable", (name, value, message) => {

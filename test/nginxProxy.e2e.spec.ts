@@ -5,6 +5,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freeLoopbackPort } from "../infra/natsServer.ts";
+import { startFakeUpstream, type FakeUpstream } from "./fakes/openaiUpstream.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 
@@ -72,13 +73,33 @@ describe.skipIf(!NGINX)("reelay behind nginx (Debian's)", () => {
   let key: string;
   const proxies: ChildProcess[] = [];
 
+  let upstream: FakeUpstream;
+
   beforeAll(async () => {
-    app = await startTestApp({ providers: () => vendor, trustedProxies: ["127.0.0.1"] });
+    // A chat upstream that takes its time between chunks: a buffering proxy would deliver them all at the end.
+    upstream = await startFakeUpstream({ behaviour: { content: "one two three four", chunkDelayMs: 250 } });
+    process.env.REELAY_TEST_SLOW_UPSTREAM_KEY = upstream.apiKey;
+    app = await startTestApp({
+      providers: () => vendor,
+      trustedProxies: ["127.0.0.1"],
+      tweak: (config) => {
+        config.chatModels["slow-gpt"] = {
+          provider: "openai-compatible",
+          baseUrl: upstream.baseUrl,
+          apiKeyEnv: "REELAY_TEST_SLOW_UPSTREAM_KEY",
+          upstreamModel: "slow",
+          inputPricePerMillionTokens: 1,
+          outputPricePerMillionTokens: 1,
+          timeoutMs: 5000,
+        };
+      },
+    });
     key = await app.keyFor("proxied", 100);
   });
   afterAll(async () => {
     for (const proc of proxies) proc.kill("SIGKILL");
     await app?.stop();
+    await upstream?.stop();
   });
 
   const edgePort = () => new URL(app.baseUrl).port;
@@ -88,7 +109,7 @@ describe.skipIf(!NGINX)("reelay behind nginx (Debian's)", () => {
     ["default proxy settings", () => `server { listen 80; location / { proxy_pass http://127.0.0.1:${edgePort()}; } }`],
     ["the shipped infra/nginx/reelay.conf", () => readFileSync(SHIPPED, "utf8").replace("server 127.0.0.1:8080;", `server 127.0.0.1:${edgePort()};`)],
   ] as const) {
-    it(`works with ${name}: create, query, video with Range, streaming chat, live task events`, async () => {
+    it(`works with ${name}: create, query, video with Range, streaming chat (chunk by chunk), live task events`, async () => {
       const nginx = await startNginx(server());
       proxies.push(nginx.proc);
       const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
@@ -116,6 +137,13 @@ describe.skipIf(!NGINX)("reelay behind nginx (Debian's)", () => {
         streamed += chunk.choices[0]?.delta.content ?? "";
       }
       expect(streamed).toBe("through the proxy");
+      // Chat chunks pass nginx as they come: the first arrives long before the last (250 ms apart upstream).
+      const arrivals: number[] = [];
+      for await (const chunk of await client.chat.completions.create({ model: "slow-gpt", messages: [{ role: "user", content: "x" }], stream: true })) {
+        if (chunk.choices[0]?.delta.content) arrivals.push(performance.now());
+      }
+      expect(arrivals).toHaveLength(4);
+      expect((arrivals.at(-1) ?? 0) - (arrivals[0] ?? 0)).toBeGreaterThan(500);
 
       // A stream that stays open: its first event must get through nginx at once, not when the stream ends.
       vendor.generation = { kind: "never" };

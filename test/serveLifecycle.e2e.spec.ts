@@ -1,7 +1,8 @@
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
 import { freeLoopbackPort, runningEmbeddedServer } from "../infra/natsServer.ts";
 
@@ -11,7 +12,7 @@ describe("reelay serve on its embedded nats-server", () => {
   const dataDir = mkdtempSync(join(tmpdir(), "reelay-serve-"));
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
-  it("starts, answers /healthz, and stops cleanly on Ctrl-C to its whole process group", async () => {
+  it("starts, answers /healthz, refuses a second reelay on its port, and stops cleanly on Ctrl-C to its whole process group", async () => {
     const port = await freeLoopbackPort();
     // Its own process group, as a terminal's foreground job: Ctrl-C signals every process in it.
     const child = spawn(process.execPath, [CLI, "serve"], {
@@ -29,6 +30,14 @@ describe("reelay serve on its embedded nats-server", () => {
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     const server = runningEmbeddedServer(dataDir);
     expect(server).toBeDefined();
+
+    // A second reelay on the same port fails to start, naming the port, and leaves the first one serving.
+    const second = await promisify(execFile)(process.execPath, [CLI, "serve"], {
+      env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir, PORT: String(port) },
+    }).catch((error: { code: number; stderr: string }) => error);
+    expect(second).toMatchObject({ code: 1 });
+    expect((second as { stderr: string }).stderr).toContain(`reelay: port ${port} on 127.0.0.1 is already in use`);
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
 
     process.kill(-(child.pid ?? 0), "SIGINT");
     expect(await exited).toBe(0);

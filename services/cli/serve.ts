@@ -71,7 +71,17 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   await startTracing("main");
   registerConsumerLagMetrics(nats.jsm);
 
-  // Stopped in reverse order of starting: edge (no new work), runner (jobs handed back), projector last.
+  // The edge binds its port first: a port in use then stops start-up before a runner thread exists that
+  // could take jobs and strand them for a lease when the process exits.
+  const edge = selected.includes("edge")
+    ? await startEdge(nats, config, createLogger("edge"), {
+        host: environment().HOST,
+        port: environment().PORT,
+        publicUrl: environment().REELAY_PUBLIC_URL,
+        trustedProxies: environment().REELAY_TRUSTED_PROXIES,
+      })
+    : undefined;
+  // Stopped in this order: edge (no new work), runner (jobs handed back), projector last.
   const stops: Array<{ service: string; stop: () => Promise<void> }> = [];
   // Threads pay off only with cores to run them on; on one core they would just take turns.
   const threaded = availableParallelism() > 1;
@@ -87,13 +97,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
       : await startRunner(nats, config, createLogger("runner"));
     stops.unshift({ service: "runner", stop: runner.stop });
   }
-  if (selected.includes("edge")) {
-    const edge = await startEdge(nats, config, createLogger("edge"), {
-      host: environment().HOST,
-      port: environment().PORT,
-      publicUrl: environment().REELAY_PUBLIC_URL,
-      trustedProxies: environment().REELAY_TRUSTED_PROXIES,
-    });
+  if (edge) {
     stops.unshift({ service: "edge", stop: edge.stop });
     if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);
     log.info({ url: `http://localhost:${edge.port}` }, "reelay is ready");

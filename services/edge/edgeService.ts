@@ -9,10 +9,11 @@ import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
 import { RateLimiter } from "./rateLimiter.ts";
-import { openAiNotFound, registerChatRoutes } from "./chat/chatRoutes.ts";
+import { registerChatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { environment } from "../shared/environment.ts";
 import { collectProcessMetrics } from "../shared/metrics/processMetrics.ts";
+import { apiErrorReply } from "./http/apiErrors.ts";
 import { HttpApp } from "./http/httpApp.ts";
 import { jsonReply, writeReply } from "./http/reply.ts";
 import { registerEventRoutes } from "./events/eventRoutes.ts";
@@ -68,7 +69,7 @@ export class EdgeService {
     await this.balances.start();
     await this.hub.start();
     this.submitter.start();
-    const app = new HttpApp(this.config.cors, environment().REELAY_METRICS === "on");
+    const app = new HttpApp(this.config.cors, apiErrorReply(this.log), environment().REELAY_METRICS === "on");
     this.registerRoutes(app);
     this.app = app;
     this.boundPort = await app.listen(this.options.host, this.options.port);
@@ -153,14 +154,6 @@ export class EdgeService {
           writeReply(res, jsonReply(500, { code: 500, msg: "collecting metrics failed" }));
         },
       );
-    });
-    const openAi = openAiNotFound(this.log);
-    app.any("/*", (req, res) => {
-      const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
-      // Under the OpenAI-compatible base, what reelay does not serve (/responses, /embeddings, …) answers
-      // as OpenAI would; elsewhere (and for the spec's video paths) in the video envelope.
-      if (path.startsWith("/api/compat/") && !path.startsWith("/api/compat/videos")) return openAi(req, res);
-      writeReply(res, jsonReply(404, { code: 404, msg: `no such endpoint: ${(req.method ?? "GET").toUpperCase()} ${path.slice(0, 200)}` }));
     });
   }
 }

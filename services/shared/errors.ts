@@ -4,7 +4,7 @@
  * Anything else is a 500 with a generic message.
  */
 export abstract class ReelayError extends Error {
-  abstract readonly status: 400 | 401 | 403 | 404 | 413 | 422 | 429 | 500 | 502 | 503 | 504;
+  abstract readonly status: 400 | 401 | 403 | 404 | 405 | 408 | 413 | 414 | 422 | 429 | 431 | 500 | 501 | 502 | 503 | 504;
 }
 export class ValidationError extends ReelayError {
   readonly status = 400;
@@ -35,6 +35,27 @@ export class NotFoundError extends ReelayError {
 }
 export class PayloadTooLargeError extends ReelayError {
   readonly status = 413;
+}
+/** A known path asked with a method it does not take; `allow` goes out as the Allow header. */
+export class MethodNotAllowedError extends ReelayError {
+  readonly status = 405;
+  constructor(message: string, readonly allow: readonly string[]) {
+    super(message);
+  }
+}
+/** The request did not arrive whole in time. */
+export class RequestTimeoutError extends ReelayError {
+  readonly status = 408;
+}
+export class UriTooLongError extends ReelayError {
+  readonly status = 414;
+}
+export class HeadersTooLargeError extends ReelayError {
+  readonly status = 431;
+}
+/** A method reelay implements for no resource at all (an unknown one, or CONNECT). */
+export class NotImplementedError extends ReelayError {
+  readonly status = 501;
 }
 /** Well-formed, but in conflict with an earlier request (an Idempotency-Key reused for another body). */
 export class UnprocessableError extends ReelayError {

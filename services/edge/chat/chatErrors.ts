@@ -1,7 +1,8 @@
 import type { OpenAIErrorBody } from "../../../contracts/chat.ts";
-import { InvalidApiKeyError, MissingApiKeyError, ReelayError, ServiceUnavailableError } from "../../shared/errors.ts";
+import { InvalidApiKeyError, MissingApiKeyError, ReelayError } from "../../shared/errors.ts";
 import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
+import { errorHeaders } from "../http/errorHeaders.ts";
 
 /**
  * The one place where errors become OpenAI's `{error:{message,type,param,code}}`. Client libraries pick
@@ -30,10 +31,15 @@ const DEFAULTS: Record<ReelayError["status"], { type: string; code: string | nul
   // The chat routes answer 403 only for an exhausted balance (design.md).
   403: { type: "insufficient_quota", code: "insufficient_quota" },
   404: { type: "invalid_request_error", code: null },
+  405: { type: "invalid_request_error", code: null },
+  408: { type: "invalid_request_error", code: null },
   413: { type: "invalid_request_error", code: "request_too_large" },
+  414: { type: "invalid_request_error", code: null },
   422: { type: "invalid_request_error", code: null },
   429: { type: "requests", code: "rate_limit_exceeded" },
+  431: { type: "invalid_request_error", code: null },
   500: { type: "server_error", code: null },
+  501: { type: "invalid_request_error", code: null },
   502: { type: "upstream_error", code: "bad_gateway" },
   503: { type: "server_error", code: "service_unavailable" },
   504: { type: "timeout", code: "upstream_timeout" },
@@ -42,7 +48,7 @@ const DEFAULTS: Record<ReelayError["status"], { type: string; code: string | nul
 export interface ChatErrorAnswer {
   status: ReelayError["status"];
   body: OpenAIErrorBody;
-  /** Retry-After on a 503: OpenAI clients wait that long before their retry. */
+  /** Retry-After on a 503 (OpenAI clients wait that long before their retry), Allow on a 405. */
   headers?: Record<string, string>;
 }
 
@@ -72,6 +78,7 @@ export function chatError(error: unknown, log: Logger): ChatErrorAnswer {
   if (known) {
     const fallback = DEFAULTS[known.status];
     const detail = details.get(known);
+    const headers = errorHeaders(known);
     return {
       status: known.status,
       body: {
@@ -83,7 +90,7 @@ export function chatError(error: unknown, log: Logger): ChatErrorAnswer {
           code: known instanceof MissingApiKeyError ? null : (detail?.code ?? fallback.code),
         },
       },
-      ...(known instanceof ServiceUnavailableError ? { headers: { "retry-after": String(known.retryAfterSeconds) } } : {}),
+      ...(headers ? { headers } : {}),
     };
   }
   // Never a stack trace on the wire; the log keeps it.

@@ -3,12 +3,10 @@ import type { ReelayConfig } from "../../../contracts/config.ts";
 import { NATS_DOWN, NotFoundError, ServiceUnavailableError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
-import { jsonReply, writeReply } from "../http/reply.ts";
 import type { HttpApp } from "../http/httpApp.ts";
-import type { NodeHandler } from "../http/route.ts";
 import { environment } from "../../shared/environment.ts";
 import { chatTimeToFirstChunk } from "../../shared/metrics/metrics.ts";
-import { chatError, withDetail } from "./chatErrors.ts";
+import { withDetail } from "./chatErrors.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
 import { parseChatRequest } from "./chatRequest.ts";
 import type { ResponseSink } from "./responseSink.ts";
@@ -67,19 +65,6 @@ function timedFirstChunk(sink: ResponseSink, model: string): ResponseSink {
 }
 
 /**
- * What OpenAI answers for a path or method it does not serve (404, "Invalid URL (METHOD path)"), for every
- * path under /api/compat/ that OpenAI clients may call and reelay does not serve (`/responses`,
- * `/embeddings`, …): their libraries then raise their not-found error instead of failing to parse.
- */
-export function openAiNotFound(log: Logger): NodeHandler {
-  return (req, res) => {
-    const what = `${(req.method ?? "GET").toUpperCase()} ${(req.url ?? "/").split("?", 1)[0]?.slice(0, 200)}`;
-    const answer = chatError(withDetail(new NotFoundError(`Invalid URL (${what})`), { code: "unknown_url" }), log);
-    writeReply(res, jsonReply(answer.status, answer.body));
-  };
-}
-
-/**
  * The OpenAI-compatible surface under /api/compat: chat completions at the spec's path and at the path
  * client libraries append to their base URL, and the model list those libraries (and users) ask for.
  */
@@ -125,8 +110,6 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
   const chatRoute = streamRoute(chat, { maxBodyBytes: config.limits.maxBodyBytes, log });
   app.post("/api/compat/chatCompletions", chatRoute);
   app.post("/api/compat/chat/completions", chatRoute);
-  // Other methods or paths under the chat API answer in OpenAI's shape too, so client libraries can read them.
-  for (const pattern of ["/api/compat/chatCompletions", "/api/compat/chat/*"]) app.any(pattern, openAiNotFound(log));
 
   const catalogue = modelList(config, created);
   const list = JSON.stringify(catalogue);

@@ -1,24 +1,33 @@
-import { createServer, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { Socket } from "node:net";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { ConfigError } from "../../shared/config.ts";
 import type { Counter } from "prom-client";
+import { MethodNotAllowedError, NotImplementedError, UriTooLongError, ValidationError } from "../../shared/errors.ts";
 import { httpRequestDuration, httpRequests } from "../../shared/metrics/metrics.ts";
+import { unknownPath, type ErrorReplyFor } from "./apiErrors.ts";
 import { answered, MeteredResponse, meterAnswer, type RouteMeters } from "./answerMeter.ts";
+import { answerUnparsed, rawReply, type ClientError } from "./clientErrors.ts";
+import { MAX_HEADER_BYTES, MAX_URL_BYTES } from "./limits.ts";
+import { writeReply } from "./reply.ts";
 import type { NodeHandler } from "./route.ts";
 
-/** Request line and headers together; more is answered 431 (node:http counts both against this). */
-export const MAX_HEADER_BYTES = 16 * 1024;
-/** A longer request target is answered 414 before any work. */
-export const MAX_URL_BYTES = 8 * 1024;
 /** Open connections get this long to finish when the edge stops; then they are closed. */
 const STOP_GRACE_MS = 2_000;
+/**
+ * A whole request (head and a body of up to `limits.maxBodyBytes`) must arrive within this; a slow mobile
+ * upload of 1 MiB fits. Streams being answered are not affected (the clock stops once the request is in).
+ */
+const REQUEST_TIMEOUT_MS = 120_000;
+/** How often node:http looks for requests past those timeouts (its default, 30 s, lets a slow client hold a socket 50 s). */
+const TIMEOUT_CHECK_MS = 5_000;
 
-type Method = "GET" | "HEAD" | "POST" | "DELETE";
+type Method = "GET" | "POST";
+const ALL_METHODS = "GET, HEAD, POST, OPTIONS";
 
 interface PatternRoute {
-  /** `/videos/:name` (one segment) or `/api/compat/chat/*` (a prefix). */
+  /** `/videos/:name` (one segment) or `/api/compat/models/*` (a prefix). */
   pattern: string;
-  method: Method | "*";
+  method: Method;
   handler: NodeHandler;
   matches: (path: string) => boolean;
 }
@@ -42,19 +51,20 @@ export interface CorsPolicy {
 
 /**
  * The edge's HTTP server on node:http (see README "Why node:http"): a small router (exact paths, then
- * `:param` and `*` patterns, then the fallback), 405 with Allow for a known path and another method, CORS
- * when configured, bounded request lines and headers, and the request metrics of every route.
+ * `:param` and `*` patterns), 404 for the rest, 405 with Allow for a known path and another method, CORS
+ * when configured, bounded request lines and headers, and the request metrics of every route. Answers
+ * that no route writes (404, 405, 414, 400, an unparsable request) come in the format of the path's API.
  */
 export class HttpApp {
-  private readonly exact = new Map<string, Map<Method | "*", NodeHandler>>();
+  private readonly exact = new Map<string, Map<Method, NodeHandler>>();
   private readonly patterns: PatternRoute[] = [];
-  private fallback: NodeHandler | undefined;
   private server: Server | undefined;
   /** Per route label (bounded: the registered patterns, plus "unmatched" and "method_not_allowed"). */
   private readonly meters = new Map<string, RouteMeters>();
 
   constructor(
     private readonly cors: CorsPolicy,
+    private readonly errorReply: ErrorReplyFor,
     /** Count and time every request (REELAY_METRICS=off turns it off, to measure what it costs). */
     private readonly measure = true,
   ) {}
@@ -62,29 +72,17 @@ export class HttpApp {
   get(path: string, handler: NodeHandler): void {
     this.add("GET", path, handler);
   }
-  head(path: string, handler: NodeHandler): void {
-    this.add("HEAD", path, handler);
-  }
   post(path: string, handler: NodeHandler): void {
     this.add("POST", path, handler);
   }
-  del(path: string, handler: NodeHandler): void {
-    this.add("DELETE", path, handler);
-  }
-  /** Every method; `/*` is the fallback for whatever no other route takes. */
-  any(path: string, handler: NodeHandler): void {
-    if (path === "/*") this.fallback = handler;
-    else this.add("*", path, handler);
-  }
-
-  private add(method: Method | "*", path: string, handler: NodeHandler): void {
+  private add(method: Method, path: string, handler: NodeHandler): void {
     if (path.includes(":") || path.endsWith("/*")) {
       this.patterns.push({ pattern: path, method, handler, matches: matcher(path) });
       // Longer prefixes first, so `/api/compat/models/*` wins over a shorter wildcard.
       this.patterns.sort((a, b) => b.pattern.length - a.pattern.length);
       return;
     }
-    const methods = this.exact.get(path) ?? new Map<Method | "*", NodeHandler>();
+    const methods = this.exact.get(path) ?? new Map<Method, NodeHandler>();
     methods.set(method, handler);
     this.exact.set(path, methods);
   }
@@ -92,10 +90,27 @@ export class HttpApp {
   /** Listens; resolves to the bound port. A port in use is a clear start-up error, never a shared port. */
   listen(host: string, port: number): Promise<number> {
     const server = createServer(
-      { maxHeaderSize: MAX_HEADER_BYTES, keepAliveTimeout: 65_000, headersTimeout: 20_000, noDelay: true, joinDuplicateHeaders: true, ServerResponse: MeteredResponse },
+      {
+        maxHeaderSize: MAX_HEADER_BYTES,
+        // Longer than the usual 60 s idle timeout of load balancers, so they never reuse a connection we close.
+        keepAliveTimeout: 65_000,
+        headersTimeout: 20_000,
+        requestTimeout: REQUEST_TIMEOUT_MS,
+        connectionsCheckingInterval: TIMEOUT_CHECK_MS,
+        noDelay: true,
+        joinDuplicateHeaders: true,
+        // Checked in `handle`, so the 400 comes in the API's format (node:http's own is an empty body).
+        requireHostHeader: false,
+        ServerResponse: MeteredResponse,
+      },
       (req, res) => this.handle(req, res),
     );
-    server.on("clientError", (error: NodeJS.ErrnoException, socket: Socket) => answerClientError(error, socket));
+    server.on("clientError", (error: ClientError, socket: Duplex) => answerUnparsed(error, socket, this.errorReply));
+    // node:http hands a CONNECT's socket to this listener, or drops the connection unanswered without one.
+    server.on("connect", (req: IncomingMessage, socket: Duplex) => {
+      socket.on("error", () => socket.destroy());
+      socket.end(rawReply(this.errorReply(req.url ?? "/", new NotImplementedError("CONNECT is not supported: reelay is not a proxy"))));
+    });
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once("error", (error: NodeJS.ErrnoException) => {
@@ -131,15 +146,20 @@ export class HttpApp {
     const method = (req.method ?? "GET").toUpperCase();
     const { handler, label, allow } = this.lookup(method, path);
     if (this.measure) meterAnswer(res, this.metersOf(label), started);
-    if (this.applyCors(req, res, method)) return;
-    if (Buffer.byteLength(target) > MAX_URL_BYTES) return plainError(res, 414, `request target longer than ${MAX_URL_BYTES} bytes`);
-    if (handler) return handler(req, res);
-    if (allow.length > 0) {
-      res.setHeader("allow", allow.join(", "));
-      return plainError(res, 405, `${method} is not allowed on ${path.slice(0, 200)} (allowed: ${allow.join(", ")})`);
+    if (target.length > MAX_URL_BYTES) return this.refuse(res, path, new UriTooLongError(`request target longer than ${MAX_URL_BYTES} bytes`));
+    const host = req.headers.host;
+    // HTTP/1.1 requires exactly one Host; several (joined with commas) would let two hops disagree on the target.
+    if (host === undefined ? req.httpVersion === "1.1" : host.includes(",")) {
+      return this.refuse(res, path, new ValidationError(host === undefined ? "HTTP/1.1 requests need a Host header" : "more than one Host header"));
     }
-    if (this.fallback) return this.fallback(req, res);
-    plainError(res, 404, "not found");
+    if (this.applyCors(req, res, method)) return;
+    if (handler) return handler(req, res);
+    if (allow.length > 0) return this.refuse(res, path, new MethodNotAllowedError(`${method} is not allowed on ${path.slice(0, 200)} (allowed: ${allow.join(", ")})`, allow));
+    this.refuse(res, path, unknownPath(method, path));
+  }
+
+  private refuse(res: ServerResponse, path: string, error: unknown): void {
+    writeReply(res, this.errorReply(path, error));
   }
 
   /**
@@ -165,36 +185,47 @@ export class HttpApp {
 
   /** The route for a request, its metrics label (the registered pattern: bounded), and the methods its path takes. */
   private lookup(method: string, path: string): { handler?: NodeHandler; label: string; allow: string[] } {
+    const found = this.find(method, path);
+    if (found.handler || method !== "HEAD") return found;
+    // HEAD is GET without the body (HTTP requires it wherever GET works; node:http drops the body itself).
+    const get = this.find("GET", path);
+    return get.handler ? get : found;
+  }
+
+  private find(method: string, path: string): { handler?: NodeHandler; label: string; allow: string[] } {
     const methods = this.exact.get(path);
-    const exact = methods?.get(method as Method) ?? methods?.get("*");
+    const exact = methods?.get(method as Method);
     if (exact) return { handler: exact, label: path, allow: [] };
-    const allow = [...(methods?.keys() ?? [])].filter((m) => m !== "*");
+    const allow: string[] = [...(methods?.keys() ?? [])];
     for (const route of this.patterns) {
       if (!route.matches(path)) continue;
-      // A pattern that takes every method (the chat API's OpenAI-shaped 404) answers before a 405.
-      if (route.method === "*" || route.method === method) return { handler: route.handler, label: route.pattern, allow: [] };
+      if (route.method === method) return { handler: route.handler, label: route.pattern, allow: [] };
       allow.push(route.method);
     }
+    if (allow.includes("GET")) allow.push("HEAD");
     return { label: methods ? path : allow.length > 0 ? "method_not_allowed" : "unmatched", allow };
   }
 
   /** Adds CORS headers for an allowed origin; answers preflights. True when the request was answered here. */
   private applyCors(req: IncomingMessage, res: ServerResponse, method: string): boolean {
     const origin = req.headers.origin;
-    const allowed = origin !== undefined && (this.cors.allowedOrigins.includes("*") || this.cors.allowedOrigins.includes(origin));
+    const anyOrigin = this.cors.allowedOrigins.includes("*");
+    const allowed = origin !== undefined && (anyOrigin || this.cors.allowedOrigins.includes(origin));
+    // With a list, answers differ by Origin: caches (a CDN in front of /videos) must keep them apart.
+    if (!anyOrigin && this.cors.allowedOrigins.length > 0) res.setHeader("vary", "Origin");
     if (allowed) {
-      res.setHeader("access-control-allow-origin", this.cors.allowedOrigins.includes("*") ? "*" : origin);
-      res.setHeader("vary", "Origin");
+      res.setHeader("access-control-allow-origin", anyOrigin ? "*" : origin);
       res.setHeader("access-control-expose-headers", "x-request-id, retry-after");
     }
     if (method !== "OPTIONS") return false;
-    // A preflight (or a plain OPTIONS): answered here for every path.
-    const headers: Record<string, string> = { "content-length": "0", allow: "GET, HEAD, POST, DELETE, OPTIONS" };
+    // A preflight (or a plain OPTIONS): answered here for every path; from an origin not allowed, without
+    // any Access-Control-* header, so the browser refuses the call it was asking about.
+    const headers: Record<string, string> = { "content-length": "0", allow: ALL_METHODS };
     if (allowed && req.headers["access-control-request-method"]) {
-      headers["access-control-allow-methods"] = "GET, HEAD, POST, DELETE, OPTIONS";
+      headers["access-control-allow-methods"] = ALL_METHODS;
       // Browser SDKs send their own headers (the OpenAI one sends x-stainless-*): allow what is asked, bounded.
       const asked = String(req.headers["access-control-request-headers"] ?? "").slice(0, 2048);
-      headers["access-control-allow-headers"] = asked || "authorization, content-type, idempotency-key, last-event-id";
+      headers["access-control-allow-headers"] = asked || "authorization, content-type, idempotency-key, last-event-id, x-request-id";
       headers["access-control-max-age"] = "600";
     }
     res.writeHead(204, headers);
@@ -202,23 +233,4 @@ export class HttpApp {
     answered(res);
     return true;
   }
-}
-
-function plainError(res: ServerResponse, status: number, message: string): void {
-  const body = JSON.stringify({ code: status, msg: message });
-  res.writeHead(status, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) });
-  res.end(body);
-  answered(res);
-}
-
-/** A request node:http could not parse: answered (431 for oversized headers, 400 otherwise) and closed. */
-function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (error.code === "ECONNRESET" || !socket.writable) {
-    socket.destroy();
-    return;
-  }
-  const status = error.code === "HPE_HEADER_OVERFLOW" ? 431 : error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
-  const message = status === 431 ? `request line and headers exceed ${MAX_HEADER_BYTES} bytes` : status === 408 ? "request not received in time" : "malformed HTTP request";
-  const body = JSON.stringify({ code: status, msg: message });
-  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }

@@ -4,10 +4,7 @@ import { answered } from "./answerMeter.ts";
 export interface HttpReply {
   status: number;
   headers?: Record<string, string>;
-  /** Omitted for HEAD-style replies that only report a length. */
   body?: string | Uint8Array;
-  /** With no body: the Content-Length to announce (HEAD). */
-  announcedLength?: number;
 }
 
 export const jsonReply = (status: number, value: unknown, headers?: Record<string, string>): HttpReply => ({
@@ -19,7 +16,8 @@ export const jsonReply = (status: number, value: unknown, headers?: Record<strin
 /** Writes a whole reply; `closeConnection` when the request's body was not read (it may still be arriving). */
 export function writeReply(res: ServerResponse, reply: HttpReply, closeConnection = false): void {
   if (res.headersSent || res.destroyed) return;
-  const length = reply.body === undefined ? (reply.announcedLength ?? 0) : Buffer.byteLength(reply.body);
+  // To HEAD, node:http sends these headers (the GET answer's length among them) and drops the body.
+  const length = reply.body === undefined ? 0 : Buffer.byteLength(reply.body);
   res.writeHead(reply.status, { ...reply.headers, "content-length": String(length), ...(closeConnection ? { connection: "close" } : {}) });
   res.end(reply.body);
   answered(res);

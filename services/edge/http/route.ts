@@ -34,7 +34,12 @@ export function route(handler: RouteHandler, options: RouteOptions): NodeHandler
       }
     };
     if (options.maxBodyBytes === undefined) run(undefined);
-    // A refused body may still be arriving: close the connection rather than read the rest.
-    else readBody(req, options.maxBodyBytes).then(run, (e: unknown) => fail(e, true));
+    else
+      readBody(req, options.maxBodyBytes).then(run, (e: unknown) => {
+        // The client left mid-body: nobody to answer, and nothing went wrong on our side worth a log line.
+        if (res.destroyed) return;
+        // A refused body may still be arriving: close the connection rather than read the rest.
+        fail(e, true);
+      });
   };
 }

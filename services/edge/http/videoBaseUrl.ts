@@ -26,6 +26,12 @@ const isTrusted = (blocks: BlockList, peer: string): boolean => {
 };
 
 /**
+ * The value the proxy in front of us set: proxies that add to a forwarded header append, so the last entry
+ * is the trusted proxy's and the first may be whatever the client sent.
+ */
+const nearestHop = (value: string): string => value.slice(value.lastIndexOf(",") + 1).trim();
+
+/**
  * Where video addresses in answers point. `REELAY_PUBLIC_URL` when set (the only way that ignores every
  * header). Otherwise the Host the client used; behind a proxy in `REELAY_TRUSTED_PROXIES`, its
  * X-Forwarded-Proto and X-Forwarded-Host. Header values that are not a plain host (or http/https) are
@@ -41,8 +47,8 @@ export function videoBaseUrl(options: { publicUrl: string | undefined; trusted: 
     const host = request.header("host");
     const ownHost = validHost(host) ? host : fallbackHost();
     if (trusted && isTrusted(trusted, request.peer)) {
-      const forwardedProto = request.header("x-forwarded-proto").split(",")[0]?.trim() ?? "";
-      const forwardedHost = request.header("x-forwarded-host").split(",")[0]?.trim() ?? "";
+      const forwardedProto = nearestHop(request.header("x-forwarded-proto"));
+      const forwardedHost = nearestHop(request.header("x-forwarded-host"));
       const proto = forwardedProto === "https" || forwardedProto === "http" ? forwardedProto : "http";
       return `${proto}://${validHost(forwardedHost) ? forwardedHost : ownHost}`;
     }

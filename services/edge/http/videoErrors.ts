@@ -1,6 +1,7 @@
-import { ReelayError, ServiceUnavailableError } from "../../shared/errors.ts";
+import { ReelayError } from "../../shared/errors.ts";
 import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
+import { errorHeaders } from "./errorHeaders.ts";
 import { jsonReply, type HttpReply } from "./reply.ts";
 
 export interface VideoErrorAnswer {
@@ -19,7 +20,7 @@ export function videoError(error: unknown, log: Logger): VideoErrorAnswer {
   if (unavailable) log.warn({ err: error }, "infrastructure unavailable in a video route");
   const known = error instanceof ReelayError ? error : unavailable;
   if (known) {
-    const headers = known instanceof ServiceUnavailableError ? { "retry-after": String(known.retryAfterSeconds) } : undefined;
+    const headers = errorHeaders(known);
     return { status: known.status, body: { code: known.status, msg: known.message }, ...(headers ? { headers } : {}) };
   }
   log.error({ err: error }, "unexpected error in a video route");

@@ -28,7 +28,11 @@ const REPLY_CACHE_LIMIT = 20_000;
  * fixed number of entries: clients naming many hosts only push older replies out.
  */
 export class QueryReplyCache {
-  private readonly replies = new LRUCache<string, HttpReply>({ max: REPLY_CACHE_LIMIT });
+  private readonly replies: LRUCache<string, HttpReply>;
+
+  constructor(limit = REPLY_CACHE_LIMIT) {
+    this.replies = new LRUCache({ max: limit });
+  }
 
   reply(view: TaskView, videoBaseUrl: string): HttpReply {
     const key = `${view.taskId}:${view.version}:${videoBaseUrl}`;

@@ -29,17 +29,12 @@ export class VideoFiles {
 
   constructor(private readonly videos: ObjectStore) {}
 
+  /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
   register(app: HttpApp, log: Logger): void {
-    const replyForError = videoErrorReply(log);
-    for (const method of ["get", "head"] as const) {
-      app[method](
-        "/videos/:name",
-        route((request) => this.serve(nameFromUrl(request.url), request.header("range"), method === "head"), { replyForError }),
-      );
-    }
+    app.get("/videos/:name", route((request) => this.serve(nameFromUrl(request.url), request.header("range")), { replyForError: videoErrorReply(log) }));
   }
 
-  private async serve(name: string, rangeHeader: string, headOnly: boolean): Promise<HttpReply> {
+  private async serve(name: string, rangeHeader: string): Promise<HttpReply> {
     const body = await this.load(name);
     const size = body.length;
     const common = { "content-type": "video/mp4", "accept-ranges": "bytes", "cache-control": "public, max-age=31536000, immutable" };
@@ -49,7 +44,6 @@ export class VideoFiles {
     }
     const [status, start, end] = range.kind === "partial" ? [206, range.start, range.end] : [200, 0, size - 1];
     const headers = range.kind === "partial" ? { ...common, "content-range": `bytes ${start}-${end}/${size}` } : common;
-    if (headOnly) return { status, headers, announcedLength: end - start + 1 };
     return { status, headers, body: body.subarray(start, end + 1) };
   }
 

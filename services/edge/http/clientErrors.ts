@@ -1,0 +1,67 @@
+import { STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
+import { HeadersTooLargeError, NotImplementedError, RequestTimeoutError, UriTooLongError, ValidationError, type ReelayError } from "../../shared/errors.ts";
+import type { ErrorReplyFor } from "./apiErrors.ts";
+import { MAX_HEADER_BYTES, MAX_URL_BYTES } from "./limits.ts";
+import type { HttpReply } from "./reply.ts";
+
+/** What node:http passes to `clientError`: its parser's code and the bytes it was parsing. */
+export interface ClientError extends Error {
+  code?: string;
+  rawPacket?: Buffer;
+}
+
+/** A request line as HTTP spells it: a method token, a target, a version. */
+const REQUEST_LINE = /^([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) HTTP\/\d\.\d\r?$/;
+
+/** The request line the parser choked on, when there is one (only the first 8 KiB are looked at). */
+function requestLine(packet: Buffer | undefined): { method: string; target: string; complete: boolean } | undefined {
+  if (!packet) return undefined;
+  const head = packet.subarray(0, MAX_URL_BYTES + 64).toString("latin1");
+  const end = head.indexOf("\n");
+  const match = REQUEST_LINE.exec(end === -1 ? head : head.slice(0, end));
+  if (match) return { method: match[1] ?? "", target: match[2] ?? "/", complete: true };
+  // A line longer than we look at: only its method and the start of its target are known.
+  const start = /^([A-Z]+) (\/\S*)/.exec(head);
+  return start && end === -1 ? { method: start[1] ?? "", target: start[2] ?? "/", complete: false } : undefined;
+}
+
+/** The status HTTP calls for, by node:http's parser error. */
+function errorOf(error: ClientError, line: ReturnType<typeof requestLine>): ReelayError {
+  switch (error.code) {
+    case "HPE_HEADER_OVERFLOW":
+      // node:http counts the request line with the headers: a target alone that long is a 414.
+      return line && !line.complete ? new UriTooLongError(`request target longer than ${MAX_URL_BYTES} bytes`) : new HeadersTooLargeError(`request line and headers exceed ${MAX_HEADER_BYTES} bytes`);
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return new RequestTimeoutError("request not received in time");
+    case "HPE_INVALID_METHOD":
+      // A well-formed request line with a method the parser does not know: not implemented, not malformed (RFC 9110 §9.1).
+      if (line?.complete) return new NotImplementedError(`method ${line.method.slice(0, 40)} is not implemented`);
+      return new ValidationError("malformed HTTP request");
+    default:
+      return new ValidationError("malformed HTTP request");
+  }
+}
+
+/** A whole answer as bytes, for sockets node:http no longer manages (a parse error, a CONNECT). Closes the connection. */
+export function rawReply(reply: HttpReply): Buffer {
+  const body = Buffer.from(reply.body ?? "");
+  let head = `HTTP/1.1 ${reply.status} ${STATUS_CODES[reply.status] ?? ""}\r\n`;
+  for (const [name, value] of Object.entries(reply.headers ?? {})) head += `${name}: ${value}\r\n`;
+  head += `content-length: ${body.length}\r\nconnection: close\r\n\r\n`;
+  return Buffer.concat([Buffer.from(head, "latin1"), body]);
+}
+
+/**
+ * A request node:http could not parse: answered in the format of its path's API when the request line
+ * names one (431, 414, 408, 501, else 400) and closed; never a crash, never a silent hang-up.
+ */
+export function answerUnparsed(error: ClientError, socket: Duplex, errorReply: ErrorReplyFor): void {
+  if (error.code === "ECONNRESET" || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const line = requestLine(error.rawPacket);
+  const path = line?.target.split("?", 1)[0] ?? "/";
+  socket.end(rawReply(errorReply(path, errorOf(error, line))));
+}
