@@ -37,8 +37,22 @@ describe("the 3-node cluster in infra/nats/cluster", () => {
   let nats: Nats | undefined;
   afterAll(async () => {
     await nats?.nc.close();
-    for (const node of nodes) node.kill("SIGTERM");
-    rmSync(dir, { recursive: true, force: true });
+    // Wait for the nodes to exit: removing the store while one still writes fails (ENOTEMPTY) on a busy machine.
+    await Promise.all(
+      nodes.map(
+        (node) =>
+          new Promise<void>((resolve) => {
+            if (node.exitCode !== null || node.signalCode !== null) return resolve();
+            const timer = setTimeout(() => node.kill("SIGKILL"), 5000);
+            node.once("exit", () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            node.kill("SIGTERM");
+          }),
+      ),
+    );
+    rmSync(dir, { recursive: true, force: true, maxRetries: 3, retryDelay: 100 });
   });
 
   it("starts, takes reelay's layout with 3 replicas, and keeps guarded writes across nodes", async () => {
