@@ -37,7 +37,7 @@ function timedFirstChunk(sink: ResponseSink, model: string): ResponseSink {
   const observe = () => {
     if (!first) return;
     first = false;
-    chatTimeToFirstChunk.observe({ model }, (performance.now() - started) / 1000);
+    chatTimeToFirstChunk.labels({ model }).observe((performance.now() - started) / 1000);
   };
   return {
     get requestId() {

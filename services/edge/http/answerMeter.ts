@@ -1,11 +1,11 @@
 import { ServerResponse, type IncomingMessage } from "node:http";
-import type { Counter, Histogram } from "prom-client";
+import type { HotCounterChild, HotHistogramChild } from "../../shared/metrics/hotMetrics.ts";
 
 /** The metric children of one route, made once (prom-client hashes a label object on every `inc(labels)`). */
 export interface RouteMeters {
-  duration: Histogram.Internal<"route">;
+  duration: HotHistogramChild;
   /** The counter of one status code. */
-  count(status: number): Counter.Internal;
+  count(status: number): HotCounterChild;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { ConfigError } from "../../shared/config.ts";
-import type { Counter } from "prom-client";
+import type { HotCounterChild } from "../../shared/metrics/hotMetrics.ts";
 import { MethodNotAllowedError, NotImplementedError, UriTooLongError, ValidationError } from "../../shared/errors.ts";
 import { httpRequestDuration, httpRequests } from "../../shared/metrics/metrics.ts";
 import { unknownPath, type ErrorReplyFor } from "./apiErrors.ts";
@@ -163,13 +163,13 @@ export class HttpApp {
   }
 
   /**
-   * The metric children of a route, made once: prom-client's `inc(labels)` hashes the label object on
-   * every call, which cost more than the rest of a cached query answer.
+   * The metric children of a route, made once (hotMetrics.ts): resolving labels per request cost more than
+   * the rest of a cached query answer.
    */
   private metersOf(route: string): RouteMeters {
     let meters = this.meters.get(route);
     if (!meters) {
-      const codes = new Map<number, Counter.Internal>();
+      const codes = new Map<number, HotCounterChild>();
       meters = {
         duration: httpRequestDuration.labels({ route }),
         count: (status) => {

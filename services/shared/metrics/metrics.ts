@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { HotCounter, HotHistogram } from "./hotMetrics.ts";
 
 /**
  * Every metric reelay exports, in one place. One registry per thread (the edge on the main thread, the
@@ -12,14 +13,14 @@ export const registry = new Registry();
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const UPSTREAM_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
-export const httpRequests = new Counter({
+export const httpRequests = new HotCounter({
   name: "reelay_http_requests_total",
   help: "HTTP requests answered by the edge, by route and status code.",
   labelNames: ["route", "code"] as const,
   registers: [registry],
 });
 
-export const httpRequestDuration = new Histogram({
+export const httpRequestDuration = new HotHistogram({
   name: "reelay_http_request_duration_seconds",
   help: "Time from a request's arrival to its answer (for streams: to the end of the stream), by route.",
   labelNames: ["route"] as const,
@@ -27,7 +28,7 @@ export const httpRequestDuration = new Histogram({
   registers: [registry],
 });
 
-export const chatTimeToFirstChunk = new Histogram({
+export const chatTimeToFirstChunk = new HotHistogram({
   name: "reelay_chat_time_to_first_chunk_seconds",
   help: "Time from a streamed chat request's arrival to its first chunk reaching the client, by model.",
   labelNames: ["model"] as const,
