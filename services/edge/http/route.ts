@@ -18,28 +18,35 @@ const isPromise = (value: HttpReply | Promise<HttpReply>): value is Promise<Http
 
 /** Adapts a handler to node:http: reads the body when asked, writes the reply, never lets an error escape. */
 export function route(handler: RouteHandler, options: RouteOptions): NodeHandler {
+  // No named closures per request here: under tsx each costs a defineProperty (esbuild's keepNames).
   return (req, res) => {
     const request = captureRequest(req);
     // Like chat answers, every API answer names its request (support can find it in the log).
     res.setHeader("x-request-id", newRequestId());
-    const finish = (reply: HttpReply, closeConnection = false) => writeReply(res, reply, closeConnection);
-    const fail = (error: unknown, closeConnection = false) => finish(options.replyForError(error), closeConnection);
-    const run = (body: Buffer | undefined) => {
-      try {
-        const reply = handler(request, body);
-        if (isPromise(reply)) reply.then((r) => finish(r), (e: unknown) => fail(e));
-        else finish(reply);
-      } catch (error) {
-        fail(error);
-      }
-    };
-    if (options.maxBodyBytes === undefined) run(undefined);
+    if (options.maxBodyBytes === undefined) runHandler(handler, options, request, undefined, res);
     else
-      readBody(req, options.maxBodyBytes).then(run, (e: unknown) => {
-        // The client left mid-body: nobody to answer, and nothing went wrong on our side worth a log line.
-        if (res.destroyed) return;
-        // A refused body may still be arriving: close the connection rather than read the rest.
-        fail(e, true);
-      });
+      readBody(req, options.maxBodyBytes).then(
+        (body) => runHandler(handler, options, request, body, res),
+        (e: unknown) => {
+          // The client left mid-body: nobody to answer, and nothing went wrong on our side worth a log line.
+          if (res.destroyed) return;
+          // A refused body may still be arriving: close the connection rather than read the rest.
+          writeReply(res, options.replyForError(e), true);
+        },
+      );
   };
+}
+
+function runHandler(handler: RouteHandler, options: RouteOptions, request: RequestInfo, body: Buffer | undefined, res: ServerResponse): void {
+  try {
+    const reply = handler(request, body);
+    if (isPromise(reply))
+      reply.then(
+        (r) => writeReply(res, r, false),
+        (e: unknown) => writeReply(res, options.replyForError(e), false),
+      );
+    else writeReply(res, reply, false);
+  } catch (error) {
+    writeReply(res, options.replyForError(error), false);
+  }
 }
