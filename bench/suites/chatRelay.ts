@@ -188,6 +188,9 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
     reelay = await startReelay({ natsUrl: nats.url, config, workDir, cpu: SERVER_CPU, services: ["edge"] });
     const child = reelay;
     stops.push(() => child.proc.stop(10_000));
+    // A second edge with REELAY_METRICS=off: what per-request metrics cost a relayed stream (issue 10's 3%).
+    const unmeasured = await startReelay({ natsUrl: nats.url, config, workDir, cpu: SERVER_CPU, services: ["edge"], env: { REELAY_METRICS: "off" } });
+    stops.push(() => unmeasured.proc.stop(10_000));
     if (pinningAvailable) pinProcess(process.pid, LOAD_CPU);
 
     const messages = [{ role: "user", content: "benchmark" }];
@@ -257,6 +260,19 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
     pinProcess(fake.pid, LOAD_CPU);
     const ownCore = await throughputRounds("own-core");
     const ownCoreRatio = rate(sum(ownCore.get("reelay") ?? [])) / rate(sum(ownCore.get("direct") ?? []));
+
+    // Metrics on vs off, same layout (gateway alone on its core), alternating rounds; CPU per streamed request.
+    const metricsOff: Target = { ...via(BURST), name: "reelay, metrics off", port: Number(new URL(unmeasured.baseUrl).port) };
+    const measuredRuns: Throughput[] = [];
+    const unmeasuredRuns: Throughput[] = [];
+    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+      say(`metrics cost round ${round + 1}/${THROUGHPUT_ROUNDS}`);
+      measuredRuns.push(await throughputPhase(via(BURST), gatewayPid, fake.pid, THROUGHPUT_SECONDS));
+      unmeasuredRuns.push(await throughputPhase(metricsOff, unmeasured.proc.pid, fake.pid, THROUGHPUT_SECONDS));
+    }
+    const cpuPerStream = (t: Throughput) => (t.gatewayCpuUs - idleCpuUsPerS * t.seconds) / t.streams;
+    const on = cpuPerStream(sum(measuredRuns));
+    const off = cpuPerStream(sum(unmeasuredRuns));
     return [
       ...rows(ttfc, shortStream, idleCpuUsPerS, sum(runs.get("direct") ?? []), relayed),
       {
@@ -268,6 +284,7 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
         ratio: ownCoreRatio,
         target: ">= 0.8",
       },
+      { suite: SUITE, metric: "gateway CPU per streamed request, metrics on (vs off)", value: on, unit: "µs", baseline: off, ratio: on / off, target: "<= 1.03x" },
     ];
   } catch (error) {
     if (reelay) process.stderr.write(`--- last lines of reelay's log ---\n${logTail(reelay.logFile)}\n`);
