@@ -18,7 +18,7 @@ import { costMicros } from "./pricing.ts";
  * charge nothing twice.
  */
 export class Settlement {
-  private stopped = false;
+  private readonly stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private readonly inFlight = new Set<Promise<void>>();
 
@@ -27,7 +27,7 @@ export class Settlement {
   async start(): Promise<void> {
     const consumer = await this.nats.js.consumers.get(STREAMS.settlements.name, CONSUMERS.settlers);
     this.loop = pullLoop(consumer, {
-      stopped: () => this.stopped,
+      signal: this.stopping.signal,
       room: () => 256,
       take: (msg) => {
         const work = this.handle(msg).finally(() => this.inFlight.delete(work));
@@ -39,7 +39,7 @@ export class Settlement {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.stopping.abort();
     await this.loop;
     await Promise.allSettled(this.inFlight);
   }

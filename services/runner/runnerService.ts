@@ -51,7 +51,7 @@ export class RunnerService {
     this.stopReporting = reportLiveTasks(() => this.liveTasks());
     void this.beatAfterReconnects();
     this.loop = pullLoop(consumer, {
-      stopped: () => this.shutdown.signal.aborted,
+      signal: this.shutdown.signal,
       room: () => this.room(),
       take: (msg) => this.host(msg),
       log: this.log,

@@ -43,7 +43,7 @@ export class ProjectionRunner<Event, Doc> {
   /** Events waiting for their document, per key, and the drain working through each key. */
   private readonly pending = new Map<string, Array<{ event: Event; msg: JsMsg }>>();
   private readonly draining = new Map<string, Promise<void>>();
-  private stopped = false;
+  private readonly stopping = new AbortController();
   private loop: Promise<void> | undefined;
 
   constructor(
@@ -57,7 +57,7 @@ export class ProjectionRunner<Event, Doc> {
 
   start(): void {
     this.loop = pullLoop(this.consumer, {
-      stopped: () => this.stopped,
+      signal: this.stopping.signal,
       room: () => 512,
       take: (msg) => this.enqueue(msg),
       log: this.log,
@@ -66,7 +66,7 @@ export class ProjectionRunner<Event, Doc> {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.stopping.abort();
     await this.loop;
     await Promise.allSettled(this.draining.values());
   }

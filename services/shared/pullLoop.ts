@@ -4,26 +4,41 @@ import type { Logger } from "./log.ts";
 
 /**
  * The fetch loop every durable-consumer worker runs: pull a batch, hand each message over, retry after
- * errors (a NATS reconnect, a deleted consumer being recreated) until `stopped` says so. `room` bounds a
+ * errors (a NATS reconnect, a deleted consumer being recreated) until `signal` aborts. `room` bounds a
  * batch by what the caller can still take (0: wait a moment and ask again).
+ *
+ * An abort ends the pull in progress at once instead of waiting for it to expire (a second per worker:
+ * stopping a projector's three workers took three seconds). A message the server sent that was not handed
+ * over yet is not acknowledged, so it is delivered again after the ack wait, as after a crash.
  */
 export async function pullLoop(
   consumer: Consumer,
-  options: { stopped: () => boolean; room: () => number; take: (msg: JsMsg) => void; log: Logger; what: string },
+  options: { signal: AbortSignal; room: () => number; take: (msg: JsMsg) => void; log: Logger; what: string },
 ): Promise<void> {
-  while (!options.stopped()) {
+  const { signal } = options;
+  while (!signal.aborted) {
     const room = options.room();
     if (room <= 0) {
-      await sleep(50);
+      await pause(50, signal);
       continue;
     }
     try {
       const batch = await consumer.fetch({ max_messages: room, expires: 1000 });
-      for await (const msg of batch) options.take(msg);
+      const stopBatch = () => void batch.stop();
+      signal.addEventListener("abort", stopBatch, { once: true });
+      try {
+        for await (const msg of batch) {
+          if (signal.aborted) break;
+          options.take(msg);
+        }
+      } finally {
+        signal.removeEventListener("abort", stopBatch);
+      }
     } catch (error) {
-      if (!options.stopped()) options.log.warn({ err: error }, `${options.what}: fetch failed; retrying`);
-      await sleep(500);
+      if (!signal.aborted) options.log.warn({ err: error }, `${options.what}: fetch failed; retrying`);
+      await pause(500, signal);
     }
   }
 }
 
+const pause = (ms: number, signal: AbortSignal): Promise<void> => sleep(ms, undefined, { signal }).catch(() => undefined);

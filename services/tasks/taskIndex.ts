@@ -20,7 +20,7 @@ export const taskIdOfIndexKey = (key: string): number => Number(key.slice(key.la
  */
 export class TaskIndexer {
   private readonly directory: TaskDirectory;
-  private stopped = false;
+  private readonly stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private chain: Promise<void> = Promise.resolve();
 
@@ -34,7 +34,7 @@ export class TaskIndexer {
   async start(): Promise<void> {
     const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.taskIndex);
     this.loop = pullLoop(consumer, {
-      stopped: () => this.stopped,
+      signal: this.stopping.signal,
       room: () => 100,
       take: (msg) => {
         this.chain = this.chain.then(() => this.index(msg));
@@ -45,7 +45,7 @@ export class TaskIndexer {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
+    this.stopping.abort();
     await this.loop;
     await this.chain;
   }

@@ -59,7 +59,7 @@ export class WebhookDispatcher {
       for (const msg of this.held) msg.working();
     }, Math.max(100, Math.floor(this.options.leaseMs / 3)));
     this.loop = pullLoop(consumer, {
-      stopped: () => this.stopping.signal.aborted,
+      signal: this.stopping.signal,
       room: () => MAX_HELD - this.held.size,
       take: (msg) => this.take(msg),
       log: this.log,
