@@ -17,7 +17,7 @@ const SERVER_CPU = "0";
 const LOAD_CPU = "1";
 const BOTH_CPUS = "0,1";
 const CONNECTIONS = 64;
-const QUERY_ROUNDS = 3;
+const QUERY_ROUNDS = 4;
 const QUERY_SECONDS = 3;
 const CREATE_SECONDS = 6;
 const CREATE_MAX = 3000;
@@ -186,7 +186,8 @@ async function queryPhase(workDir: string, cleanup: Cleanup, reelay: ReelayChild
   for (const t of targets) await runWrk({ url: t.url, workDir, name: `warm-${t.name}`, cpu: LOAD_CPU, connections: CONNECTIONS, durationS: 1, headers: t.headers });
   const stats = new Map<string, QueryStats>();
   for (let round = 0; round < QUERY_ROUNDS; round++) {
-    for (const t of targets) {
+    // Every other round in reverse order, so a target is not always measured right after the same one.
+    for (const t of round % 2 === 0 ? targets : [...targets].reverse()) {
       say(`query round ${round + 1}/${QUERY_ROUNDS}: ${t.name}`);
       const { result, cpuUs } = await measureCpu([t.pid], () =>
         runWrk({ url: t.url, workDir, name: `query-${t.name}`, cpu: LOAD_CPU, connections: CONNECTIONS, durationS: QUERY_SECONDS, headers: t.headers }),
