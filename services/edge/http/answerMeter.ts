@@ -13,16 +13,8 @@ export interface RouteMeters {
  * is counted without a listener or a side table per request (a WeakMap entry per request cost GC time).
  */
 export class MeteredResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
-  // Assigned in the constructor rather than declared as class fields: ES2022 fields are defined with
-  // defineProperty on every instance (one response per request), and set later they would change its shape.
-  declare meters: RouteMeters | undefined;
-  declare started: number;
-  // Rest arguments: node:http passes (req, options) although the typings name only `req`.
-  constructor(...args: [Request]) {
-    super(...args);
-    this.meters = undefined;
-    this.started = 0;
-  }
+  meters: RouteMeters | undefined;
+  started = 0;
 }
 
 export function meterAnswer(res: ServerResponse, meters: RouteMeters, started: number): void {
