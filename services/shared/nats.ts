@@ -3,6 +3,7 @@ import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
+import { coalesceWrites } from "./natsWriteCoalescing.ts";
 import { assertSupportedServer } from "./serverCheck.ts";
 
 /** One connection and the JetStream handles every service shares. */
@@ -32,6 +33,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     await nc.close();
     throw error;
   }
+  coalesceWrites(nc);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   if (layout) await ensureJetStreamLayout(nc, jsm, layout);

@@ -1,0 +1,46 @@
+/**
+ * Where `reelay serve` spends its CPU accepting creates: `node --import tsx bench/tools/createProfile.ts [seconds] [--no-profile]`.
+ * Starts nats-server and a profiled `reelay serve` (edge, runner and projector threads, both cores), posts
+ * creates of the bench's parked model with wrk (64 connections) and prints each thread's profile top
+ * (bench/tools/profileTop.ts), largest first. For issue 7's create-path target.
+ */
+import { mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startNatsServer } from "../../infra/natsServer.ts";
+import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
+import { runWrk } from "../lib/wrk.ts";
+import { benchConfig } from "../suites/videoPath.ts";
+import { summarizeProfile } from "./profileTop.ts";
+
+const seconds = Number(process.argv[2] ?? 5);
+/** `--no-profile`: only the rate (a profile costs the process a third of its throughput). */
+const profiling = !process.argv.includes("--no-profile");
+const workDir = mkdtempSync(join(tmpdir(), "reelay-cprof-"));
+const profileDir = join(workDir, "profiles");
+const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
+const config = benchConfig();
+const key = await prepareAccount(nats.url, workDir, config);
+if (profiling) process.env.BENCH_CPU_PROF_DIR = profileDir;
+const reelay = await startReelay({ natsUrl: nats.url, config, workDir });
+delete process.env.BENCH_CPU_PROF_DIR;
+const request = {
+  url: `${reelay.baseUrl}/api/compat/videosGenerations`,
+  workDir,
+  cpu: "1",
+  connections: 64,
+  timeoutS: 15,
+  method: "POST" as const,
+  headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
+  body: JSON.stringify({ model: "Bench-parked", prompt: "a red fox running through snow", duration: 4 }),
+};
+const run = await runWrk({ ...request, name: "create", durationS: seconds, maxResponses: 100_000 });
+await reelay.proc.stop(15_000);
+await nats.stop();
+process.stdout.write(`${(run.status200 / run.durationS).toFixed(0)} creates/s accepted\n`);
+const files = (profiling ? readdirSync(profileDir) : [])
+  .filter((name) => name.endsWith(".cpuprofile"))
+  .map((name) => join(profileDir, name))
+  .sort((a, b) => statSync(b).size - statSync(a).size);
+for (const file of files) process.stdout.write(`\n=== ${file.split("/").at(-1)}\n${summarizeProfile(file, 25)}`);
+rmSync(workDir, { recursive: true, force: true });
