@@ -1,5 +1,6 @@
 import { ServerResponse, type IncomingMessage } from "node:http";
 import type { HotCounterChild, HotHistogramChild } from "../../shared/metrics/hotMetrics.ts";
+import { httpRequestDuration, httpRequests } from "../../shared/metrics/metrics.ts";
 
 /** The metric children of one route, made once (prom-client hashes a label object on every `inc(labels)`). */
 export interface RouteMeters {
@@ -30,4 +31,29 @@ export function answered(res: ServerResponse): void {
   res.meters = undefined;
   meters.count(res.statusCode).inc();
   meters.duration.observe((performance.now() - started) / 1000);
+}
+
+/**
+ * The meters of each route, made once (hotMetrics.ts): resolving labels per request cost more than the rest
+ * of a cached query answer. Routes are the registered patterns, so the table is bounded.
+ */
+export class RouteMeterTable {
+  private readonly byRoute = new Map<string, RouteMeters>();
+
+  of(route: string): RouteMeters {
+    let meters = this.byRoute.get(route);
+    if (!meters) {
+      const codes = new Map<number, HotCounterChild>();
+      meters = {
+        duration: httpRequestDuration.labels({ route }),
+        count: (status) => {
+          let counter = codes.get(status);
+          if (!counter) codes.set(status, (counter = httpRequests.labels({ route, code: String(status) })));
+          return counter;
+        },
+      };
+      this.byRoute.set(route, meters);
+    }
+    return meters;
+  }
 }

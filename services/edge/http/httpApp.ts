@@ -1,11 +1,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { ConfigError } from "../../shared/config.ts";
-import type { HotCounterChild } from "../../shared/metrics/hotMetrics.ts";
 import { MethodNotAllowedError, NotImplementedError, UriTooLongError, ValidationError } from "../../shared/errors.ts";
-import { httpRequestDuration, httpRequests } from "../../shared/metrics/metrics.ts";
 import { unknownPath, type ErrorReplyFor } from "./apiErrors.ts";
-import { answered, MeteredResponse, meterAnswer, type RouteMeters } from "./answerMeter.ts";
+import { answered, MeteredResponse, meterAnswer, RouteMeterTable } from "./answerMeter.ts";
 import { answerUnparsed, rawReply, type ClientError } from "./clientErrors.ts";
 import { MAX_HEADER_BYTES, MAX_URL_BYTES } from "./limits.ts";
 import { writeReply } from "./reply.ts";
@@ -60,7 +58,7 @@ export class HttpApp {
   private readonly patterns: PatternRoute[] = [];
   private server: Server | undefined;
   /** Per route label (bounded: the registered patterns, plus "unmatched" and "method_not_allowed"). */
-  private readonly meters = new Map<string, RouteMeters>();
+  private readonly meters = new RouteMeterTable();
 
   constructor(
     private readonly cors: CorsPolicy,
@@ -145,7 +143,7 @@ export class HttpApp {
     const path = target.split("?", 1)[0] ?? "/";
     const method = (req.method ?? "GET").toUpperCase();
     const { handler, label, allow } = this.lookup(method, path);
-    if (this.measure) meterAnswer(res, this.metersOf(label), started);
+    if (this.measure) meterAnswer(res, this.meters.of(label), started);
     if (target.length > MAX_URL_BYTES) return this.refuse(res, path, new UriTooLongError(`request target longer than ${MAX_URL_BYTES} bytes`));
     const host = req.headers.host;
     // HTTP/1.1 requires exactly one Host; several (joined with commas) would let two hops disagree on the target.
@@ -162,26 +160,6 @@ export class HttpApp {
     writeReply(res, this.errorReply(path, error));
   }
 
-  /**
-   * The metric children of a route, made once (hotMetrics.ts): resolving labels per request cost more than
-   * the rest of a cached query answer.
-   */
-  private metersOf(route: string): RouteMeters {
-    let meters = this.meters.get(route);
-    if (!meters) {
-      const codes = new Map<number, HotCounterChild>();
-      meters = {
-        duration: httpRequestDuration.labels({ route }),
-        count: (status) => {
-          let counter = codes.get(status);
-          if (!counter) codes.set(status, (counter = httpRequests.labels({ route, code: String(status) })));
-          return counter;
-        },
-      };
-      this.meters.set(route, meters);
-    }
-    return meters;
-  }
 
   /** The route for a request, its metrics label (the registered pattern: bounded), and the methods its path takes. */
   private lookup(method: string, path: string): { handler?: NodeHandler; label: string; allow: string[] } {
