@@ -41,6 +41,7 @@ const SUITES: Suite[] = [
   optionalSuite("ledger", "suites/ledgerReplay.ts", "ledgerReplayBench"),
   optionalSuite("chat", "suites/chatRelay.ts", "chatRelayBench"),
   optionalSuite("events", "suites/taskEvents.ts", "taskEventsBench"),
+  optionalSuite("instant", "suites/instantTasks.ts", "instantTasksBench"),
 ];
 
 async function main(): Promise<number> {
