@@ -3,21 +3,18 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { connect as natsConnect } from "@nats-io/transport-node";
-import { ProviderSettings } from "../../contracts/config.ts";
 import { TaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
-import { loadConfig } from "../../services/shared/config.ts";
 import { statusChangeOf } from "../../services/tasks/statusChanges.ts";
-import { OpenAiVideosUpstream } from "../../test/fakes/openAiVideosUpstream.ts";
 import { varz, varzDelta } from "../lib/natsStats.ts";
+import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import type { BenchRow } from "../table.ts";
 
 const SUITE = "instant";
 const TASKS = 1000;
 const IN_FLIGHT = 64;
-const UPSTREAM_KEY = "bench-instant-key";
 
 const suiteStart = performance.now();
 const say = (line: string) => process.stderr.write(`[${SUITE} +${((performance.now() - suiteStart) / 1000).toFixed(1)}s] ${line}\n`);
@@ -35,29 +32,10 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
   try {
     const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say });
     stops.push(() => nats.stop());
-    const upstream = new OpenAiVideosUpstream(UPSTREAM_KEY);
-    upstream.generation = { kind: "succeed", after: 1 };
-    await upstream.start();
+    const { upstream, config, env } = await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 });
     stops.push(() => upstream.stop());
-    const config = loadConfig();
-    config.providers.instant = ProviderSettings.parse({
-      kind: "openai",
-      baseUrl: upstream.baseUrl,
-      apiKeyEnv: "BENCH_INSTANT_UPSTREAM_KEY",
-      model: "sora-2",
-      pollFirstAfterMs: 0,
-      pollEveryMs: 10,
-      pollMaxEveryMs: 10,
-      maxInFlight: 5000,
-      deleteAfterCopy: false,
-      allowPrivateReferenceUrls: true,
-    });
-    const mini = config.videoModels["VideoModel-2.0-mini"];
-    if (!mini) throw new Error("the shipped config has no VideoModel-2.0-mini");
-    mini.provider = "instant";
-    config.runner.allowPrivateResultUrls = true;
     const key = await prepareAccount(nats.url, workDir, config);
-    const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env: { BENCH_INSTANT_UPSTREAM_KEY: UPSTREAM_KEY } });
+    const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env });
     stops.push(() => reelay.proc.stop(15_000));
 
     const nc = await natsConnect({ servers: nats.url });

@@ -9,12 +9,10 @@ import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { TaskEvent } from "../../contracts/videoTask.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { ProviderSettings } from "../../contracts/config.ts";
 import { ApiKeyStore } from "../../services/shared/apiKeys.ts";
-import { loadConfig } from "../../services/shared/config.ts";
 import { connectNats } from "../../services/shared/nats.ts";
 import { statusChangeOf } from "../../services/tasks/statusChanges.ts";
-import { OpenAiVideosUpstream } from "../../test/fakes/openAiVideosUpstream.ts";
+import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import type { BenchRow } from "../table.ts";
 
@@ -52,29 +50,12 @@ export async function taskEventsBench(): Promise<BenchRow[]> {
     stops.push(() => nats.stop());
     // Tasks run on a fake OpenAI-compatible video upstream (test/fakes): instant and CPU-free, so what is
     // measured is the event path, not ffmpeg taking both cores.
-    const upstream = new OpenAiVideosUpstream("bench-upstream-key");
-    upstream.generation = { kind: "succeed", after: 1 };
-    await upstream.start();
+    const { upstream, config, env } = await instantVideoUpstream({ pollEveryMs: 100 });
     stops.push(() => upstream.stop());
-    const config = loadConfig();
-    config.providers.fake = ProviderSettings.parse({
-      kind: "openai",
-      baseUrl: upstream.baseUrl,
-      apiKeyEnv: "BENCH_VIDEO_UPSTREAM_KEY",
-      model: "sora-2",
-      pollFirstAfterMs: 0,
-      pollEveryMs: 100,
-      pollMaxEveryMs: 100,
-      allowPrivateReferenceUrls: true,
-    });
-    const mini = config.videoModels["VideoModel-2.0-mini"];
-    if (!mini) throw new Error("the shipped config has no VideoModel-2.0-mini");
-    mini.provider = "fake";
-    config.runner.allowPrivateResultUrls = true;
     config.webhooks.allowHttp = true;
     config.webhooks.allowPrivateAddresses = true;
     const key = await prepareAccount(nats.url, workDir, config);
-    const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env: { BENCH_VIDEO_UPSTREAM_KEY: "bench-upstream-key" } });
+    const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env });
     stops.push(() => reelay.proc.stop(10_000));
     const port = Number(new URL(reelay.baseUrl).port);
 
