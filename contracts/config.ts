@@ -65,12 +65,40 @@ const OpenAiProviderSettings = z.strictObject({
   allowPrivateReferenceUrls: z.boolean().default(false),
 });
 
-export const ProviderSettings = z.discriminatedUnion("kind", [LocalProviderSettings, OpenAiProviderSettings]);
+/**
+ * Seedance on Volcengine Ark (mainland China) or BytePlus ModelArk (international): one task API
+ * (`POST {baseUrl}/contents/generations/tasks`, `GET …/tasks/{id}`, `DELETE …/tasks/{id}`). Polling defaults
+ * follow Seedance's typical generation times (720p, 5 s: about a minute, queues add more).
+ */
+const ArkProviderSettings = z.strictObject({
+  kind: z.literal("ark"),
+  /** As Ark's official SDK takes it: `https://ark.cn-beijing.volces.com/api/v3` or `https://ark.ap-southeast.bytepluses.com/api/v3`. */
+  baseUrl: z.url({ protocol: /^https?$/, error: "must be an http(s) URL such as https://ark.cn-beijing.volces.com/api/v3" }),
+  /** The environment variable holding the Ark API key (never the key itself: it must not be in a file). */
+  apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name such as ARK_API_KEY"),
+  /** Share of new tasks this channel gets among a model's channels with free capacity. */
+  weight: z.number().positive().max(1000).default(1),
+  /** Where Ark can reach our callback route (`<publicCallbackUrl>` + `/hooks/ark`); unset: polling only. */
+  publicCallbackUrl: z.url({ protocol: /^https?$/, error: "must be the public http(s) base URL of this reelay" }).optional(),
+  /** How long a channel whose key or account the upstream refused stays out of rotation. */
+  coolDownMs: z.number().int().min(100).max(24 * 60 * 60_000).default(5 * 60_000),
+  ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 10, timeoutMs: 30_000 }),
+});
+
+export const ProviderSettings = z.discriminatedUnion("kind", [LocalProviderSettings, OpenAiProviderSettings, ArkProviderSettings]);
 export type ProviderSettings = z.infer<typeof ProviderSettings>;
+
+export const ImageRole = z.enum(["first_frame", "reference_image"]);
+export type ImageRole = z.infer<typeof ImageRole>;
 
 export const VideoModelConfig = z
   .strictObject({
-    provider: z.string().min(1),
+    /** One provider entry, or several: the model's channels, tried by free capacity and weight. */
+    provider: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
+    /** The vendor's model id, or provider name → model id when the channels are of different vendors. */
+    upstreamModel: z.union([z.string().min(1), z.record(z.string().min(1), z.string().min(1))]).optional(),
+    /** How the request's image_url is sent to a vendor that distinguishes: the first frame, or a reference. */
+    imageRole: ImageRole.default("first_frame"),
     enabled: z.boolean().default(true),
     capabilities: z.array(VideoCapability).default([]),
     /** Yuan per 1,000,000 tokens. */
@@ -150,12 +178,16 @@ export const ReelayConfig = z
   })
   .superRefine((config, ctx) => {
     for (const [name, model] of Object.entries(config.videoModels)) {
-      if (!(model.provider in config.providers)) {
-        ctx.addIssue({
-          code: "custom",
-          path: ["videoModels", name, "provider"],
-          message: `unknown provider "${model.provider}" (configured: ${Object.keys(config.providers).join(", ") || "none"})`,
-        });
+      for (const provider of channelsOf(model)) {
+        if (!(provider in config.providers)) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["videoModels", name, "provider"],
+            message: `unknown provider "${provider}" (configured: ${Object.keys(config.providers).join(", ") || "none"})`,
+          });
+        } else if (config.providers[provider]?.kind === "ark" && upstreamModelOf(model, provider) === undefined) {
+          ctx.addIssue({ code: "custom", path: ["videoModels", name, "upstreamModel"], message: `needs the vendor's model id for provider "${provider}"` });
+        }
       }
     }
     // GET /models lists both kinds in one namespace, so a name must mean one model.
@@ -166,3 +198,16 @@ export const ReelayConfig = z
     }
   });
 export type ReelayConfig = z.infer<typeof ReelayConfig>;
+
+/** A model's channels: the provider entries that may run its tasks. */
+export const channelsOf = (model: Pick<VideoModelConfig, "provider">): string[] => (typeof model.provider === "string" ? [model.provider] : [...new Set(model.provider)]);
+
+/** The vendor's model id for a model on one channel, if the config names one. */
+export function upstreamModelOf(model: Pick<VideoModelConfig, "upstreamModel">, provider: string): string | undefined {
+  const mapping = model.upstreamModel;
+  if (mapping === undefined || typeof mapping === "string") return mapping;
+  return Object.hasOwn(mapping, provider) ? mapping[provider] : undefined;
+}
+
+/** The environment variable a provider entry reads its key from (the local renderer needs none). */
+export const keyVariableOf = (settings: ProviderSettings): string | undefined => (settings.kind === "local" ? undefined : settings.apiKeyEnv);

@@ -49,7 +49,10 @@ export type ReferenceField = (typeof REFERENCE_FIELDS)[keyof typeof REFERENCE_FI
 /** What a runner needs to generate one video: the request after config was applied. */
 export const VideoJobSpec = z.object({
   model: z.string(),
+  /** The model's (first) channel: the provider entry that runs the task when it has no other. */
   provider: z.string(),
+  /** All of the model's channels when it has several (absent: `provider` alone). */
+  channels: z.array(z.string()).min(1).optional(),
   prompt: z.string(),
   durationSeconds: z.number().int().positive(),
   ratio: z.enum(RATIOS),
@@ -120,7 +123,11 @@ export const TaskSubmitted = z.object({
 });
 export const UpstreamAccepted = z.object({
   type: z.literal("UpstreamAccepted"),
-  data: z.object({ providerTaskId: z.string() }),
+  data: z.object({
+    providerTaskId: z.string(),
+    /** The provider entry (channel) that accepted the task: it is asked about the task from then on. */
+    channel: z.string().optional(),
+  }),
   meta: EventMeta,
 });
 export const GenerationStarted = z.object({
@@ -142,6 +149,8 @@ export const GenerationSucceeded = z.object({
     durationSeconds: z.number().int().positive(),
     resolution: z.string(),
     totalTokens: z.number().int().nonnegative(),
+    /** What the upstream reported it used (absent: it reported nothing, and `totalTokens` is the estimate). */
+    upstreamTokens: z.number().int().nonnegative().optional(),
   }),
   meta: EventMeta,
 });
@@ -200,3 +209,6 @@ export const taskSubject = (taskId: number): string => `tasks.${taskId}`;
 /** design.md: width·height·(24·duration+1)/1024, rounded down, when the upstream reports no usage. */
 export const estimateVideoTokens = (width: number, height: number, durationSeconds: number): number =>
   Math.floor((width * height * (24 * durationSeconds + 1)) / 1024);
+
+/** The channels a job may run on, in the model's order. */
+export const jobChannels = (job: Pick<VideoJobSpec, "provider" | "channels">): string[] => job.channels ?? [job.provider];

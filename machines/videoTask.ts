@@ -21,6 +21,8 @@ interface VideoTaskContext {
   /** From TaskSubmitted: a submit under this reference may have reached the upstream. */
   clientReference?: string;
   providerTaskId?: string;
+  /** The channel that accepted the task (absent in logs from before channels). */
+  channel?: string;
   outcome?: TaskOutcome;
 }
 
@@ -33,7 +35,9 @@ export const videoTaskMachine = setup({
     recordSubmission: assign(({ event }) =>
       event.type === "TaskSubmitted" ? { submitted: { taskId: event.meta.taskId, ...event.data }, clientReference: event.data.clientReference } : {},
     ),
-    recordAcceptance: assign(({ event }) => (event.type === "UpstreamAccepted" ? { providerTaskId: event.data.providerTaskId } : {})),
+    recordAcceptance: assign(({ event }) =>
+      event.type === "UpstreamAccepted" ? { providerTaskId: event.data.providerTaskId, ...(event.data.channel === undefined ? {} : { channel: event.data.channel }) } : {},
+    ),
     recordOutcome: assign(({ event }) => {
       if (event.type === "GenerationSucceeded") return { outcome: { kind: "succeeded" as const, totalTokens: event.data.totalTokens } };
       if (event.type === "GenerationFailed") return { outcome: { kind: "failed" as const, reason: event.data.reason } };
@@ -79,10 +83,10 @@ export type TaskStatus = TaskState["status"];
  */
 export type TaskState =
   | { status: "unsubmitted" }
-  | { status: "pending"; task: SubmittedTask; providerTaskId?: string; clientReference?: string }
-  | { status: "running"; task: SubmittedTask; providerTaskId: string }
-  | { status: "success"; task: SubmittedTask; providerTaskId: string; outcome: Extract<TaskOutcome, { kind: "succeeded" }> }
-  | { status: "failed"; task: SubmittedTask; providerTaskId?: string; outcome: Extract<TaskOutcome, { kind: "failed" }> };
+  | { status: "pending"; task: SubmittedTask; providerTaskId?: string; channel?: string; clientReference?: string }
+  | { status: "running"; task: SubmittedTask; providerTaskId: string; channel?: string }
+  | { status: "success"; task: SubmittedTask; providerTaskId: string; channel?: string; outcome: Extract<TaskOutcome, { kind: "succeeded" }> }
+  | { status: "failed"; task: SubmittedTask; providerTaskId?: string; channel?: string; outcome: Extract<TaskOutcome, { kind: "failed" }> };
 
 export const isFinal = (state: TaskState): state is Extract<TaskState, { status: "success" | "failed" }> =>
   state.status === "success" || state.status === "failed";
@@ -96,25 +100,27 @@ export const applyTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): V
 
 /** The machine's snapshot in the union's terms. The machine's transitions make every branch total. */
 export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {
-  const { submitted, providerTaskId, outcome, clientReference } = snapshot.context;
+  const { submitted, providerTaskId, outcome, clientReference, channel } = snapshot.context;
   const status = snapshot.value as TaskStatus;
   if (status === "unsubmitted" || !submitted) return { status: "unsubmitted" };
+  const ran = channel === undefined ? {} : { channel };
   switch (status) {
     case "pending":
       return {
         status,
         task: submitted,
         ...(providerTaskId === undefined ? {} : { providerTaskId }),
+        ...ran,
         ...(clientReference === undefined ? {} : { clientReference }),
       };
     case "running":
-      if (providerTaskId !== undefined) return { status, task: submitted, providerTaskId };
+      if (providerTaskId !== undefined) return { status, task: submitted, providerTaskId, ...ran };
       break;
     case "success":
-      if (providerTaskId !== undefined && outcome?.kind === "succeeded") return { status, task: submitted, providerTaskId, outcome };
+      if (providerTaskId !== undefined && outcome?.kind === "succeeded") return { status, task: submitted, providerTaskId, ...ran, outcome };
       break;
     case "failed":
-      if (outcome?.kind === "failed") return { status, task: submitted, outcome, ...(providerTaskId === undefined ? {} : { providerTaskId }) };
+      if (outcome?.kind === "failed") return { status, task: submitted, outcome, ...ran, ...(providerTaskId === undefined ? {} : { providerTaskId }) };
       break;
   }
   throw new Error(`task ${submitted.taskId}: machine state ${status} without what it implies`);
@@ -124,6 +130,6 @@ export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {
 export type ProviderReport =
   | { state: "queued" }
   | { state: "running" }
-  | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number }
+  | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number; upstreamTokens?: number }
   /** `reason` is shown to the customer; `detail` (internal: tool output, network errors) only to operators. */
   | { state: "failed"; reason: string; detail?: string };

@@ -23,7 +23,7 @@ export type TaskCommand =
       clientReference: string;
       callbackUrl?: string;
     }
-  | { type: "RecordAcceptance"; providerTaskId: string }
+  | { type: "RecordAcceptance"; providerTaskId: string; channel?: string }
   | { type: "RecordRejection"; reason: string; detail?: string }
   | { type: "RecordReport"; report: ProviderReport }
   | { type: "CheckDeadline"; now: Date; maxTaskMs: number };
@@ -50,7 +50,7 @@ function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
       return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt, clientReference, ...(callbackUrl ? { callbackUrl } : {}) } }];
     }
     case "RecordAcceptance":
-      return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId } }];
+      return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId, ...(command.channel === undefined ? {} : { channel: command.channel }) } }];
     case "RecordRejection":
       return [{ type: "GenerationFailed", data: { reason: command.reason, stage: "submit", ...detailOf(command) } }];
     case "RecordReport":
@@ -70,11 +70,11 @@ function reportEvents(report: ProviderReport): NewTaskEvent[] {
     case "running":
       return [{ type: "GenerationStarted", data: {} }];
     case "succeeded": {
-      const { video, durationSeconds, resolution, totalTokens } = report;
+      const { video, durationSeconds, resolution, totalTokens, upstreamTokens } = report;
       // Started first: a report of a finished task may be the first the runner sees of it running.
       return [
         { type: "GenerationStarted", data: {} },
-        { type: "GenerationSucceeded", data: { video, durationSeconds, resolution, totalTokens } },
+        { type: "GenerationSucceeded", data: { video, durationSeconds, resolution, totalTokens, ...(upstreamTokens === undefined ? {} : { upstreamTokens }) } },
       ];
     }
     case "failed":

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { RATIO_FRAME_SIZES, type ReelayConfig } from "../../../contracts/config.ts";
+import { channelsOf, RATIO_FRAME_SIZES, type ReelayConfig } from "../../../contracts/config.ts";
 import { CreateVideoRequest, estimateVideoTokens, REFERENCE_FIELDS, type VideoJobSpec } from "../../../contracts/videoTask.ts";
 import { ForbiddenError, ValidationError } from "../../shared/errors.ts";
 
@@ -22,14 +22,20 @@ function describeIssue(issue: z.core.$ZodIssue): string {
 /** Characters as a customer counts them: an emoji or a rare CJK ideograph is one, not two UTF-16 units. */
 const countCodePoints = (text: string): number => text.length - (text.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g)?.length ?? 0);
 
-/** Applies the spec, design.md and the model config to a create body. Pure: throws typed errors naming the field. */
-export function normalizeVideoRequest(body: unknown, config: ReelayConfig): NormalizedVideoRequest {
+/**
+ * Applies the spec, design.md and the model config to a create body. Pure: throws typed errors naming the field.
+ * `usable` says whether a provider entry can take work here (an upstream whose key is not set cannot).
+ */
+export function normalizeVideoRequest(body: unknown, config: ReelayConfig, usable: (provider: string) => boolean = () => true): NormalizedVideoRequest {
   const parsed = CreateVideoRequest.safeParse(body);
   if (!parsed.success) throw new ValidationError(parsed.error.issues.map(describeIssue).join("; "));
   const request = parsed.data;
 
   const model = Object.hasOwn(config.videoModels, request.model) ? config.videoModels[request.model] : undefined;
   if (!model || !model.enabled) throw new ForbiddenError(`model not supported: ${request.model}`);
+  const channels = channelsOf(model);
+  // Refused before anything is reserved: a task no channel can run would only fail later.
+  if (!channels.some(usable)) throw new ForbiddenError(`model not available: ${request.model}`);
 
   const promptChars = countCodePoints(request.prompt);
   if (promptChars > config.limits.maxPromptChars) {
@@ -59,7 +65,8 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig): Norm
   return {
     job: {
       model: request.model,
-      provider: model.provider,
+      provider: channels[0] ?? "",
+      ...(channels.length > 1 ? { channels } : {}),
       prompt: request.prompt,
       durationSeconds,
       ratio: request.ratio,

@@ -12,6 +12,7 @@ import { route } from "../http/route.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { videoErrorReply } from "../http/videoErrors.ts";
 import { normalizeVideoRequest } from "./normalizeRequest.ts";
+import { usableProviders } from "./videoModelAvailability.ts";
 import { createReply, QueryReplyCache } from "./taskReplies.ts";
 import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
 import { IdempotencyKeys } from "./idempotencyKeys.ts";
@@ -36,6 +37,7 @@ export interface VideoRouteDeps {
 
 export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
   const replyForError = videoErrorReply(deps.log);
+  const usable = usableProviders(deps.config, process.env, deps.log);
   const replies = new QueryReplyCache();
   const { baseUrl } = deps;
 
@@ -47,7 +49,7 @@ export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
         const parent = contextFromTraceparent(request.header("traceparent"), request.header("tracestate"));
         return inSpan("POST /api/compat/videosGenerations", { kind: SpanKind.SERVER, parent }, async () =>
           deps.keys.withAccount(request.header("authorization"), async (key) => {
-            const normalized = normalizeVideoRequest(parseJsonBody(body ?? Buffer.alloc(0)), deps.config);
+            const normalized = normalizeVideoRequest(parseJsonBody(body ?? Buffer.alloc(0)), deps.config, usable);
             const idempotencyKey = request.header("idempotency-key") || undefined;
             const task = await createVideoTask(
               deps.create,
