@@ -5,7 +5,7 @@ import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
 import { TaskActor } from "../services/runner/taskActor.ts";
 import type { VideoProvider } from "../services/runner/providers/types.ts";
-import { ProviderGate } from "../services/runner/policy/providerGate.ts";
+import { ChannelPool } from "../services/runner/policy/channelPool.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import { silentLog } from "./helpers/testApp.ts";
@@ -38,6 +38,10 @@ describe("a task actor", () => {
     await server?.stop();
   });
 
+  /** The job's provider as the runner's only channel. */
+  const onlyChannel = (provider: VideoProvider) =>
+    new ChannelPool(new Map([[job.provider, { kind: "custom", provider, weight: 1, coolDownMs: 60_000 }]]), silentLog);
+
   const actorFor = (taskId: number, provider: VideoProvider, shutdown: AbortSignal, maxTaskMs = 10_000) =>
     new TaskActor(
       taskId,
@@ -48,8 +52,7 @@ describe("a task actor", () => {
         videos: nats.videos,
         log: silentLog,
         taskLog: new TaskLog(nats.js, nats.jsm),
-        provider,
-        gate: new ProviderGate(provider.policy),
+        channels: onlyChannel(provider),
         maxTaskMs,
         maxResultBytes: 1_000_000,
         allowPrivateResultAddresses: true,
@@ -73,7 +76,7 @@ describe("a task actor", () => {
     expect(vendor.submits).toHaveLength(1);
     const { events } = await new TaskLog(nats.js, nats.jsm).read(42);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
-    expect(events[1]?.data).toEqual({ providerTaskId: vendor.submits[0] });
+    expect(events[1]?.data).toEqual({ providerTaskId: vendor.submits[0], channel: job.provider });
   });
 
   it("retries a submit that keeps failing until the deadline, then fails with a timeout reason and is queued for release", async () => {
@@ -86,8 +89,7 @@ describe("a task actor", () => {
       videos: nats.videos,
       log: silentLog,
       taskLog,
-      provider: upstream,
-      gate: new ProviderGate(upstream.policy),
+      channels: onlyChannel(upstream),
       maxTaskMs: 1_500,
       maxResultBytes: 1_000_000,
       allowPrivateResultAddresses: true,

@@ -1,4 +1,6 @@
-import type { ProviderSettings, ReelayConfig } from "../../contracts/config.ts";
+import { hostname } from "node:os";
+import { channelsOf, upstreamModelOf, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
+import { RUNNER_SUBJECTS, UpstreamNews, type RunnerChannels } from "../../contracts/runnerControl.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { ReservationSweeper } from "../billing/reservationSweeper.ts";
@@ -8,6 +10,9 @@ import type { Nats } from "../shared/nats.ts";
 import { LocalProvider } from "./providers/local/localProvider.ts";
 import { meteredProvider } from "./providers/meteredProvider.ts";
 import { OpenAiVideoProvider } from "./providers/openai/openAiVideoProvider.ts";
+import { ArkVideoProvider } from "./providers/ark/arkVideoProvider.ts";
+import type { ArkModel } from "./providers/ark/arkApi.ts";
+import { ChannelPool } from "./policy/channelPool.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { RunnerService } from "./runnerService.ts";
 
@@ -35,15 +40,68 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
         providers.set(name, new OpenAiVideoProvider(settings, { log: log.child({ provider: name }), apiKey }));
         break;
       }
+      case "ark": {
+        const apiKey = process.env[settings.apiKeyEnv];
+        if (!apiKey) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
+        providers.set(name, new ArkVideoProvider(settings, { log: log.child({ provider: name }), apiKey, models: arkModelsOf(config, name) }));
+        break;
+      }
     }
   }
   return providers;
 }
 
+const parseJsonOrUndefined = (text: string): unknown => {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+};
+
+/** The video models a provider entry serves, as that upstream names them. */
+function arkModelsOf(config: ReelayConfig, provider: string): Map<string, ArkModel> {
+  const models = new Map<string, ArkModel>();
+  for (const [name, model] of Object.entries(config.videoModels)) {
+    const upstreamModel = upstreamModelOf(model, provider);
+    if (channelsOf(model).includes(provider) && upstreamModel !== undefined) {
+      models.set(name, { upstreamModel, imageRole: model.imageRole, capabilities: model.capabilities });
+    }
+  }
+  return models;
+}
+
+/** Each provider entry as a channel of the pool, with its weight and cool-down (kinds without them: 1 and 5 min). */
+function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, VideoProvider>, log: Logger): ChannelPool {
+  const settings = new Map(
+    [...providers].map(([name, provider]) => {
+      const entry = config.providers[name];
+      const weight = entry?.kind === "ark" ? entry.weight : 1;
+      const coolDownMs = entry?.kind === "ark" ? entry.coolDownMs : 5 * 60_000;
+      return [name, { kind: entry?.kind ?? "custom", provider, weight, coolDownMs }] as const;
+    }),
+  );
+  return new ChannelPool(settings, log.child({ part: "channels" }));
+}
+
 /** Starts a runner: hosts video tasks from the WORK queue, settles finished tasks and sweeps orphaned reservations, until `stop`. */
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger, providerFactory?: ProviderFactory): Promise<{ stop(): Promise<void> }> {
   const providers = new Map([...createProviders(config, log, providerFactory)].map(([name, provider]) => [name, meteredProvider(name, provider)]));
-  const runner = new RunnerService(nats, config, providers, log);
+  const channels = channelPoolOf(config, providers, log);
+  const runner = new RunnerService(nats, config, channels, log);
+  const runnerName = `${hostname()}:${process.pid}`;
+  // `reelay channels` asks every runner; a callback from an upstream wakes the task it names, if hosted here.
+  const reports = nats.nc.subscribe(RUNNER_SUBJECTS.channels, {
+    callback: (_error, msg) => {
+      msg.respond(JSON.stringify({ runner: runnerName, channels: channels.report() } satisfies RunnerChannels));
+    },
+  });
+  const news = nats.nc.subscribe(RUNNER_SUBJECTS.upstreamNews, {
+    callback: (_error, msg) => {
+      const parsed = UpstreamNews.safeParse(parseJsonOrUndefined(msg.string()));
+      if (parsed.success) runner.poke(parsed.data.channel, parsed.data.providerTaskId);
+    },
+  });
   const ledger = new AccountLedger(nats);
   const settlement = new Settlement(nats, ledger, log.child({ part: "settlement" }));
   const sweeper = new ReservationSweeper(nats, ledger, config.runner.reservationSweepMs, log.child({ part: "sweeper" }));
@@ -52,6 +110,9 @@ export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger,
   sweeper.start();
   return {
     stop: async () => {
+      reports.unsubscribe();
+      news.unsubscribe();
+      channels.close();
       await sweeper.stop();
       await runner.stop();
       await settlement.stop();

@@ -1,14 +1,13 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ReelayConfig } from "../../contracts/config.ts";
-import { SubmitVideoTask } from "../../contracts/videoTask.ts";
+import { jobChannels, SubmitVideoTask } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import { reportLiveTasks, runnerHeartbeat, tasksFinished, type LiveTask } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
-import { ProviderGate } from "./policy/providerGate.ts";
-import type { VideoProvider } from "./providers/types.ts";
+import type { ChannelPool } from "./policy/channelPool.ts";
 import { TaskActor } from "./taskActor.ts";
 import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
@@ -16,19 +15,17 @@ import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 /**
  * Takes video jobs from the WORK queue and hosts a TaskActor for each until its task is final. A job
  * stays unacked (and heartbeated) while its task lives, so if this process dies JetStream hands the job
- * to another runner after the lease, which rebuilds the task from its log and carries on. A runner takes
- * only as many jobs as its providers have free slots, so a backlog spreads over every runner.
+ * to another runner after the lease, which rebuilds the task from its log and carries on. A runner holds
+ * up to `runner.maxConcurrentTasks` jobs: those beyond its channels' free slots wait in the channel pool,
+ * still pending, where accounts take turns (one account's burst cannot starve another's task).
  */
 export class RunnerService {
   private readonly held = new Map<number, JsMsg>();
-  /** Live actors and the provider entry each runs on. */
-  private readonly actors = new Map<TaskActor, string>();
+  /** Live actors by task id. */
+  private readonly actors = new Map<number, TaskActor>();
   private stopReporting: (() => void) | undefined;
-  /** Tasks hosted per provider, waiting for a slot or at the upstream. */
-  private readonly hosted = new Map<string, number>();
   private readonly taskLog: TaskLog;
   private readonly shutdown = new AbortController();
-  private readonly gates: ReadonlyMap<string, ProviderGate>;
   private loop: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly running = new Set<Promise<void>>();
@@ -36,11 +33,10 @@ export class RunnerService {
   constructor(
     private readonly nats: Nats,
     private readonly config: ReelayConfig,
-    private readonly providers: ReadonlyMap<string, VideoProvider>,
+    private readonly channels: ChannelPool,
     private readonly log: Logger,
   ) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
-    this.gates = new Map([...providers].map(([name, provider]) => [name, new ProviderGate(provider.policy)]));
   }
 
   async start(): Promise<void> {
@@ -63,7 +59,7 @@ export class RunnerService {
   async stop(): Promise<void> {
     this.shutdown.abort();
     this.stopReporting?.();
-    for (const actor of this.actors.keys()) actor.stop();
+    for (const actor of this.actors.values()) actor.stop();
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
     await Promise.allSettled(this.running);
@@ -71,11 +67,20 @@ export class RunnerService {
     this.held.clear();
   }
 
-  /** Jobs to fetch now: no more than the providers' free slots (with one provider, exactly its limit). */
+  /** Jobs to fetch now: up to `maxConcurrentTasks` held, waiting ones included (the pool serves them fairly). */
   private room(): number {
-    let free = 0;
-    for (const [name, provider] of this.providers) free += Math.max(0, provider.policy.maxInFlight - (this.hosted.get(name) ?? 0));
-    return Math.min(this.config.runner.maxConcurrentTasks - this.held.size, free, 256);
+    return Math.min(this.config.runner.maxConcurrentTasks - this.held.size, 256);
+  }
+
+  /** The upstream said there is news about one of its tasks (a callback): the task hosted here asks now. */
+  poke(channel: string, providerTaskId: string): boolean {
+    for (const actor of this.actors.values()) {
+      if (actor.providerTaskId() === providerTaskId && actor.channel() === channel) {
+        actor.pokeNow();
+        return true;
+      }
+    }
+    return false;
   }
 
   private beat(): void {
@@ -85,7 +90,7 @@ export class RunnerService {
 
   private *liveTasks(): Iterable<LiveTask> {
     const now = Date.now();
-    for (const [actor, provider] of this.actors) yield { provider, ...actor.progress(now) };
+    for (const actor of this.actors.values()) yield { provider: actor.channel(), ...actor.progress(now) };
   }
 
   /** After a reconnect (a nats-server restart), held jobs are heartbeated at once, before their lease can run out. */
@@ -111,40 +116,36 @@ export class RunnerService {
       msg.working();
       return;
     }
-    const provider = this.providers.get(parsed.data.job.provider);
-    const gate = this.gates.get(parsed.data.job.provider);
-    if (!provider || !gate) {
-      // Another runner may have this provider configured: hand the job back after a pause.
-      this.log.error({ taskId, provider: parsed.data.job.provider }, "no such provider in this runner");
+    const candidates = jobChannels(parsed.data.job);
+    if (!candidates.some((channel) => this.channels.has(channel))) {
+      // Another runner may have these providers configured: hand the job back after a pause.
+      this.log.error({ taskId, channels: candidates }, "none of the task's channels is configured in this runner");
       msg.nak(5000);
       return;
     }
     this.held.set(taskId, msg);
-    const providerName = parsed.data.job.provider;
-    this.hosted.set(providerName, (this.hosted.get(providerName) ?? 0) + 1);
     const actor = new TaskActor(taskId, parsed.data, {
       nc: this.nats.nc,
       js: this.nats.js,
       videos: this.nats.videos,
       log: this.log,
       taskLog: this.taskLog,
-      provider,
-      gate,
+      channels: this.channels,
       maxTaskMs: this.config.limits.maxTaskMs,
       maxResultBytes: this.config.runner.maxResultBytes,
       allowPrivateResultAddresses: this.config.runner.allowPrivateResultUrls,
       shutdown: this.shutdown.signal,
     });
-    this.actors.set(actor, providerName);
+    this.actors.set(taskId, actor);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
-    const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": providerName } };
+    const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } };
     const work = inSpan("video task", span, () => actor.run(msg.info.deliveryCount > 1))
       .then((exit) => {
         if (exit === "stopped") return; // stop() hands the job back
         if (exit === "final") {
           msg.ack();
           const outcome = actor.outcome();
-          if (outcome) tasksFinished.inc({ provider: providerName, outcome });
+          if (outcome) tasksFinished.inc({ provider: actor.channel(), outcome });
         }
         else this.log.info({ taskId }, "left the task to its other runner");
         this.held.delete(taskId);
@@ -156,8 +157,7 @@ export class RunnerService {
         msg.nak(1000);
       })
       .finally(() => {
-        this.actors.delete(actor);
-        this.hosted.set(providerName, (this.hosted.get(providerName) ?? 1) - 1);
+        this.actors.delete(taskId);
         this.running.delete(work);
       });
     this.running.add(work);

@@ -2,14 +2,14 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { SettleVideoTask } from "../../contracts/ledger.ts";
-import { estimateVideoTokens, SubmissionOutcome, type SubmitVideoTask, type TaskEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
+import { estimateVideoTokens, jobChannels, SubmissionOutcome, type SubmitVideoTask, type TaskEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { isFinal, type ProviderReport } from "../../machines/videoTask.ts";
 import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Logger } from "../shared/log.ts";
 import type { TaskLog } from "../shared/taskLog.ts";
-import type { ProviderGate } from "./policy/providerGate.ts";
+import type { ChannelLease, ChannelPool } from "./policy/channelPool.ts";
 import { pollDelay, retryDelay } from "./policy/schedule.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
 import { copyResult, ResultUnusable } from "./resultCopy.ts";
@@ -22,8 +22,8 @@ export interface TaskActorDeps {
   videos: ObjectStore;
   log: Logger;
   taskLog: TaskLog;
-  provider: VideoProvider;
-  gate: ProviderGate;
+  /** The runner's channels: the task takes a slot on one of its model's channels before it is submitted. */
+  channels: ChannelPool;
   maxTaskMs: number;
   maxResultBytes: number;
   allowPrivateResultAddresses: boolean;
@@ -58,8 +58,10 @@ export class TaskActor {
   private readonly signal: AbortSignal;
   /** This actor wrote TaskSubmitted: nothing can have been submitted for the task before its first attempt. */
   private openedHere = false;
-  /** Ends the current pause early (on abort). */
+  /** Ends the current pause early (on abort, or when the upstream said there is news). */
   private wake: (() => void) | undefined;
+  /** The slot this task holds, and with it the channel it runs on. */
+  private lease: ChannelLease | undefined;
 
   constructor(
     private readonly taskId: number,
@@ -101,16 +103,16 @@ export class TaskActor {
 
   async run(redelivered: boolean): Promise<TaskActorExit> {
     await this.restore(redelivered);
-    let release: (() => void) | undefined;
     try {
       if (this.task.status === "unsubmitted") {
         await this.execute(this.submitCommand());
         this.openedHere = true;
       }
       if (!isFinal(this.task)) {
-        // The task waits here, still pending, while the provider is at its limit.
-        release = await this.withinDeadline((signal) => this.deps.gate.acquire(signal));
-        if (this.task.status === "pending" && this.task.providerTaskId === undefined) await this.submitUpstream();
+        // The task waits here, still pending, while every channel it may use is at its limit.
+        const accepted = this.task.status === "pending" || this.task.status === "running" ? this.task.providerTaskId : undefined;
+        if (accepted === undefined) await this.submitUpstream();
+        else await this.takeSlot({ pinned: true });
         for (let polls = 0; !isFinal(this.task); polls++) {
           if (this.stopping) return "stopped";
           await this.pollOnce(polls);
@@ -125,9 +127,51 @@ export class TaskActor {
       if (this.stopping) return "stopped";
       throw error;
     } finally {
-      release?.();
+      this.lease?.release();
       this.aborter.abort();
     }
+  }
+
+  /** The channel this task runs on (or will be asked about), for metrics and the channels report. */
+  channel(): string {
+    return this.lease?.channel ?? this.acceptedChannel() ?? this.command.job.provider;
+  }
+
+  /** The upstream said there is news about this task (a callback): ask now instead of at the next poll. */
+  pokeNow(): void {
+    if (this.task.status === "pending" || this.task.status === "running") this.wake?.();
+  }
+
+  providerTaskId(): string | undefined {
+    const task = this.task;
+    return task.status === "unsubmitted" ? undefined : task.providerTaskId;
+  }
+
+  private acceptedChannel(): string | undefined {
+    const task = this.task;
+    return task.status === "unsubmitted" ? undefined : (task.channel ?? (task.providerTaskId === undefined ? undefined : this.command.job.provider));
+  }
+
+  /**
+   * Waits (pending) for a slot: on the channel that accepted the task once it has one, otherwise on any of its
+   * model's channels in rotation. Undefined when the deadline ended the task while it waited.
+   */
+  private async takeSlot(options: { pinned?: boolean; avoid?: string; on?: string } = {}): Promise<ChannelLease | undefined> {
+    this.lease?.release();
+    this.lease = undefined;
+    const pinnedTo = options.on ?? (options.pinned ? (this.acceptedChannel() ?? this.command.job.provider) : undefined);
+    const candidates = pinnedTo === undefined ? jobChannels(this.command.job) : [pinnedTo];
+    const { avoid } = options;
+    const acquireOptions = { pinned: pinnedTo !== undefined, ...(avoid === undefined ? {} : { avoid }) };
+    this.lease = await this.withinDeadline((signal) => this.deps.channels.acquire(this.command.account, candidates, signal, acquireOptions));
+    return this.lease;
+  }
+
+  /** The provider of the task's channel, for calls outside a held slot (cancel after the deadline, forget). */
+  private providerOf(): VideoProvider | undefined {
+    if (this.lease) return this.lease.provider;
+    const channel = this.acceptedChannel();
+    return channel === undefined ? undefined : this.deps.channels.provider(channel);
   }
 
   private submitCommand(): TaskCommand {
@@ -167,8 +211,8 @@ export class TaskActor {
   }
 
   /** One upstream call: within the deadline and within the provider's per-call timeout. */
-  private call<T>(fn: (task: { signal: AbortSignal }) => Promise<T>): Promise<T | undefined> {
-    return this.withinDeadline((signal) => fn({ signal }), this.deps.provider.policy.timeoutMs);
+  private call<T>(provider: VideoProvider, fn: (task: { signal: AbortSignal }) => Promise<T>): Promise<T | undefined> {
+    return this.withinDeadline((signal) => fn({ signal }), provider.policy.timeoutMs);
   }
 
   private async timedOut(): Promise<void> {
@@ -181,8 +225,8 @@ export class TaskActor {
    * that hung may still have created it: then the upstream's id is looked up by the client reference.
    */
   private async cancelUpstream(known: string | undefined): Promise<void> {
-    const { provider } = this.deps;
-    if (!provider.cancel) return;
+    const provider = this.providerOf();
+    if (!provider?.cancel) return;
     const reference = clientReference(this.taskId);
     try {
       await withSignal(new AbortController().signal, provider.policy.timeoutMs, async (signal) => {
@@ -198,32 +242,55 @@ export class TaskActor {
     return { taskId: this.taskId, job: this.command.job, clientReference: clientReference(this.taskId), providerTaskId, signal };
   }
 
+  /**
+   * Submits on a channel with room. Passing trouble backs off and may move the task to another channel; a
+   * channel that refuses our key, quota or account leaves the rotation and the task tries the others; it fails
+   * (free) only when none is left in rotation.
+   */
   private async submitUpstream(): Promise<void> {
-    const { provider, gate } = this.deps;
     const reference = clientReference(this.taskId);
     let outcome: SubmissionOutcome | undefined;
+    let avoid: string | undefined;
     for (let attempt = 0; outcome === undefined && !isFinal(this.task) && !this.stopping; attempt++) {
+      const channels = jobChannels(this.command.job);
+      if (!this.deps.channels.anyInRotation(channels)) {
+        this.log.error({ channels }, "no channel of this model is in rotation: the task fails; see reelay channels");
+        await this.execute({ type: "RecordRejection", reason: MISCONFIGURED, detail: `no channel in rotation among ${channels.join(", ")}` });
+        outcome = { outcome: "rejected", taskId: this.taskId, reason: MISCONFIGURED };
+        break;
+      }
+      const lease = await this.takeSlot(avoid === undefined ? {} : { avoid });
+      if (lease === undefined) return; // the deadline ended the task while it waited
+      const { provider, channel } = lease;
       try {
-        // Any attempt that may follow an earlier submit (a crash, a lost answer) asks the upstream first.
+        // Any attempt that may follow an earlier submit (a crash, a lost answer) asks the upstreams first.
         const found = attempt === 0 && this.openedHere ? undefined : await this.findEarlierSubmit();
+        // Found on another channel: the task is that channel's from now on, and waits for a slot there.
+        if (found && found.channel !== channel && (await this.takeSlot({ on: found.channel })) === undefined) return;
         const accepted =
           found ??
-          (await this.call(async ({ signal }) => {
-            await gate.submitTurn(signal);
-            return (await provider.submit({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal })).providerTaskId;
+          (await this.call(provider, async ({ signal }) => {
+            await lease.submitTurn(signal);
+            return { channel, providerTaskId: (await provider.submit({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal })).providerTaskId };
           }));
         if (accepted === undefined) return; // the deadline ended the task
-        await this.execute({ type: "RecordAcceptance", providerTaskId: accepted });
-        outcome = { outcome: "accepted", taskId: this.taskId, providerTaskId: accepted };
+        await this.execute({ type: "RecordAcceptance", providerTaskId: accepted.providerTaskId, channel: accepted.channel });
+        outcome = { outcome: "accepted", taskId: this.taskId, providerTaskId: accepted.providerTaskId };
       } catch (error) {
         if (error instanceof ConcurrencyError || this.stopping) throw error;
-        if (error instanceof ProviderRejected || error instanceof ProviderMisconfigured) {
-          const reason = error instanceof ProviderRejected ? error.message : MISCONFIGURED;
-          if (error instanceof ProviderMisconfigured) this.log.error({ err: error }, "provider misconfigured: the task fails; fix the provider entry");
-          await this.execute({ type: "RecordRejection", reason, detail: error.message });
-          outcome = { outcome: "rejected", taskId: this.taskId, reason };
+        if (error instanceof ProviderRejected) {
+          await this.execute({ type: "RecordRejection", reason: error.message, detail: error.message });
+          outcome = { outcome: "rejected", taskId: this.taskId, reason: error.message };
+        } else if (error instanceof ProviderMisconfigured) {
+          this.deps.channels.sideline(channel, error.message);
+          avoid = channel;
         } else {
-          this.log.warn({ err: error, attempt }, "upstream submit failed; retrying until the deadline");
+          this.log.warn({ err: error, attempt, channel }, "upstream submit failed; retrying until the deadline");
+          this.deps.channels.noteTransient(channel, (error as Error).message);
+          avoid = channel;
+          // The slot is given back while the task backs off: another task (or channel) can use it.
+          this.lease?.release();
+          this.lease = undefined;
           await this.pause(retryDelay(attempt, error instanceof ProviderUnavailable ? error.retryAfterMs : undefined));
         }
       }
@@ -231,33 +298,43 @@ export class TaskActor {
     if (outcome !== undefined && this.command.notify && !this.stopping) this.deps.nc.publish(this.command.notify, JSON.stringify(outcome));
   }
 
-  /** After an intent without an acceptance (a crash in between), the upstream may already have the task. */
-  private async findEarlierSubmit(): Promise<string | undefined> {
+  /** After an intent without an acceptance (a crash in between), an upstream may already have the task. */
+  private async findEarlierSubmit(): Promise<{ channel: string; providerTaskId: string } | undefined> {
     const task = this.task;
-    const find = this.deps.provider.findByClientReference?.bind(this.deps.provider);
-    if (task.status !== "pending" || task.clientReference === undefined || !find) return undefined;
-    return this.call(({ signal }) => find({ taskId: this.taskId, job: this.command.job, clientReference: task.clientReference ?? "", signal }));
+    if (task.status !== "pending" || task.clientReference === undefined) return undefined;
+    const reference = task.clientReference;
+    for (const channel of jobChannels(this.command.job)) {
+      const provider = this.deps.channels.provider(channel);
+      const find = provider?.findByClientReference?.bind(provider);
+      if (!provider || !find) continue;
+      const providerTaskId = await this.call(provider, ({ signal }) => find({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
+      if (providerTaskId !== undefined) return { channel, providerTaskId };
+    }
+    return undefined;
   }
 
   private async pollOnce(polls: number): Promise<void> {
     const task = this.task;
     if (task.status !== "pending" && task.status !== "running") return;
     const providerTaskId = task.providerTaskId;
-    if (providerTaskId === undefined) return;
-    await this.pause(pollDelay(this.deps.provider.policy, polls));
+    const provider = this.lease?.provider;
+    if (providerTaskId === undefined || provider === undefined) return;
+    await this.pause(pollDelay(provider.policy, polls));
     if (isFinal(this.task)) return;
     try {
-      const status = await this.call(({ signal }) => this.deps.provider.status(this.accepted(providerTaskId, signal)));
+      const status = await this.call(provider, ({ signal }) => provider.status(this.accepted(providerTaskId, signal)));
       if (status !== undefined) await this.execute({ type: "RecordReport", report: await this.reportOf(status, providerTaskId) });
     } catch (error) {
       if (error instanceof ConcurrencyError || this.stopping) throw error;
       if (error instanceof ProviderMisconfigured) {
         this.log.error({ err: error }, "provider misconfigured: the task fails; fix the provider entry");
+        if (this.lease) this.deps.channels.sideline(this.lease.channel, error.message);
         await this.execute({ type: "RecordReport", report: { state: "failed", reason: MISCONFIGURED, detail: error.message } });
         return;
       }
       // A flaky upstream is not a failed task: ask again on schedule until the deadline says otherwise.
       this.log.warn({ err: error }, "upstream status call failed; will ask again");
+      if (this.lease) this.deps.channels.noteTransient(this.lease.channel, (error as Error).message);
       if (error instanceof ProviderUnavailable && error.retryAfterMs) await this.pause(error.retryAfterMs);
     }
     if (Date.now() >= this.deadline()) await this.timedOut();
@@ -274,6 +351,7 @@ export class TaskActor {
       durationSeconds: status.durationSeconds ?? job.durationSeconds,
       resolution: status.resolution ?? `${job.width}*${job.height}`,
       totalTokens: billedTokens(status, job),
+      ...(status.usageTokens === undefined ? {} : { upstreamTokens: status.usageTokens }),
     };
   }
 
@@ -320,8 +398,9 @@ export class TaskActor {
 
   private async forgetUpstream(): Promise<void> {
     const task = this.task;
-    if (task.status === "unsubmitted" || task.providerTaskId === undefined || !this.deps.provider.forget) return;
-    const forget = this.deps.provider.forget.bind(this.deps.provider);
+    const provider = this.providerOf();
+    if (task.status === "unsubmitted" || task.providerTaskId === undefined || !provider?.forget) return;
+    const forget = provider.forget.bind(provider);
     const providerTaskId = task.providerTaskId;
     await withSignal(new AbortController().signal, 5_000, (signal) => forget(this.accepted(providerTaskId, signal))).catch(() => undefined);
   }
