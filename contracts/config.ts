@@ -78,7 +78,7 @@ const ArkProviderSettings = z.strictObject({
   apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name such as ARK_API_KEY"),
   /** Share of new tasks this channel gets among a model's channels with free capacity. */
   weight: z.number().positive().max(1000).default(1),
-  /** Where Ark can reach our callback route (`<publicCallbackUrl>` + `/hooks/ark`); unset: polling only. */
+  /** This reelay's public base URL, where Ark can call back (`/hooks/upstream/<provider name>`); unset: polling only. */
   publicCallbackUrl: z.url({ protocol: /^https?$/, error: "must be the public http(s) base URL of this reelay" }).optional(),
   /** How long a channel whose key or account the upstream refused stays out of rotation. */
   coolDownMs: z.number().int().min(100).max(24 * 60 * 60_000).default(5 * 60_000),

@@ -32,3 +32,6 @@ export type ChannelReport = z.infer<typeof ChannelReport>;
 /** One runner's answer to RUNNER_SUBJECTS.channels. */
 export const RunnerChannels = z.object({ runner: z.string(), channels: z.array(ChannelReport) });
 export type RunnerChannels = z.infer<typeof RunnerChannels>;
+
+/** Where an upstream calls back about a channel's tasks (`publicCallbackUrl` + this path). */
+export const upstreamCallbackPath = (channel: string): string => `/hooks/upstream/${encodeURIComponent(channel)}`;

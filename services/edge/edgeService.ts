@@ -19,6 +19,7 @@ import { jsonReply, writeReply } from "./http/reply.ts";
 import { registerEventRoutes } from "./events/eventRoutes.ts";
 import { trustedProxies, videoBaseUrl } from "./http/videoBaseUrl.ts";
 import { TaskEventHub } from "./events/taskEventHub.ts";
+import { registerUpstreamCallbacks } from "./hooks/upstreamCallbacks.ts";
 import { registerVideoRoutes } from "./video/videoRoutes.ts";
 import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
 import { TaskSubmitter } from "./video/taskSubmitter.ts";
@@ -138,6 +139,7 @@ export class EdgeService {
       log: this.log,
       keepaliveMs: this.config.limits.sseKeepaliveMs,
     });
+    registerUpstreamCallbacks(app, { config: this.config, nc: this.nats.nc, log: this.log, errorReply: apiErrorReply(this.log) });
     new VideoFiles(this.nats.videos).register(app, this.log);
     app.get("/healthz", (_req, res) => {
       const problems = this.healthProblems(this.connection.connected());

@@ -43,7 +43,7 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
       case "ark": {
         const apiKey = process.env[settings.apiKeyEnv];
         if (!apiKey) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
-        providers.set(name, new ArkVideoProvider(settings, { log: log.child({ provider: name }), apiKey, models: arkModelsOf(config, name) }));
+        providers.set(name, new ArkVideoProvider(settings, { channel: name, log: log.child({ provider: name }), apiKey, models: arkModelsOf(config, name) }));
         break;
       }
     }

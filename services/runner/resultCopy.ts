@@ -8,6 +8,9 @@ import type { VideoResult } from "./providers/types.ts";
 /** The result can never be copied (gone, not a video, too big): the task fails with this customer-readable reason. */
 export class ResultUnusable extends Error {}
 
+/** The address answered 403, 404 or 410: it expired or was withdrawn (an upstream may hand out a fresh one). */
+export class ResultGone extends ResultUnusable {}
+
 export interface ResultCopyOptions {
   videos: ObjectStore;
   maxBytes: number;
@@ -64,7 +67,7 @@ async function download(address: string, headers: Record<string, string>, option
     }
     if (response.status === 403 || response.status === 404 || response.status === 410) {
       await response.body?.cancel();
-      throw new ResultUnusable(`the generated video is no longer available (HTTP ${response.status})`);
+      throw new ResultGone(`the generated video is no longer available (HTTP ${response.status})`);
     }
     if (!response.ok || !response.body) {
       await response.body?.cancel();

@@ -12,7 +12,7 @@ import type { TaskLog } from "../shared/taskLog.ts";
 import type { ChannelLease, ChannelPool } from "./policy/channelPool.ts";
 import { pollDelay, retryDelay } from "./policy/schedule.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
-import { copyResult, ResultUnusable } from "./resultCopy.ts";
+import { copyResult, ResultGone, ResultUnusable } from "./resultCopy.ts";
 import { withSignal } from "./scopedSignal.ts";
 import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 
@@ -62,6 +62,10 @@ export class TaskActor {
   private wake: (() => void) | undefined;
   /** The slot this task holds, and with it the channel it runs on. */
   private lease: ChannelLease | undefined;
+  /** A result address already turned out expired once: the upstream was asked again for a fresh one. */
+  private askedForFreshResult = false;
+  /** When the upstream was last asked about the task (epoch ms). */
+  private lastAskedAt = 0;
 
   constructor(
     private readonly taskId: number,
@@ -137,9 +141,12 @@ export class TaskActor {
     return this.lease?.channel ?? this.acceptedChannel() ?? this.command.job.provider;
   }
 
-  /** The upstream said there is news about this task (a callback): ask now instead of at the next poll. */
+  /**
+   * The upstream said there is news about this task (a callback): ask now instead of at the next poll. At
+   * most one such call a second: callbacks are unsigned, so a flood of them must not become a flood of calls.
+   */
   pokeNow(): void {
-    if (this.task.status === "pending" || this.task.status === "running") this.wake?.();
+    if ((this.task.status === "pending" || this.task.status === "running") && Date.now() - this.lastAskedAt >= 1000) this.wake?.();
   }
 
   providerTaskId(): string | undefined {
@@ -298,7 +305,11 @@ export class TaskActor {
     if (outcome !== undefined && this.command.notify && !this.stopping) this.deps.nc.publish(this.command.notify, JSON.stringify(outcome));
   }
 
-  /** After an intent without an acceptance (a crash in between), an upstream may already have the task. */
+  /**
+   * After an intent without an acceptance (a crash in between), an upstream may already have the task. A
+   * channel that refuses our key cannot have it: it leaves the rotation and the others are asked. Passing
+   * trouble is thrown: until every channel could answer, nothing may be submitted again.
+   */
   private async findEarlierSubmit(): Promise<{ channel: string; providerTaskId: string } | undefined> {
     const task = this.task;
     if (task.status !== "pending" || task.clientReference === undefined) return undefined;
@@ -306,9 +317,14 @@ export class TaskActor {
     for (const channel of jobChannels(this.command.job)) {
       const provider = this.deps.channels.provider(channel);
       const find = provider?.findByClientReference?.bind(provider);
-      if (!provider || !find) continue;
-      const providerTaskId = await this.call(provider, ({ signal }) => find({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
-      if (providerTaskId !== undefined) return { channel, providerTaskId };
+      if (!provider || !find || !this.deps.channels.anyInRotation([channel])) continue;
+      try {
+        const providerTaskId = await this.call(provider, ({ signal }) => find({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
+        if (providerTaskId !== undefined) return { channel, providerTaskId };
+      } catch (error) {
+        if (!(error instanceof ProviderMisconfigured)) throw error;
+        this.deps.channels.sideline(channel, error.message);
+      }
     }
     return undefined;
   }
@@ -322,6 +338,7 @@ export class TaskActor {
     await this.pause(pollDelay(provider.policy, polls));
     if (isFinal(this.task)) return;
     try {
+      this.lastAskedAt = Date.now();
       const status = await this.call(provider, ({ signal }) => provider.status(this.accepted(providerTaskId, signal)));
       if (status !== undefined) await this.execute({ type: "RecordReport", report: await this.reportOf(status, providerTaskId) });
     } catch (error) {
@@ -368,6 +385,12 @@ export class TaskActor {
           }),
         );
       } catch (error) {
+        if (error instanceof ResultGone && !this.askedForFreshResult) {
+          // Pre-signed addresses expire (Ark's after 24 h): a new status answer signs a new one.
+          this.askedForFreshResult = true;
+          this.log.warn({ err: error }, "the result address expired; asking the upstream for a fresh one");
+          return undefined;
+        }
         if (error instanceof ResultUnusable) return { state: "failed" as const, reason: error.message, detail: `${providerTaskId}: ${error.message}` };
         if (this.stopping) throw error;
         this.log.warn({ err: error, attempt }, "copying the result failed; retrying until the deadline");

@@ -1,6 +1,7 @@
 import { errors as undiciErrors, request } from "undici";
 import type { z } from "zod";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
+import { upstreamCallbackPath } from "../../../../contracts/runnerControl.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
@@ -8,9 +9,6 @@ import { ArkCreated, ArkError, ArkTask, ArkTaskList, classifyError, createBody, 
 import { arkStatusOf } from "./arkStatus.ts";
 
 type ArkSettings = Extract<ProviderSettings, { kind: "ark" }>;
-
-/** Where Ark's callbacks reach reelay's edge (services/edge/hooks). */
-export const ARK_CALLBACK_PATH = "/hooks/ark";
 
 const TASKS = "/contents/generations/tasks";
 
@@ -58,11 +56,11 @@ export class ArkVideoProvider implements VideoProvider {
 
   constructor(
     private readonly settings: ArkSettings,
-    private readonly deps: { log: Logger; apiKey: string | undefined; models: ReadonlyMap<string, ArkModel> },
+    private readonly deps: { channel: string; log: Logger; apiKey: string | undefined; models: ReadonlyMap<string, ArkModel> },
   ) {
     this.policy = policyOf(settings);
     this.base = settings.baseUrl.replace(/\/+$/, "");
-    this.callbackUrl = settings.publicCallbackUrl ? `${settings.publicCallbackUrl.replace(/\/+$/, "")}${ARK_CALLBACK_PATH}` : undefined;
+    this.callbackUrl = settings.publicCallbackUrl ? `${settings.publicCallbackUrl.replace(/\/+$/, "")}${upstreamCallbackPath(deps.channel)}` : undefined;
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
