@@ -10,6 +10,7 @@ const CRASH_TESTS = [
   "test/serveLifecycle.e2e.spec.ts",
   "test/runnerReconnect.int.spec.ts",
   "test/webhookDispatcherCrash.int.spec.ts",
+  "test/arkCrash.int.spec.ts",
 ];
 
 export default defineConfig({

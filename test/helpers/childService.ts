@@ -29,6 +29,8 @@ export async function startChildService(
     REELAY_METRICS_PORT?: string;
     OTEL_EXPORTER_OTLP_ENDPOINT?: string;
     OTEL_BSP_SCHEDULE_DELAY?: string;
+    /** Upstream keys, read by name from the provider entries' `apiKeyEnv`. */
+    [keyVariable: string]: string | undefined;
   },
 ): Promise<ChildProcess> {
   const args = services[0] === "scripted-runner" ? ["--import", "tsx", SCRIPTED_RUNNER] : [CLI, "serve", ...services];
