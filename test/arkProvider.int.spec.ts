@@ -1,4 +1,6 @@
+import { execFile } from "node:child_process";
 import { createServer, type Server } from "node:http";
+import { promisify } from "node:util";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../contracts/videoTask.ts";
@@ -17,6 +19,9 @@ import { VideoClient } from "./helpers/videoClient.ts";
 const KEYS = { ARK_TEST_KEY_A: "ark-key-a", ARK_TEST_KEY_B: "ark-key-b", ARK_TEST_KEY_PAIR: "ark-key-pair", ARK_TEST_KEY_CB: "ark-key-cb", ARK_TEST_KEY_WRONG: "not-the-key" };
 Object.assign(process.env, KEYS);
 delete process.env.ARK_TEST_KEY_UNSET;
+
+const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
+const run = promisify(execFile);
 
 /** 1280·720·(24·5+1)/1024: what Ark reports for 5 s at 720p 16:9 (vendors doc A.8). */
 const FIVE_SECONDS_720P = 108_900;
@@ -279,5 +284,20 @@ describe("Seedance on Ark (fake Ark server)", () => {
     expect(final.body.msg).toMatch(/no longer available \(HTTP 403\)/);
     expect(slowArk.statusCalls.get(String(body.data?.provider_task_id))).toBeGreaterThanOrEqual(2);
     await expect.poll(() => available(slow, "expired-url"), { timeout: 5_000 }).toBe(before);
+  });
+
+  it("reelay channels lists each channel's state and errors; reelay audit upstream sets charges against upstream usage per model and channel", async () => {
+    const env = { ...process.env, NATS_URL: app.natsUrl };
+    const channels = await run(process.execPath, [CLI, "channels"], { env });
+    expect(channels.stdout).toMatch(/ark-wrong-key\s+ark\s+cooling down\s+0\/10 .*AuthenticationError/);
+    expect(channels.stdout).toMatch(/pair-1\s+ark\s+in rotation\s+0\/1 /);
+    const audit = await run(process.execPath, [CLI, "audit", "upstream", "--json"], { env });
+    const rows = JSON.parse(audit.stdout) as Array<{ model: string; channel: string; succeeded: number; failed: number; upstreamTokens: number; billedTokens: number; mismatched: number[]; chargedFailures: number[] }>;
+    const seedance = rows.find((row) => row.model === "Seedance" && row.channel === "ark-a");
+    expect(seedance?.succeeded).toBeGreaterThanOrEqual(5);
+    expect(seedance?.failed).toBeGreaterThanOrEqual(3);
+    expect(seedance?.billedTokens).toBe(seedance?.upstreamTokens);
+    expect(rows.find((row) => row.model === "Seedance-failover")?.channel).toBe("ark-b");
+    expect(rows.flatMap((row) => [...row.mismatched, ...row.chargedFailures])).toEqual([]);
   });
 });

@@ -1,7 +1,7 @@
 import { Kvm, type KV } from "@nats-io/kv";
-import { CONSUMERS } from "../../infra/jetstreamLayout.ts";
+import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { availableMicros } from "../billing/account.ts";
-import { AccountBalance } from "../../contracts/ledger.ts";
+import { AccountBalance, LedgerEvent } from "../../contracts/ledger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
 import { formatYuan } from "../billing/pricing.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
@@ -11,10 +11,12 @@ import { taskViewProjection } from "../projector/projectorService.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
-import { TaskView } from "../../contracts/videoTask.ts";
+import { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { readWholeStream } from "../projector/replay.ts";
+import { UpstreamAudit } from "../projector/upstreamAudit.ts";
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
-const USAGE = "usage: reelay audit replay | audit task <id> | audit account <name> [--json]";
+const USAGE = "usage: reelay audit replay | audit task <id> | audit account <name> [--json] | audit upstream [--json]";
 
 /** Waits until a projector consumer has applied everything in its stream, so live and replayed can be compared. */
 async function waitForProjector(nats: Nats, stream: string, durable: string): Promise<void> {
@@ -96,6 +98,39 @@ async function accountStatement(nats: Nats, account: string | undefined, json: b
   }
 }
 
+/**
+ * Per model and channel, what customers were charged against what the upstreams reported: exit code 1 when
+ * a settled task's tokens differ from its upstream's report or a failed task was charged.
+ */
+async function upstreamUsage(nats: Nats, json: boolean): Promise<number> {
+  const audit = new UpstreamAudit();
+  await readWholeStream(nats.js, nats.jsm, STREAMS.tasks.name, (msg) => {
+    const event = TaskEvent.safeParse(msg.json());
+    if (event.success) audit.addTaskEvent(event.data);
+  });
+  await readWholeStream(nats.js, nats.jsm, STREAMS.ledger.name, (msg) => {
+    const event = LedgerEvent.safeParse(msg.json());
+    if (event.success) audit.addLedgerEvent(event.data);
+  });
+  const rows = audit.rows();
+  const problems = rows.reduce((sum, row) => sum + row.mismatched.length + row.chargedFailures.length, 0);
+  if (json) {
+    out(JSON.stringify(rows, null, 2));
+    return problems === 0 ? 0 : 1;
+  }
+  out("model                  channel           ok  failed  upstream tokens  billed tokens  estimated    charged ¥  mismatched  charged failures");
+  for (const row of rows) {
+    out(
+      `${row.model.padEnd(22)} ${row.channel.padEnd(16)} ${String(row.succeeded).padStart(3)} ${String(row.failed).padStart(7)} ${String(row.upstreamTokens).padStart(16)} ${String(row.billedTokens).padStart(14)} ${String(row.estimated).padStart(10)} ${formatYuan(row.chargedMicros).padStart(12)} ${String(row.mismatched.length).padStart(11)} ${String(row.chargedFailures.length).padStart(17)}`,
+    );
+  }
+  for (const row of rows) {
+    for (const taskId of row.mismatched) out(`MISMATCH task ${taskId} (${row.model} on ${row.channel}): billed tokens differ from the upstream's report`);
+    for (const taskId of row.chargedFailures) out(`CHARGED FAILURE task ${taskId} (${row.model} on ${row.channel})`);
+  }
+  return problems === 0 ? 0 : 1;
+}
+
 /** `reelay audit …`; resolves to the process exit code. */
 export async function auditCommand(nats: Nats, args: string[], json: boolean): Promise<number> {
   const [action, target] = args;
@@ -108,6 +143,8 @@ export async function auditCommand(nats: Nats, args: string[], json: boolean): P
     case "account":
       await accountStatement(nats, target, json);
       return 0;
+    case "upstream":
+      return upstreamUsage(nats, json);
     default:
       throw new ValidationError(USAGE);
   }

@@ -24,6 +24,8 @@ const USAGE = `reelay — video generation and chat gateway
   reelay audit replay                        rebuild every read model from the streams and compare
   reelay audit task <id>                     a task's event timeline with its ledger effects
   reelay audit account <name> [--json]       an account's ledger with the running balance
+  reelay audit upstream [--json]              per model and channel: charged to customers vs reported by upstreams
+  reelay channels [--json]                   each runner's upstream channels: rotation, tasks in flight, errors
   reelay infra plan                          how streams and consumers differ from the configured layout
   reelay infra apply                         show those differences, then change them (replicas, ack waits)
   reelay webhooks secret --account <name> [--rotate]
@@ -63,6 +65,7 @@ async function main(argv: string[]): Promise<void> {
     case "audit":
     case "infra":
     case "webhooks":
+    case "channels":
     case "tasks": {
       const { nats, close } = await openNats("reelay-cli", config, (line) => process.stderr.write(`${line}\n`));
       try {
@@ -72,6 +75,7 @@ async function main(argv: string[]): Promise<void> {
         }
         if (command === "accounts") await (await import("./accountsCommand.ts")).accountsCommand(nats, rest);
         if (command === "audit") process.exitCode = await (await import("./auditCommand.ts")).auditCommand(nats, rest, values.json ?? false);
+        if (command === "channels") process.exitCode = await (await import("./channelsCommand.ts")).channelsCommand(nats, rest, values.json ?? false);
         if (command === "infra") await (await import("./infraCommand.ts")).infraCommand(nats, rest, layoutOptions(config));
         if (command === "tasks") await (await import("./tasksCommand.ts")).tasksCommand(nats, rest, { account: values.account, from: values.from });
         if (command === "webhooks") {

@@ -1,4 +1,4 @@
-import { DeliverPolicy, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
 import type { Projection } from "../shared/projection.ts";
 
 /**
@@ -11,12 +11,7 @@ export async function replayProjection<Event, Doc>(
   projection: Projection<Event, Doc>,
 ): Promise<{ docs: Map<string, Doc>; events: number }> {
   const docs = new Map<string, Doc>();
-  const { state } = await jsm.streams.info(projection.stream);
-  if (state.messages === 0) return { docs, events: 0 };
-  const consumer = await js.consumers.get(projection.stream, { deliver_policy: DeliverPolicy.All });
-  let events = 0;
-  for await (const msg of await consumer.consume({ max_messages: 2048 })) {
-    events += 1;
+  const events = await readWholeStream(js, jsm, projection.stream, (msg) => {
     const event = projection.decode(msg.json());
     const key = projection.keyOf(event);
     if (key !== undefined) {
@@ -24,8 +19,21 @@ export async function replayProjection<Event, Doc>(
       if (doc === null) docs.delete(key);
       else docs.set(key, doc);
     }
+  });
+  return { docs, events };
+}
+
+/** Hands every message of a stream, as it stands now, to `take` in order (ordered consumer); resolves to the count. */
+export async function readWholeStream(js: JetStreamClient, jsm: JetStreamManager, stream: string, take: (msg: JsMsg) => void): Promise<number> {
+  const { state } = await jsm.streams.info(stream);
+  if (state.messages === 0) return 0;
+  const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.All });
+  let count = 0;
+  for await (const msg of await consumer.consume({ max_messages: 2048 })) {
+    count += 1;
+    take(msg);
     if (msg.seq >= state.last_seq) break;
   }
   await consumer.delete().catch(() => undefined);
-  return { docs, events };
+  return count;
 }

@@ -1,0 +1,44 @@
+import { RUNNER_SUBJECTS, RunnerChannels } from "../../contracts/runnerControl.ts";
+import { ValidationError } from "../shared/errors.ts";
+import type { Nats } from "../shared/nats.ts";
+
+const out = (line: string) => process.stdout.write(`${line}\n`);
+const USAGE = "usage: reelay channels [--json]";
+
+/** How long runners get to answer: they reply from memory, so a live one answers in milliseconds. */
+const ANSWER_WINDOW_MS = 1000;
+
+/** Every running runner's channel reports, gathered over core NATS. */
+export async function gatherChannels(nats: Nats): Promise<RunnerChannels[]> {
+  const answers: RunnerChannels[] = [];
+  for await (const msg of await nats.nc.requestMany(RUNNER_SUBJECTS.channels, "", { strategy: "timer", maxWait: ANSWER_WINDOW_MS })) {
+    const parsed = RunnerChannels.safeParse(JSON.parse(msg.string()));
+    if (parsed.success) answers.push(parsed.data);
+  }
+  return answers.sort((a, b) => a.runner.localeCompare(b.runner));
+}
+
+/** `reelay channels`: each runner's channels — in rotation or cooling down, tasks in flight, recent errors. */
+export async function channelsCommand(nats: Nats, args: string[], json: boolean): Promise<number> {
+  if (args.length > 0) throw new ValidationError(USAGE);
+  const runners = await gatherChannels(nats);
+  if (json) {
+    out(JSON.stringify(runners, null, 2));
+    return runners.length === 0 ? 1 : 0;
+  }
+  if (runners.length === 0) {
+    out("no runner answered: is `reelay serve` (or `reelay serve runner`) running against this NATS?");
+    return 1;
+  }
+  for (const { runner, channels } of runners) {
+    out(`runner ${runner}: ${channels[0]?.waiting ?? 0} task(s) waiting for a slot`);
+    out("  channel               kind    state          in flight  back at                   last error");
+    for (const channel of channels) {
+      const last = channel.recentErrors.at(-1);
+      out(
+        `  ${channel.channel.padEnd(21)} ${channel.kind.padEnd(7)} ${channel.state.padEnd(14)} ${`${channel.inFlight}/${channel.maxInFlight}`.padStart(9)}  ${(channel.backAt ?? "-").padEnd(25)} ${last ? `${last.at} ${last.message}` : "-"}`,
+      );
+    }
+  }
+  return 0;
+}
