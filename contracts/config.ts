@@ -152,6 +152,13 @@ export const ReelayConfig = z
         reservationSweepMs: z.number().int().min(100).default(60_000),
       })
       .prefault({}),
+    /** Videos copied into reelay's object store: a task's `video_url` works as long as its object is kept. */
+    videos: z
+      .strictObject({
+        /** Days a video is kept after it was copied, then removed by NATS (the object store's max age). */
+        retentionDays: z.number().int().min(1).max(3650).default(30),
+      })
+      .prefault({}),
     /** Browser apps allowed to call reelay (CORS): their origins, or "*" for any. None by default. */
     cors: z
       .strictObject({

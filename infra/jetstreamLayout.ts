@@ -101,6 +101,8 @@ export interface LayoutOptions {
    * to another instance: the recovery time after a crash.
    */
   leaseMs: number;
+  /** How long a copied video is kept in the object store (config `videos.retentionDays`); absent: for good. */
+  videoRetentionMs?: number;
 }
 
 const nanos = (ms: number) => ms * 1_000_000;
@@ -181,7 +183,10 @@ export function storeStreams(options: LayoutOptions): Array<{ name: string; conf
         ...(BUCKET_MAX_AGE_MS[bucket] ? { max_age: nanos(BUCKET_MAX_AGE_MS[bucket]) } : {}),
       },
     })),
-    ...Object.values(OBJECT_STORES).map((store) => ({ name: `OBJ_${store}`, config: { num_replicas: options.replicas } })),
+    ...Object.values(OBJECT_STORES).map((store) => ({
+      name: `OBJ_${store}`,
+      config: { num_replicas: options.replicas, ...(options.videoRetentionMs ? { max_age: nanos(options.videoRetentionMs) } : {}) },
+    })),
   ];
 }
 
@@ -211,7 +216,8 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
     await kvm.create(bucket, { history: 1, replicas: options.replicas, ...(maxAge ? { ttl: maxAge } : {}) });
     if (BUCKETS_WITH_MESSAGE_TTL.has(bucket)) await allowMessageTtl(jsm, `KV_${bucket}`);
   }
-  await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas });
+  // Each object (its chunks and its entry) ages out `videoRetentionMs` after it was stored.
+  await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas, ...(options.videoRetentionMs ? { ttl: nanos(options.videoRetentionMs) } : {}) });
   for (const { stream, config } of consumerConfigs(options)) {
     await jsm.consumers.info(stream, config.durable_name ?? "").catch(async (error: unknown) => {
       if (!isNotFound(error)) throw error;

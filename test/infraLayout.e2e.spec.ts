@@ -37,6 +37,8 @@ describe("the stream layout changes only when asked", () => {
     const shown = await reelay("infra", "plan");
     expect(shown).toContain(`consumer ${STREAMS.work.name}/${CONSUMERS.runners}: ack_wait 30s → 7s`);
     expect(shown).toContain(`consumer ${STREAMS.ledger.name}/${CONSUMERS.balancesProjector}: ack_wait 30s → 7s`);
+    // The store was made without a retention; the config's videos.retentionDays (30) is a planned change.
+    expect(shown).toMatch(/OBJ_videos: max_age .*→/);
     expect(await ackWaitSeconds()).toBe(30);
   });
 
@@ -45,6 +47,7 @@ describe("the stream layout changes only when asked", () => {
     expect(shown).toContain("ack_wait 30s → 7s");
     expect(shown).toMatch(/applied \d+ changes/);
     expect(await ackWaitSeconds()).toBe(7);
+    expect((await nats.jsm.streams.info("OBJ_videos")).config.max_age).toBe(30 * 24 * 60 * 60 * 1e9);
     expect(await reelay("infra", "plan")).toContain("nothing to change");
   });
 });

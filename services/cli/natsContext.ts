@@ -25,6 +25,7 @@ export const dataDir = (): string => resolve(environment().REELAY_DATA_DIR);
 export const layoutOptions = (config: ReelayConfig): LayoutOptions => ({
   replicas: environment().REELAY_REPLICAS,
   leaseMs: config.runner.leaseMs,
+  videoRetentionMs: config.videos.retentionDays * 24 * 60 * 60_000,
 });
 
 /**
