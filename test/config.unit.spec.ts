@@ -8,6 +8,7 @@ import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig } from "../services/shared
 import { environment } from "../services/shared/environment.ts";
 
 interface RawConfig {
+  providers: Record<string, Record<string, unknown>>;
   videoModels: Record<string, Record<string, unknown>>;
   limits: Record<string, unknown>;
 }
@@ -20,14 +21,31 @@ function configFile(content: unknown): string {
 }
 
 describe("model and provider config", () => {
-  it("the shipped default is valid: three models on the local provider with the spec's prices", () => {
+  it("the shipped default is valid: three enabled models on the local provider with the spec's prices, Seedance ready but off", () => {
     const config = loadConfig(DEFAULT_CONFIG_PATH);
-    expect(Object.keys(config.videoModels)).toEqual(["VideoModel-2.0", "VideoModel-2.0-fast", "VideoModel-2.0-mini"]);
-    expect(Object.values(config.videoModels).map((m) => [m.provider, m.pricePerMillionTokens, m.capabilities])).toEqual([
+    const enabled = Object.entries(config.videoModels).filter(([, m]) => m.enabled);
+    expect(enabled.map(([name]) => name)).toEqual(["VideoModel-2.0", "VideoModel-2.0-fast", "VideoModel-2.0-mini"]);
+    expect(enabled.map(([, m]) => [m.provider, m.pricePerMillionTokens, m.capabilities])).toEqual([
       ["local", 46, ["image", "video", "audio"]],
       ["local", 37, ["image"]],
       ["local", 23, []],
     ]);
+    // Switching Seedance on is a key variable and `enabled: true`: both vendors' hosts as the official SDK takes them.
+    expect(config.videoModels["Seedance-2.0"]).toMatchObject({ enabled: false, provider: ["seedance-cn", "seedance-intl"] });
+    expect(config.providers["seedance-cn"]).toMatchObject({ kind: "ark", baseUrl: "https://ark.cn-beijing.volces.com/api/v3", apiKeyEnv: "ARK_API_KEY" });
+    expect(config.providers["seedance-intl"]).toMatchObject({ kind: "ark", baseUrl: "https://ark.ap-southeast.bytepluses.com/api/v3" });
+  });
+
+  it.each([
+    ["an Ark model without the vendor's model id", (c: RawConfig) => delete model(c, "Seedance-2.0").upstreamModel, 'videoModels.Seedance-2.0.upstreamModel: needs the vendor\'s model id for provider "seedance-cn"'],
+    ["an Ark key in the file instead of a variable name", (c: RawConfig) => ((c.providers["seedance-cn"] ?? {}).apiKeyEnv = "sk-abc123"), "providers.seedance-cn.apiKeyEnv: must be an environment variable name"],
+    ["an image role Ark does not know", (c: RawConfig) => (model(c, "Seedance-2.0").imageRole = "last_frame"), "videoModels.Seedance-2.0.imageRole"],
+    ["a channel list naming an unknown provider", (c: RawConfig) => (model(c, "Seedance-2.0").provider = ["seedance-cn", "nope"]), 'unknown provider "nope"'],
+    ["an Ark base URL that is not http(s)", (c: RawConfig) => ((c.providers["seedance-cn"] ?? {}).baseUrl = "ftp://ark"), "providers.seedance-cn.baseUrl: must be an http(s) URL"],
+  ])("Seedance config: %s is refused with the field named", (_name, breakIt, message) => {
+    const config = shipped();
+    breakIt(config);
+    expect(() => loadConfig(configFile(config))).toThrow(message);
   });
 
   it.each([

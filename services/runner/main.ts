@@ -42,7 +42,8 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
       }
       case "ark": {
         const apiKey = process.env[settings.apiKeyEnv];
-        if (!apiKey) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
+        // A shipped entry no enabled model uses (Seedance, ready to switch on) stays quiet without its key.
+        if (!apiKey && usedByEnabledModel(config, name)) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
         providers.set(name, new ArkVideoProvider(settings, { channel: name, log: log.child({ provider: name }), apiKey, models: arkModelsOf(config, name) }));
         break;
       }
@@ -58,6 +59,9 @@ const parseJsonOrUndefined = (text: string): unknown => {
     return undefined;
   }
 };
+
+const usedByEnabledModel = (config: ReelayConfig, provider: string): boolean =>
+  Object.values(config.videoModels).some((model) => model.enabled && channelsOf(model).includes(provider));
 
 /** The video models a provider entry serves, as that upstream names them. */
 function arkModelsOf(config: ReelayConfig, provider: string): Map<string, ArkModel> {
