@@ -42,6 +42,7 @@ const SUITES: Suite[] = [
   optionalSuite("chat", "suites/chatRelay.ts", "chatRelayBench"),
   optionalSuite("events", "suites/taskEvents.ts", "taskEventsBench"),
   optionalSuite("instant", "suites/instantTasks.ts", "instantTasksBench"),
+  optionalSuite("ark", "suites/arkTasks.ts", "arkTasksBench"),
 ];
 
 async function main(): Promise<number> {
