@@ -136,6 +136,16 @@ describe("Seedance on Ark (fake Ark server)", () => {
     expect(log.find((e) => e.type === "GenerationSucceeded")?.data).toMatchObject({ totalTokens: FIVE_SECONDS_720P, upstreamTokens: FIVE_SECONDS_720P });
   });
 
+  it("without usage from Ark, design.md's estimate is billed (from the reported duration and frame size)", async () => {
+    arkA.reportUsage = false;
+    const { taskId } = await create({ model: "Seedance", ratio: "9:16", duration: 4 });
+    const final = await client.waitForFinal(taskId, 15_000, 20);
+    arkA.reportUsage = true;
+    // 720·1280·(24·4+1)/1024
+    expect(final.body.data).toMatchObject({ status: "success", total_tokens: 87_300, resolution: "720*1280", duration: 4 });
+    expect((await events(app, taskId)).find((e) => e.type === "GenerationSucceeded")?.data).not.toHaveProperty("upstreamTokens");
+  });
+
   it("sends the image as a reference where the model says so, and drops references the model cannot take", async () => {
     const reference = await create({ model: "Seedance-reference", image_url: "https://example.com/cat.png" });
     expect(arkA.createsFor(`reelay-task-${reference.taskId}`)[0]?.content[1]).toEqual({ type: "image_url", image_url: { url: "https://example.com/cat.png" }, role: "reference_image" });
@@ -271,6 +281,20 @@ describe("Seedance on Ark (fake Ark server)", () => {
     slowArk.down = false;
     expect(final.body).toEqual({ code: 500, msg: "timed out: not finished within 2 seconds" });
     await expect.poll(() => available(slow, "down"), { timeout: 5_000 }).toBe(before);
+  });
+
+  it("a task Ark never finishes fails at the deadline, free, and is cancelled at Ark while still queued", async () => {
+    const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("never", 100));
+    const before = await available(slow, "never");
+    slowArk.generation = { kind: "never" };
+    const { taskId, body } = await create({ model: "Seedance" }, slowClient);
+    const final = await slowClient.waitForFinal(taskId, 15_000, 50);
+    slowArk.generation = { kind: "succeed", afterPolls: 1 };
+    expect(final.body.msg).toMatch(/timed out/);
+    const providerTaskId = String(body.data?.provider_task_id);
+    await expect.poll(() => slowArk.tasks.get(providerTaskId)?.status).toBe("cancelled");
+    expect(slowArk.deletes).toContain(providerTaskId);
+    await expect.poll(() => available(slow, "never"), { timeout: 5_000 }).toBe(before);
   });
 
   it("an expired result address is asked for again; still expired, the task fails free", async () => {

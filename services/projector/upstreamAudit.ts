@@ -7,8 +7,11 @@ export interface UpstreamAuditRow {
   channel: string;
   succeeded: number;
   failed: number;
-  /** Tokens billed to customers (settled on the ledger). */
+  /** Tokens billed to customers (settled on the ledger) for the tasks the upstream reported usage for. */
   billedTokens: number;
+  /** Tokens billed by design.md's estimate, for succeeded tasks without a report. */
+  estimatedTokens: number;
+  /** Everything charged for the row's tasks. */
   chargedMicros: number;
   /** Tokens the upstream reported, over the succeeded tasks that had a report. */
   upstreamTokens: number;
@@ -70,10 +73,9 @@ export class UpstreamAudit {
       const key = `${facts.model}\u0000${facts.channel}`;
       let row = rows.get(key);
       if (!row) {
-        row = { model: facts.model, channel: facts.channel, succeeded: 0, failed: 0, billedTokens: 0, chargedMicros: 0, upstreamTokens: 0, estimated: 0, mismatched: [], chargedFailures: [] };
+        row = { model: facts.model, channel: facts.channel, succeeded: 0, failed: 0, billedTokens: 0, estimatedTokens: 0, chargedMicros: 0, upstreamTokens: 0, estimated: 0, mismatched: [], chargedFailures: [] };
         rows.set(key, row);
       }
-      row.billedTokens += facts.settled?.tokens ?? 0;
       row.chargedMicros += facts.settled?.micros ?? 0;
       if (facts.outcome === "failed") {
         row.failed += 1;
@@ -81,9 +83,12 @@ export class UpstreamAudit {
         continue;
       }
       row.succeeded += 1;
-      if (facts.upstreamTokens === undefined) row.estimated += 1;
-      else {
+      if (facts.upstreamTokens === undefined) {
+        row.estimated += 1;
+        row.estimatedTokens += facts.settled?.tokens ?? 0;
+      } else {
         row.upstreamTokens += facts.upstreamTokens;
+        row.billedTokens += facts.settled?.tokens ?? 0;
         if (facts.settled && facts.settled.tokens !== facts.upstreamTokens) row.mismatched.push(taskId);
       }
     }

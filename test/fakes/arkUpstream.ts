@@ -115,6 +115,8 @@ export class ArkUpstream {
   down = false;
   /** Result URLs answer 403 this long after the task succeeded (Ark's are pre-signed for 24 h). */
   resultLifetimeMs = 24 * 60 * 60_000;
+  /** Off: a succeeded task carries no `usage` (not seen from Ark, but its SDK types make it optional). */
+  reportUsage = true;
   /** Creates per second before 429 RateLimitExceeded.EndpointRPMExceeded (0: no limit). */
   createsPerSecond = 0;
   /** Tasks created and not final: what this upstream is working on for us. */
@@ -187,7 +189,7 @@ export class ArkUpstream {
         const tokens = Math.floor((width * height * (24 * duration + 1)) / 1024);
         const expires = (task.finishedAt ?? Date.now()) + this.resultLifetimeMs;
         const url = `${this.origin}/tos/doubao-seedance-2-0/${task.id}.mp4?X-Tos-Algorithm=TOS4-HMAC-SHA256&X-Tos-Expires=${expires}&X-Tos-Signature=${randomBytes(8).toString("hex")}`;
-        return { ...base, content: { video_url: url }, usage: { completion_tokens: tokens, total_tokens: tokens } };
+        return { ...base, content: { video_url: url }, ...(this.reportUsage ? { usage: { completion_tokens: tokens, total_tokens: tokens } } : {}) };
       }
       case "failed": {
         const generation = task.generation.kind === "fail" ? task.generation : { code: "InternalServiceError", message: "generation failed" };
