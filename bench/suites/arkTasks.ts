@@ -1,18 +1,15 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { connect as natsConnect } from "@nats-io/transport-node";
 import { ProviderSettings } from "../../contracts/config.ts";
-import { TaskEvent } from "../../contracts/videoTask.ts";
-import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { policyOf } from "../../services/runner/policy/providerPolicy.ts";
 import { pollDelay } from "../../services/runner/policy/schedule.ts";
 import { loadConfig } from "../../services/shared/config.ts";
-import { statusChangeOf } from "../../services/tasks/statusChanges.ts";
 import { ArkUpstream } from "../../test/fakes/arkUpstream.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
+import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.ts";
 import type { BenchRow } from "../table.ts";
 
 const SUITE = "ark";
@@ -66,55 +63,27 @@ export async function arkTasksBench(): Promise<BenchRow[]> {
 
     const nc = await natsConnect({ servers: nats.url });
     stops.push(() => nc.close());
-    const consumer = await jetstream(nc).consumers.get(STREAMS.tasks.name, { filter_subjects: STREAMS.tasks.subjects[0], deliver_policy: DeliverPolicy.New });
-    const feed = await consumer.consume();
-    let finals = 0;
-    let failed = 0;
-    let lastFinal = 0;
-    void (async () => {
-      for await (const msg of feed) {
-        const event = TaskEvent.safeParse(msg.json());
-        const status = event.success ? statusChangeOf(event.data) : undefined;
-        if (status === "failed") failed++;
-        if (status === "success" || status === "failed") {
-          finals++;
-          lastFinal = performance.now();
-        }
-      }
-    })();
-
-    const body = JSON.stringify({ model: "Seedance-2.0", prompt: "ark bench", duration: 5 });
-    const create = async () => {
-      const response = await fetch(`${reelay.baseUrl}/api/compat/videosGenerations`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
-      await response.text();
-      if (response.status !== 200) throw new Error(`create answered ${response.status}`);
-    };
+    const watch = await watchFinals(nc);
+    const finals = () => watch.succeeded + watch.failed;
+    const create = videoCreator(reelay.baseUrl, key, { model: "Seedance-2.0", prompt: "ark bench", duration: 5 });
     /** TASKS tasks through reelay with the fake answering after `callMs`; tasks/s create→final and calls per task. */
     const round = async (callMs: number, tasks = TASKS) => {
       ark.callDelayMs = callMs;
-      const [finalsBefore, callsBefore] = [finals, ark.calls.length];
+      const [finalsBefore, callsBefore] = [finals(), ark.calls.length];
       say(`${tasks} creates, ${IN_FLIGHT} in flight, Ark answering after ${callMs} ms`);
       const started = performance.now();
-      let next = 0;
-      await Promise.all(
-        Array.from({ length: IN_FLIGHT }, async () => {
-          while (next < tasks) {
-            next++;
-            await create();
-          }
-        }),
-      );
+      await createConcurrently(tasks, IN_FLIGHT, create);
       const deadline = Date.now() + 120_000;
-      while (finals - finalsBefore < tasks && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-      if (finals - finalsBefore < tasks || failed > 0) throw new Error(`${finals - finalsBefore} of ${tasks} tasks final, ${failed} failed`);
-      return { tasksPerSecond: tasks / ((lastFinal - started) / 1000), callsPerTask: (ark.calls.length - callsBefore) / tasks };
+      while (finals() - finalsBefore < tasks && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      if (finals() - finalsBefore < tasks || watch.failed > 0) throw new Error(`${finals() - finalsBefore} of ${tasks} tasks final, ${watch.failed} failed`);
+      return { tasksPerSecond: tasks / ((watch.lastFinal - started) / 1000), callsPerTask: (ark.calls.length - callsBefore) / tasks };
     };
     // A first round warms the JIT and the connections up; then each setting twice, alternating, best kept.
     await round(0, 200);
     const [instantA, remoteA, instantB, remoteB] = [await round(0), await round(CALL_MS), await round(0), await round(CALL_MS)];
     const instant = instantA.tasksPerSecond > instantB.tasksPerSecond ? instantA : instantB;
     const remote = remoteA.tasksPerSecond > remoteB.tasksPerSecond ? remoteA : remoteB;
-    feed.stop();
+    watch.stop();
     const sixty = callsForGeneration(60_000);
     return [
       {

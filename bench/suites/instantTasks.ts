@@ -1,15 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { connect as natsConnect } from "@nats-io/transport-node";
-import { TaskEvent } from "../../contracts/videoTask.ts";
-import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
-import { statusChangeOf } from "../../services/tasks/statusChanges.ts";
 import { varz, varzDelta } from "../lib/natsStats.ts";
 import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
+import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.ts";
 import type { BenchRow } from "../table.ts";
 
 const SUITE = "instant";
@@ -40,48 +37,21 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
 
     const nc = await natsConnect({ servers: nats.url });
     stops.push(() => nc.close());
-    const consumer = await jetstream(nc).consumers.get(STREAMS.tasks.name, { filter_subjects: STREAMS.tasks.subjects[0], deliver_policy: DeliverPolicy.New });
-    const feed = await consumer.consume();
-    let succeeded = 0;
-    let failed = 0;
-    let lastFinal = 0;
-    void (async () => {
-      for await (const msg of feed) {
-        const event = TaskEvent.safeParse(msg.json());
-        const status = event.success ? statusChangeOf(event.data) : undefined;
-        if (status === "success") succeeded++;
-        if (status === "failed") failed++;
-        if (status === "success" || status === "failed") lastFinal = performance.now();
-      }
-    })();
-
-    const body = JSON.stringify({ model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
-    const create = async () => {
-      const response = await fetch(`${reelay.baseUrl}/api/compat/videosGenerations`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
-      await response.text();
-      if (response.status !== 200) throw new Error(`create answered ${response.status}`);
-    };
+    const finals = await watchFinals(nc);
+    const create = videoCreator(reelay.baseUrl, key, { model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
     say(`${TASKS} creates, ${IN_FLIGHT} in flight`);
     const before = await varz(nats.url);
     const started = performance.now();
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: IN_FLIGHT }, async () => {
-        while (next < TASKS) {
-          next++;
-          await create();
-        }
-      }),
-    );
+    await createConcurrently(TASKS, IN_FLIGHT, create);
     const createdAt = performance.now();
     const deadline = Date.now() + 120_000;
-    while (succeeded + failed < TASKS && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (finals.succeeded + finals.failed < TASKS && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     // Let the reactors (views, index, webhooks, settlement) finish before counting messages.
     await new Promise((resolve) => setTimeout(resolve, 2000));
     const msgs = varzDelta(before, await varz(nats.url));
-    feed.stop();
-    if (failed > 0 || succeeded < TASKS) throw new Error(`${succeeded} of ${TASKS} tasks succeeded, ${failed} failed`);
-    const seconds = (lastFinal - started) / 1000;
+    finals.stop();
+    if (finals.failed > 0 || finals.succeeded < TASKS) throw new Error(`${finals.succeeded} of ${TASKS} tasks succeeded, ${finals.failed} failed`);
+    const seconds = (finals.lastFinal - started) / 1000;
     return [
       { suite: SUITE, metric: `create→success, instant provider (${TASKS} tasks, ${IN_FLIGHT} in flight, 2 cores)`, value: TASKS / seconds, unit: "tasks/s", target: ">= 1000" },
       { suite: SUITE, metric: "creates accepted in the same run", value: TASKS / ((createdAt - started) / 1000), unit: "tasks/s" },

@@ -13,6 +13,7 @@ import { OpenAiVideoProvider } from "./providers/openai/openAiVideoProvider.ts";
 import { ArkVideoProvider } from "./providers/ark/arkVideoProvider.ts";
 import type { ArkModel } from "./providers/ark/arkApi.ts";
 import { ChannelPool } from "./policy/channelPool.ts";
+import { parseJsonOrUndefined } from "./providers/httpAnswers.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { RunnerService } from "./runnerService.ts";
 
@@ -51,14 +52,6 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
   }
   return providers;
 }
-
-const parseJsonOrUndefined = (text: string): unknown => {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-};
 
 const usedByEnabledModel = (config: ReelayConfig, provider: string): boolean =>
   Object.values(config.videoModels).some((model) => model.enabled && channelsOf(model).includes(provider));

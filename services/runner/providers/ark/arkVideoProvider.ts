@@ -1,4 +1,3 @@
-import { errors as undiciErrors, request } from "undici";
 import type { z } from "zod";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
 import { upstreamCallbackPath } from "../../../../contracts/runnerControl.ts";
@@ -7,28 +6,11 @@ import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
 import { ArkCreated, ArkError, ArkTask, ArkTaskList, classifyError, createBody, withoutRequestId, type ArkModel } from "./arkApi.ts";
 import { arkStatusOf } from "./arkStatus.ts";
+import { callUpstream, parseJsonOrUndefined, retryAfterMs } from "../httpAnswers.ts";
 
 type ArkSettings = Extract<ProviderSettings, { kind: "ark" }>;
 
 const TASKS = "/contents/generations/tasks";
-
-const parseJson = (text: string): unknown => {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-};
-
-/** Retry-After in seconds or as an HTTP date, in ms. */
-function retryAfterMs(header: string | string[] | undefined): number | undefined {
-  const value = Array.isArray(header) ? header[0] : header;
-  if (!value) return undefined;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
-}
 
 /** A non-2xx answer, classified on Ark's own code. */
 class ArkCallError extends Error {
@@ -123,33 +105,24 @@ export class ArkVideoProvider implements VideoProvider {
   private async call<T extends z.ZodType>(method: "GET" | "POST" | "DELETE", path: string, signal: AbortSignal, schema: T | undefined, body?: object): Promise<z.infer<T>> {
     const headers: Record<string, string> = { ...this.authorization(), accept: "application/json" };
     if (body) headers["content-type"] = "application/json";
-    let response: Awaited<ReturnType<typeof request>>;
-    try {
-      response = await request(`${this.base}${path}`, {
-        method,
-        headers,
-        body: body ? JSON.stringify(body) : null,
-        signal,
-        headersTimeout: this.policy.timeoutMs,
-        bodyTimeout: this.policy.timeoutMs,
-      });
-    } catch (error) {
-      if (signal.aborted) throw error;
-      const what = error instanceof undiciErrors.UndiciError ? error.code : (error as Error).message;
-      throw new ProviderUnavailable(`${method} ${path}: ${what}`);
-    }
-    const text = await response.body.text().catch(() => "");
-    const status = response.statusCode;
+    const { status, text, headers: answerHeaders } = await callUpstream(`${this.base}${path}`, {
+      method,
+      headers,
+      body: body ? JSON.stringify(body) : null,
+      signal,
+      timeoutMs: this.policy.timeoutMs,
+      what: `${method} ${path}`,
+    });
     if (status >= 200 && status < 300) {
       if (!schema) return undefined as z.infer<T>;
-      const parsed = schema.safeParse(parseJson(text));
+      const parsed = schema.safeParse(parseJsonOrUndefined(text));
       if (!parsed.success) throw new ProviderUnavailable(`${method} ${path}: Ark's answer is not what its API documents`);
       return parsed.data;
     }
-    const error = ArkError.safeParse(parseJson(text));
+    const error = ArkError.safeParse(parseJsonOrUndefined(text));
     const code = (error.success ? error.data.error.code : undefined) ?? `HTTP ${status}`;
     const message = withoutRequestId((error.success ? error.data.error.message : undefined) ?? "");
-    throw new ArkCallError(classifyError(status, code), status, code, message, retryAfterMs(response.headers["retry-after"]));
+    throw new ArkCallError(classifyError(status, code), status, code, message, retryAfterMs(answerHeaders["retry-after"]));
   }
 
   /** An error answer as the port's error: customer-readable where the customer will read it. */

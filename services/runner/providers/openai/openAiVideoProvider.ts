@@ -1,7 +1,7 @@
 import { readFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { FormData, errors as undiciErrors, request } from "undici";
+import { FormData } from "undici";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
@@ -9,29 +9,12 @@ import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "../local/referenceFetch.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
 import { resolutionOf, secondsOf, UpstreamError, UpstreamVideo } from "./openAiVideoApi.ts";
+import { callUpstream, parseJsonOrUndefined, retryAfterMs } from "../httpAnswers.ts";
 
 type OpenAiSettings = Extract<ProviderSettings, { kind: "openai" }>;
 
 /** A reference image is uploaded as the `input_reference` file; larger ones are refused before upload. */
 const MAX_REFERENCE_BYTES = 20 * 1024 * 1024;
-
-const parseJson = (text: string): unknown => {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-};
-
-/** The upstream's Retry-After (seconds or an HTTP date), in ms. */
-function retryAfterMs(header: string | string[] | undefined): number | undefined {
-  const value = Array.isArray(header) ? header[0] : header;
-  if (!value) return undefined;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
-}
 
 /**
  * OpenAI's Videos API as a provider (also LiteLLM's proxy, SGLang Diffusion and another reelay, which
@@ -125,26 +108,24 @@ export class OpenAiVideoProvider implements VideoProvider {
   /** One call; maps the answer to the port's errors: 4xx rejected (the task's fault), 401/403 misconfigured, 429/5xx/network unavailable. */
   private async call(method: "GET" | "POST" | "DELETE", path: string, signal: AbortSignal, body?: FormData, parse = true): Promise<UpstreamVideo> {
     const headers = { ...this.authorization(), accept: "application/json" };
-    let response: Awaited<ReturnType<typeof request>>;
-    try {
-      response = await request(`${this.base}${path}`, { method, headers, body: body ?? null, signal, headersTimeout: this.policy.timeoutMs, bodyTimeout: this.policy.timeoutMs });
-    } catch (error) {
-      if (signal.aborted) throw error;
-      const what = error instanceof undiciErrors.UndiciError ? error.code : (error as Error).message;
-      throw new ProviderUnavailable(`${method} ${path}: ${what}`);
-    }
-    const text = await response.body.text().catch(() => "");
-    const status = response.statusCode;
+    const { status, text, headers: answerHeaders } = await callUpstream(`${this.base}${path}`, {
+      method,
+      headers,
+      body: body ?? null,
+      signal,
+      timeoutMs: this.policy.timeoutMs,
+      what: `${method} ${path}`,
+    });
     if (status >= 200 && status < 300) {
       if (!parse) return { id: "", status: "" };
-      const video = UpstreamVideo.safeParse(parseJson(text));
+      const video = UpstreamVideo.safeParse(parseJsonOrUndefined(text));
       if (!video.success) throw new ProviderUnavailable(`${method} ${path}: the upstream's answer is not a video object`);
       return video.data;
     }
-    const parsedError = UpstreamError.safeParse(parseJson(text));
+    const parsedError = UpstreamError.safeParse(parseJsonOrUndefined(text));
     const message = parsedError.success ? (parsedError.data.error.message ?? `HTTP ${status}`) : `HTTP ${status}`;
     if (status === 401 || status === 403) throw new ProviderMisconfigured(`the upstream refused our key (HTTP ${status}): ${message}`);
-    if (status === 429 || status >= 500) throw new ProviderUnavailable(`${method} ${path}: HTTP ${status}: ${message}`, retryAfterMs(response.headers["retry-after"]));
+    if (status === 429 || status >= 500) throw new ProviderUnavailable(`${method} ${path}: HTTP ${status}: ${message}`, retryAfterMs(answerHeaders["retry-after"]));
     if (status === 404 && method === "POST") throw new ProviderMisconfigured(`the upstream has no ${path} (HTTP 404): check baseUrl`);
     throw new ProviderRejected(`the upstream generator refused the task: ${message}`);
   }

@@ -1,0 +1,53 @@
+import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { TaskEvent } from "../../contracts/videoTask.ts";
+import { STREAMS } from "../../infra/jetstreamLayout.ts";
+import { statusChangeOf } from "../../services/tasks/statusChanges.ts";
+
+/** Counts of tasks that reached success or failed from now on, read with the bench's own ordered consumer. */
+export interface FinalsWatch {
+  succeeded: number;
+  failed: number;
+  /** performance.now() of the latest final event. */
+  lastFinal: number;
+  stop(): void;
+}
+
+export async function watchFinals(nc: NatsConnection): Promise<FinalsWatch> {
+  const consumer = await jetstream(nc).consumers.get(STREAMS.tasks.name, { filter_subjects: STREAMS.tasks.subjects[0], deliver_policy: DeliverPolicy.New });
+  const feed = await consumer.consume();
+  const watch: FinalsWatch = { succeeded: 0, failed: 0, lastFinal: 0, stop: () => feed.stop() };
+  void (async () => {
+    for await (const msg of feed) {
+      const event = TaskEvent.safeParse(msg.json());
+      const status = event.success ? statusChangeOf(event.data) : undefined;
+      if (status === "success") watch.succeeded++;
+      if (status === "failed") watch.failed++;
+      if (status === "success" || status === "failed") watch.lastFinal = performance.now();
+    }
+  })();
+  return watch;
+}
+
+/** A create that throws unless reelay answers 200. */
+export function videoCreator(baseUrl: string, key: string, request: Record<string, unknown>): () => Promise<void> {
+  const body = JSON.stringify(request);
+  return async () => {
+    const response = await fetch(`${baseUrl}/api/compat/videosGenerations`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body });
+    await response.text();
+    if (response.status !== 200) throw new Error(`create answered ${response.status}`);
+  };
+}
+
+/** `count` calls of `create`, `inFlight` at a time. */
+export async function createConcurrently(count: number, inFlight: number, create: () => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      while (next < count) {
+        next++;
+        await create();
+      }
+    }),
+  );
+}
