@@ -107,9 +107,8 @@ describe("Seedance on Ark (fake Ark server)", () => {
 
   it("creates on Ark's task API with every field explicit, and delivers the vendor's bytes from reelay's own address, billed from Ark's usage", async () => {
     arkA.generation = { kind: "succeed", afterPolls: 2 };
-    const { status, body, taskId } = await create({ model: "Seedance", image_url: "https://example.com/cat.png", ratio: "16:9" });
+    const { status, taskId } = await create({ model: "Seedance", image_url: "https://example.com/cat.png", ratio: "16:9" });
     expect(status).toBe(200);
-    expect(body.data?.provider_task_id).toMatch(/^cgt-\d{14}-[0-9a-f]{5}$/);
     expect(arkA.createsFor(`reelay-task-${taskId}`)).toEqual([
       {
         model: "doubao-seedance-2-0-260128",
@@ -127,12 +126,13 @@ describe("Seedance on Ark (fake Ark server)", () => {
     ]);
     const final = await client.waitForFinal(taskId, 15_000, 20);
     expect(final.body.data).toMatchObject({ status: "success", total_tokens: FIVE_SECONDS_720P, duration: 5, resolution: "1280*720" });
+    expect(final.body.data?.provider_task_id).toMatch(/^cgt-\d{14}-[0-9a-f]{5}$/);
     const videoUrl = String(final.body.data?.video_url);
     expect(videoUrl.startsWith(app.baseUrl)).toBe(true);
     const video = Buffer.from(await (await fetch(videoUrl)).arrayBuffer());
     expect(video.equals(arkSampleVideo())).toBe(true);
     const log = await events(app, taskId);
-    expect(log.find((e) => e.type === "UpstreamAccepted")?.data).toEqual({ providerTaskId: body.data?.provider_task_id, channel: "ark-a" });
+    expect(log.find((e) => e.type === "UpstreamAccepted")?.data).toEqual({ providerTaskId: final.body.data?.provider_task_id, channel: "ark-a" });
     expect(log.find((e) => e.type === "GenerationSucceeded")?.data).toMatchObject({ totalTokens: FIVE_SECONDS_720P, upstreamTokens: FIVE_SECONDS_720P });
   });
 
@@ -175,7 +175,8 @@ describe("Seedance on Ark (fake Ark server)", () => {
 
     arkA.generation = { kind: "never" };
     const cancelled = await create({ model: "Seedance" });
-    const upstream = arkA.tasks.get(String(cancelled.body.data?.provider_task_id));
+    await expect.poll(() => arkA.taskFor(`reelay-task-${cancelled.taskId}`)).toBeDefined();
+    const upstream = arkA.taskFor(`reelay-task-${cancelled.taskId}`);
     if (upstream) upstream.status = "cancelled";
     const cancelledFinal = await client.waitForFinal(cancelled.taskId, 15_000, 20);
     arkA.generation = { kind: "succeed", afterPolls: 1 };
@@ -220,18 +221,27 @@ describe("Seedance on Ark (fake Ark server)", () => {
   });
 
   it("waiting work is served fairly: one account's burst does not starve another's task", async () => {
-    pair.generation = { kind: "succeed", afterPolls: 4 };
     const burst = new VideoClient(app.baseUrl, await app.keyFor("burst", 1000));
     const other = new VideoClient(app.baseUrl, await app.keyFor("patient", 1000));
+    const waiting = async () => {
+      const report = RunnerChannels.parse((await app.nats.nc.request(RUNNER_SUBJECTS.channels, "", { timeout: 2_000 })).json());
+      return report.channels[0]?.waiting ?? 0;
+    };
     const createsBefore = pair.creates.length;
+    // Two burst tasks hold both slots (and do not finish yet); six more wait, then the other account's one.
+    pair.generation = { kind: "never" };
     const burstTasks = Promise.all([1, 2, 3, 4, 5, 6, 7, 8].map(() => create({ model: "Seedance-pair" }, burst)));
-    await expect.poll(() => pair.creates.length - createsBefore).toBe(2);
-    const single = await create({ model: "Seedance-pair" }, other);
-    await other.waitForFinal(single.taskId, 20_000, 20);
-    const order = pair.creates.slice(createsBefore).map((c) => c.safety_identifier);
-    // Two burst tasks hold both slots; the other account's task takes one of the next two.
-    expect(order.indexOf(`reelay-task-${single.taskId}`)).toBeLessThanOrEqual(3);
+    await expect.poll(waiting, { timeout: 10_000 }).toBe(6);
+    const single = create({ model: "Seedance-pair" }, other);
+    await expect.poll(waiting, { timeout: 10_000 }).toBe(7);
+    pair.generation = { kind: "succeed", afterPolls: 2 };
+    for (const task of pair.tasks.values()) task.generation = pair.generation;
+    const { taskId } = await single;
+    await other.waitForFinal(taskId, 20_000, 20);
     await Promise.all((await burstTasks).map((task) => burst.waitForFinal(task.taskId, 20_000, 20)));
+    const order = pair.creates.slice(createsBefore).map((c) => c.safety_identifier);
+    // Served by account in turn: after one more burst task, the other account's task is next.
+    expect(order.indexOf(`reelay-task-${taskId}`)).toBe(3);
   });
 
   it("a channel whose key Ark refuses leaves the rotation with its error in reelay channels; the task runs on the next channel", async () => {
@@ -263,7 +273,10 @@ describe("Seedance on Ark (fake Ark server)", () => {
     // A forged callback for a task that is not done only costs a status call.
     callbacks.generation = { kind: "never" };
     const pending = await create({ model: "Seedance-callback" });
-    const providerTaskId = String(pending.body.data?.provider_task_id);
+    await expect.poll(() => callbacks.taskFor(`reelay-task-${pending.taskId}`)).toBeDefined();
+    const providerTaskId = callbacks.taskFor(`reelay-task-${pending.taskId}`)?.id ?? "none";
+    // The runner must have recorded Ark's answer first: a callback for a task it does not know yet is dropped.
+    await expect.poll(async () => (await client.query(pending.taskId)).body.data?.provider_task_id).toBe(providerTaskId);
     const forged = await fetch(`${app.baseUrl}/hooks/upstream/ark-cb`, { method: "POST", body: JSON.stringify({ id: providerTaskId, status: "succeeded", content: { video_url: "https://evil.example/x.mp4" } }) });
     expect(forged.status).toBe(200);
     await expect.poll(() => callbacks.statusCalls.get(providerTaskId) ?? 0).toBe(1);
@@ -287,11 +300,11 @@ describe("Seedance on Ark (fake Ark server)", () => {
     const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("never", 100));
     const before = await available(slow, "never");
     slowArk.generation = { kind: "never" };
-    const { taskId, body } = await create({ model: "Seedance" }, slowClient);
+    const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
+    const providerTaskId = slowArk.taskFor(`reelay-task-${taskId}`)?.id ?? "none";
     slowArk.generation = { kind: "succeed", afterPolls: 1 };
     expect(final.body.msg).toMatch(/timed out/);
-    const providerTaskId = String(body.data?.provider_task_id);
     await expect.poll(() => slowArk.tasks.get(providerTaskId)?.status).toBe("cancelled");
     expect(slowArk.deletes).toContain(providerTaskId);
     await expect.poll(() => available(slow, "never"), { timeout: 5_000 }).toBe(before);
@@ -302,11 +315,11 @@ describe("Seedance on Ark (fake Ark server)", () => {
     const before = await available(slow, "expired-url");
     slowArk.resultLifetimeMs = -1;
     slowArk.generation = { kind: "succeed", afterPolls: 1 };
-    const { taskId, body } = await create({ model: "Seedance" }, slowClient);
+    const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
     slowArk.resultLifetimeMs = 24 * 60 * 60_000;
     expect(final.body.msg).toMatch(/no longer available \(HTTP 403\)/);
-    expect(slowArk.statusCalls.get(String(body.data?.provider_task_id))).toBeGreaterThanOrEqual(2);
+    expect(slowArk.statusCalls.get(slowArk.taskFor(`reelay-task-${taskId}`)?.id ?? "none")).toBeGreaterThanOrEqual(2);
     await expect.poll(() => available(slow, "expired-url"), { timeout: 5_000 }).toBe(before);
   });
 

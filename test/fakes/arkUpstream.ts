@@ -148,6 +148,11 @@ export class ArkUpstream {
     return this.creates.filter((create) => create.safety_identifier === reference);
   }
 
+  /** The task created with this `safety_identifier` (reelay's `reelay-task-<id>`), if any. */
+  taskFor(reference: string): FakeTask | undefined {
+    return [...this.tasks.values()].find((task) => task.body.safety_identifier === reference);
+  }
+
   async start(): Promise<void> {
     arkSampleVideo();
     this.server = createServer((req, res) => void this.handle(req, res).catch((error: unknown) => this.send(res, 500, arkError("InternalServiceError", String(error), "InternalServiceError"))));
