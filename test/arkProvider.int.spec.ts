@@ -184,6 +184,21 @@ describe("Seedance on Ark (fake Ark server)", () => {
     await expect.poll(() => available(app, "seedance"), { timeout: 5_000 }).toBe(before);
   });
 
+  it("a status Ark may add one day never ends a task: it is polled on until a known one comes", async () => {
+    arkA.generation = { kind: "never" };
+    const { taskId } = await create({ model: "Seedance" });
+    await expect.poll(() => arkA.taskFor(`reelay-task-${taskId}`)).toBeDefined();
+    const upstream = arkA.taskFor(`reelay-task-${taskId}`);
+    if (!upstream) throw new Error("no upstream task");
+    upstream.status = "suspended";
+    const polled = arkA.statusCalls.get(upstream.id) ?? 0;
+    await expect.poll(() => arkA.statusCalls.get(upstream.id) ?? 0).toBeGreaterThan(polled + 3);
+    expect((await client.query(taskId)).body.data?.status).toMatch(/pending|running/);
+    upstream.status = "succeeded";
+    arkA.generation = { kind: "succeed", afterPolls: 1 };
+    expect((await client.waitForFinal(taskId, 15_000, 20)).body.data?.status).toBe("success");
+  });
+
   it("input Ark's moderation refuses answers create with 400 and costs nothing", async () => {
     const before = await available(app, "seedance");
     arkA.scriptCreates("moderation");

@@ -47,7 +47,8 @@ interface FakeTask {
   createdAt: number;
   polls: number;
   generation: ArkGeneration;
-  status: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "expired";
+  /** Ark's statuses; tests may set any other string to play a status Ark might add. */
+  status: "queued" | "running" | "succeeded" | "failed" | "cancelled" | "expired" | (string & {});
   finishedAt?: number;
   /** Which of Ark's undocumented shapes a non-final answer uses for `content` and `usage`. */
   runningShape: number;
