@@ -65,6 +65,20 @@ const OpenAiProviderSettings = z.strictObject({
   allowPrivateReferenceUrls: z.boolean().default(false),
 });
 
+/** What every vendor entry has: where, which key variable, its share of a model's tasks, callbacks, cool-down. */
+const vendorChannel = (examples: { baseUrl: string; keyVariable: string }) => ({
+  /** The vendor's API base, as its official SDK takes it. */
+  baseUrl: z.url({ protocol: /^https?$/, error: `must be an http(s) URL such as ${examples.baseUrl}` }),
+  /** The environment variable holding the vendor's key (never the key itself: it must not be in a file). */
+  apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, `must be an environment variable name such as ${examples.keyVariable}`),
+  /** Share of new tasks this channel gets among a model's channels with free capacity. */
+  weight: z.number().positive().max(1000).default(1),
+  /** This reelay's public base URL, where the vendor can call back (`/hooks/upstream/<provider name>`); unset: polling only. */
+  publicCallbackUrl: z.url({ protocol: /^https?$/, error: "must be the public http(s) base URL of this reelay" }).optional(),
+  /** How long a channel whose key or account the upstream refused stays out of rotation. */
+  coolDownMs: z.number().int().min(100).max(24 * 60 * 60_000).default(5 * 60_000),
+});
+
 /**
  * Seedance on Volcengine Ark (mainland China) or BytePlus ModelArk (international): one task API
  * (`POST {baseUrl}/contents/generations/tasks`, `GET …/tasks/{id}`, `DELETE …/tasks/{id}`). Polling defaults
@@ -72,20 +86,62 @@ const OpenAiProviderSettings = z.strictObject({
  */
 const ArkProviderSettings = z.strictObject({
   kind: z.literal("ark"),
-  /** As Ark's official SDK takes it: `https://ark.cn-beijing.volces.com/api/v3` or `https://ark.ap-southeast.bytepluses.com/api/v3`. */
-  baseUrl: z.url({ protocol: /^https?$/, error: "must be an http(s) URL such as https://ark.cn-beijing.volces.com/api/v3" }),
-  /** The environment variable holding the Ark API key (never the key itself: it must not be in a file). */
-  apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name such as ARK_API_KEY"),
-  /** Share of new tasks this channel gets among a model's channels with free capacity. */
-  weight: z.number().positive().max(1000).default(1),
-  /** This reelay's public base URL, where Ark can call back (`/hooks/upstream/<provider name>`); unset: polling only. */
-  publicCallbackUrl: z.url({ protocol: /^https?$/, error: "must be the public http(s) base URL of this reelay" }).optional(),
-  /** How long a channel whose key or account the upstream refused stays out of rotation. */
-  coolDownMs: z.number().int().min(100).max(24 * 60 * 60_000).default(5 * 60_000),
+  ...vendorChannel({ baseUrl: "https://ark.cn-beijing.volces.com/api/v3", keyVariable: "ARK_API_KEY" }),
   ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 10, timeoutMs: 30_000 }),
 });
 
-export const ProviderSettings = z.discriminatedUnion("kind", [LocalProviderSettings, OpenAiProviderSettings, ArkProviderSettings]);
+/**
+ * Wan on Alibaba Cloud DashScope / Model Studio (`https://dashscope.aliyuncs.com/api/v1`, Singapore
+ * `https://dashscope-intl.aliyuncs.com/api/v1`). Defaults follow the documented per-model limits (2 tasks at
+ * once, 2 submits a second) and Wan's one-to-five-minute generations.
+ */
+const DashScopeProviderSettings = z.strictObject({
+  kind: z.literal("dashscope"),
+  ...vendorChannel({ baseUrl: "https://dashscope.aliyuncs.com/api/v1", keyVariable: "DASHSCOPE_API_KEY" }),
+  ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 2, timeoutMs: 30_000 }),
+});
+
+/**
+ * Kling (`https://api-beijing.klingai.com`, or `https://api-singapore.klingai.com` outside China): every call
+ * carries a short-lived JWT signed from the access key and the secret key, both read from the environment.
+ */
+const KlingProviderSettings = z.strictObject({
+  kind: z.literal("kling"),
+  ...vendorChannel({ baseUrl: "https://api-beijing.klingai.com", keyVariable: "KLING_ACCESS_KEY" }),
+  /** The environment variable holding Kling's secret key (signs the JWT; never sent). */
+  secretKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name such as KLING_SECRET_KEY"),
+  ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 5, timeoutMs: 30_000 }),
+});
+
+/** MiniMax Hailuo (`https://api.minimaxi.com` in China, `https://api.minimax.io` outside). */
+const MiniMaxProviderSettings = z.strictObject({
+  kind: z.literal("minimax"),
+  ...vendorChannel({ baseUrl: "https://api.minimaxi.com", keyVariable: "MINIMAX_API_KEY" }),
+  ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 5, timeoutMs: 30_000 }),
+});
+
+/** Google Veo on the Gemini API (`https://generativelanguage.googleapis.com`, an API key in `x-goog-api-key`). */
+const VeoProviderSettings = z.strictObject({
+  kind: z.literal("veo"),
+  ...vendorChannel({ baseUrl: "https://generativelanguage.googleapis.com", keyVariable: "GEMINI_API_KEY" }),
+  ...providerPolicy({ pollFirstAfterMs: 20_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 10, timeoutMs: 60_000 }),
+  /** Veo takes images inline: fetch reference images from private or local addresses (tests only). */
+  allowPrivateReferenceUrls: z.boolean().default(false),
+});
+
+/** The upstream vendors behind one task API each (not the local renderer, not the OpenAI-compatible relay). */
+export const VENDOR_KINDS = ["ark", "dashscope", "kling", "minimax", "veo"] as const;
+export type VendorKind = (typeof VENDOR_KINDS)[number];
+
+export const ProviderSettings = z.discriminatedUnion("kind", [
+  LocalProviderSettings,
+  OpenAiProviderSettings,
+  ArkProviderSettings,
+  DashScopeProviderSettings,
+  KlingProviderSettings,
+  MiniMaxProviderSettings,
+  VeoProviderSettings,
+]);
 export type ProviderSettings = z.infer<typeof ProviderSettings>;
 
 export const ImageRole = z.enum(["first_frame", "reference_image"]);
@@ -97,6 +153,12 @@ export const VideoModelConfig = z
     provider: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
     /** The vendor's model id, or provider name → model id when the channels are of different vendors. */
     upstreamModel: z.union([z.string().min(1), z.record(z.string().min(1), z.string().min(1))]).optional(),
+    /**
+     * What the upstream charges us, in yuan per its billing unit (per 1,000,000 tokens on Ark, per second of
+     * video on DashScope, Kling, MiniMax and Veo), or provider name → price. Recorded on each finished task
+     * so `reelay audit upstream` shows cost beside charge.
+     */
+    upstreamPrice: z.union([z.number().nonnegative(), z.record(z.string().min(1), z.number().nonnegative())]).optional(),
     /** How the request's image_url is sent to a vendor that distinguishes: the first frame, or a reference. */
     imageRole: ImageRole.default("first_frame"),
     enabled: z.boolean().default(true),
@@ -192,7 +254,7 @@ export const ReelayConfig = z
             path: ["videoModels", name, "provider"],
             message: `unknown provider "${provider}" (configured: ${Object.keys(config.providers).join(", ") || "none"})`,
           });
-        } else if (config.providers[provider]?.kind === "ark" && upstreamModelOf(model, provider) === undefined) {
+        } else if (isVendorEntry(config.providers[provider]) && upstreamModelOf(model, provider) === undefined) {
           ctx.addIssue({ code: "custom", path: ["videoModels", name, "upstreamModel"], message: `needs the vendor's model id for provider "${provider}"` });
         }
       }
@@ -216,5 +278,19 @@ export function upstreamModelOf(model: Pick<VideoModelConfig, "upstreamModel">, 
   return Object.hasOwn(mapping, provider) ? mapping[provider] : undefined;
 }
 
-/** The environment variable a provider entry reads its key from (the local renderer needs none). */
-export const keyVariableOf = (settings: ProviderSettings): string | undefined => (settings.kind === "local" ? undefined : settings.apiKeyEnv);
+/** The upstream's price for a model on one channel, if the config names one. */
+export function upstreamPriceOf(model: Pick<VideoModelConfig, "upstreamPrice">, provider: string): number | undefined {
+  const price = model.upstreamPrice;
+  if (price === undefined || typeof price === "number") return price;
+  return Object.hasOwn(price, provider) ? price[provider] : undefined;
+}
+
+export type VendorSettings = Extract<ProviderSettings, { kind: VendorKind }>;
+export const isVendorEntry = (settings: ProviderSettings | undefined): settings is VendorSettings => (VENDOR_KINDS as readonly string[]).includes(settings?.kind ?? "");
+
+/** The environment variables a provider entry reads its credentials from (the local renderer needs none). */
+export function keyVariablesOf(settings: ProviderSettings): string[] {
+  if (settings.kind === "local") return [];
+  if (settings.kind === "kling") return [settings.apiKeyEnv, settings.secretKeyEnv];
+  return [settings.apiKeyEnv];
+}

@@ -142,6 +142,16 @@ export const StoredVideo = z.object({
   contentType: z.string(),
 });
 export type StoredVideo = z.infer<typeof StoredVideo>;
+/**
+ * What the upstream billed us in its own unit (Ark: tokens; DashScope, Kling, MiniMax, Veo: seconds of video),
+ * and what that cost at the price configured when the task finished, so margins replay as they were.
+ */
+export const UpstreamUsage = z.object({
+  unit: z.enum(["tokens", "seconds"]),
+  amount: z.number().nonnegative(),
+  costMicros: z.number().int().nonnegative().optional(),
+});
+export type UpstreamUsage = z.infer<typeof UpstreamUsage>;
 export const GenerationSucceeded = z.object({
   type: z.literal("GenerationSucceeded"),
   data: z.object({
@@ -151,6 +161,7 @@ export const GenerationSucceeded = z.object({
     totalTokens: z.number().int().nonnegative(),
     /** What the upstream reported it used (absent: it reported nothing, and `totalTokens` is the estimate). */
     upstreamTokens: z.number().int().nonnegative().optional(),
+    upstreamUsage: UpstreamUsage.optional(),
   }),
   meta: EventMeta,
 });

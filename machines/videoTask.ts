@@ -1,5 +1,5 @@
 import { assign, initialTransition, setup, transition, type SnapshotFrom } from "xstate";
-import type { StoredVideo, TaskEvent, VideoJobSpec } from "../contracts/videoTask.ts";
+import type { StoredVideo, TaskEvent, UpstreamUsage, VideoJobSpec } from "../contracts/videoTask.ts";
 
 /**
  * One video task's lifecycle: the only transition table. Pure: no I/O, no clocks. Which event is legal
@@ -130,6 +130,6 @@ export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {
 export type ProviderReport =
   | { state: "queued" }
   | { state: "running" }
-  | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number; upstreamTokens?: number }
+  | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number; upstreamTokens?: number; upstreamUsage?: UpstreamUsage }
   /** `reason` is shown to the customer; `detail` (internal: tool output, network errors) only to operators. */
   | { state: "failed"; reason: string; detail?: string };

@@ -70,11 +70,14 @@ function reportEvents(report: ProviderReport): NewTaskEvent[] {
     case "running":
       return [{ type: "GenerationStarted", data: {} }];
     case "succeeded": {
-      const { video, durationSeconds, resolution, totalTokens, upstreamTokens } = report;
+      const { video, durationSeconds, resolution, totalTokens, upstreamTokens, upstreamUsage } = report;
       // Started first: a report of a finished task may be the first the runner sees of it running.
       return [
         { type: "GenerationStarted", data: {} },
-        { type: "GenerationSucceeded", data: { video, durationSeconds, resolution, totalTokens, ...(upstreamTokens === undefined ? {} : { upstreamTokens }) } },
+        {
+          type: "GenerationSucceeded",
+          data: { video, durationSeconds, resolution, totalTokens, ...(upstreamTokens === undefined ? {} : { upstreamTokens }), ...(upstreamUsage === undefined ? {} : { upstreamUsage }) },
+        },
       ];
     }
     case "failed":

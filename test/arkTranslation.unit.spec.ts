@@ -23,18 +23,18 @@ describe("Ark translation", () => {
   });
 
   it("maps every Ark status; customers read no vendor codes, request ids or task ids", () => {
-    expect(arkStatusOf(task({ status: "queued" }), {})).toEqual({ state: "queued" });
-    expect(arkStatusOf(task({ status: " Running " }), {})).toEqual({ state: "running" });
-    const done = arkStatusOf(task({ status: "succeeded", content: { video_url: "https://tos/x.mp4" }, usage: { completion_tokens: "108900" }, resolution: "720p", ratio: "9:16", duration: 5 }), {});
+    expect(arkStatusOf(task({ status: "queued" }), undefined)).toEqual({ state: "queued" });
+    expect(arkStatusOf(task({ status: " Running " }), undefined)).toEqual({ state: "running" });
+    const done = arkStatusOf(task({ status: "succeeded", content: { video_url: "https://tos/x.mp4" }, usage: { completion_tokens: "108900" }, resolution: "720p", ratio: "9:16", duration: 5 }), undefined);
     expect(done).toMatchObject({ state: "succeeded", usageTokens: 108_900, resolution: "720*1280", durationSeconds: 5 });
-    const blocked = arkStatusOf(task({ status: "failed", error: { code: "OutputVideoSensitiveContentDetected", message: "may contain sensitive information. Request id: 0217abc" } }), {});
+    const blocked = arkStatusOf(task({ status: "failed", error: { code: "OutputVideoSensitiveContentDetected", message: "may contain sensitive information. Request id: 0217abc" } }), undefined);
     expect(blocked).toMatchObject({ state: "failed", reason: expect.stringMatching(/content policy/) });
     for (const status of ["failed", "expired", "cancelled"]) {
-      const failed = arkStatusOf(task({ status, error: { code: "InternalServiceError", message: "boom Request id: 0217abc" } }), {});
+      const failed = arkStatusOf(task({ status, error: { code: "InternalServiceError", message: "boom Request id: 0217abc" } }), undefined);
       expect(failed.state).toBe("failed");
       if (failed.state === "failed") expect(failed.reason).not.toMatch(/Request id|cgt-|InternalServiceError/);
     }
-    expect(arkStatusOf(task({ status: "succeeded", content: {} }), {}).state).toBe("failed");
+    expect(arkStatusOf(task({ status: "succeeded", content: {} }), undefined).state).toBe("failed");
   });
 
   it("an unknown status never ends a task", () => {
@@ -42,7 +42,7 @@ describe("Ark translation", () => {
     fc.assert(
       fc.property(fc.string(), (status) => {
         fc.pre(!known.has(status.trim().toLowerCase()));
-        expect(arkStatusOf(task({ status }), {}).state).toBe("unknown");
+        expect(arkStatusOf(task({ status }), undefined).state).toBe("unknown");
       }),
     );
   });

@@ -26,7 +26,7 @@ describe("reference URLs the local renderer fetches", () => {
     image = await listen((_req, res) => res.writeHead(200, { "content-type": "image/png" }).end(PNG));
     redirector = await listen((_req, res) => res.writeHead(302, { location: `${image.url}/red.png` }).end());
     // The shipped default: private addresses refused.
-    app = await startTestApp({ tweak: (config) => Object.values(config.providers).forEach((p) => p.kind !== "ark" && (p.allowPrivateReferenceUrls = false)) });
+    app = await startTestApp({ tweak: (config) => Object.values(config.providers).forEach((p) => "allowPrivateReferenceUrls" in p && (p.allowPrivateReferenceUrls = false)) });
   });
   afterAll(async () => {
     image?.server.close();

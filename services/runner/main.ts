@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { channelsOf, upstreamModelOf, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
+import { channelsOf, isVendorEntry, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
 import { RUNNER_SUBJECTS, UpstreamNews, type RunnerChannels } from "../../contracts/runnerControl.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
@@ -11,11 +11,11 @@ import { LocalProvider } from "./providers/local/localProvider.ts";
 import { meteredProvider } from "./providers/meteredProvider.ts";
 import { OpenAiVideoProvider } from "./providers/openai/openAiVideoProvider.ts";
 import { ArkVideoProvider } from "./providers/ark/arkVideoProvider.ts";
-import type { ArkModel } from "./providers/ark/arkApi.ts";
 import { ChannelPool } from "./policy/channelPool.ts";
 import { parseJsonOrUndefined } from "./providers/httpAnswers.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { RunnerService } from "./runnerService.ts";
+import { vendorModelsOf } from "./providers/vendor/vendorModels.ts";
 
 /** Builds a provider for a config entry; tests pass their own to serve a name with a fake. */
 export type ProviderFactory = (name: string, settings: ProviderSettings) => VideoProvider | undefined;
@@ -45,7 +45,7 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
         const apiKey = process.env[settings.apiKeyEnv];
         // A shipped entry no enabled model uses (Seedance, ready to switch on) stays quiet without its key.
         if (!apiKey && usedByEnabledModel(config, name)) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
-        providers.set(name, new ArkVideoProvider(settings, { channel: name, log: log.child({ provider: name }), apiKey, models: arkModelsOf(config, name) }));
+        providers.set(name, new ArkVideoProvider(settings, { channel: name, log: log.child({ provider: name }), apiKey, models: vendorModelsOf(config, name) }));
         break;
       }
     }
@@ -56,25 +56,13 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
 const usedByEnabledModel = (config: ReelayConfig, provider: string): boolean =>
   Object.values(config.videoModels).some((model) => model.enabled && channelsOf(model).includes(provider));
 
-/** The video models a provider entry serves, as that upstream names them. */
-function arkModelsOf(config: ReelayConfig, provider: string): Map<string, ArkModel> {
-  const models = new Map<string, ArkModel>();
-  for (const [name, model] of Object.entries(config.videoModels)) {
-    const upstreamModel = upstreamModelOf(model, provider);
-    if (channelsOf(model).includes(provider) && upstreamModel !== undefined) {
-      models.set(name, { upstreamModel, imageRole: model.imageRole, capabilities: model.capabilities });
-    }
-  }
-  return models;
-}
-
 /** Each provider entry as a channel of the pool, with its weight and cool-down (kinds without them: 1 and 5 min). */
 function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, VideoProvider>, log: Logger): ChannelPool {
   const settings = new Map(
     [...providers].map(([name, provider]) => {
       const entry = config.providers[name];
-      const weight = entry?.kind === "ark" ? entry.weight : 1;
-      const coolDownMs = entry?.kind === "ark" ? entry.coolDownMs : 5 * 60_000;
+      const weight = isVendorEntry(entry) ? entry.weight : 1;
+      const coolDownMs = isVendorEntry(entry) ? entry.coolDownMs : 5 * 60_000;
       return [name, { kind: entry?.kind ?? "custom", provider, weight, coolDownMs }] as const;
     }),
   );

@@ -369,6 +369,7 @@ export class TaskActor {
       resolution: status.resolution ?? `${job.width}*${job.height}`,
       totalTokens: billedTokens(status, job),
       ...(status.usageTokens === undefined ? {} : { upstreamTokens: status.usageTokens }),
+      ...(status.upstreamUsage === undefined ? {} : { upstreamUsage: status.upstreamUsage }),
     };
   }
 

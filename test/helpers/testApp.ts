@@ -20,8 +20,8 @@ export function testConfig(tweak?: ConfigTweak): ReelayConfig {
     if (provider.kind === "local") provider.queueDelayMs = 100;
     provider.pollEveryMs = 50;
     provider.pollMaxEveryMs = 50;
-    // Tests serve reference images from loopback (Ark fetches references itself: nothing to allow).
-    if (provider.kind !== "ark") provider.allowPrivateReferenceUrls = true;
+    // Tests serve reference images from loopback (vendors that fetch references themselves need nothing).
+    if ("allowPrivateReferenceUrls" in provider) provider.allowPrivateReferenceUrls = true;
   }
   config.runner.leaseMs = 2000;
   config.runner.allowPrivateResultUrls = true;

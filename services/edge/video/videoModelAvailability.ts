@@ -1,18 +1,15 @@
-import { channelsOf, keyVariableOf, type ReelayConfig } from "../../../contracts/config.ts";
+import { channelsOf, keyVariablesOf, type ReelayConfig } from "../../../contracts/config.ts";
 import type { Logger } from "../../shared/log.ts";
 
 /**
  * Which provider entries can take work on this edge: those that need no key, and those whose key variable
  * is set. Read once at start (keys come from the environment, which does not change under a process); every
- * enabled model whose channels all lack a key is named in one warning, and its creates answer 403.
+ * enabled model whose channels all lack a key (or, for Kling, one of its two) is named in one warning, and its creates answer 403.
  */
 export function usableProviders(config: ReelayConfig, env: NodeJS.ProcessEnv, log: Logger): (provider: string) => boolean {
   const usable = new Set(
     Object.entries(config.providers)
-      .filter(([, settings]) => {
-        const variable = keyVariableOf(settings);
-        return variable === undefined || Boolean(env[variable]);
-      })
+      .filter(([, settings]) => keyVariablesOf(settings).every((variable) => Boolean(env[variable])))
       .map(([name]) => name),
   );
   for (const [name, model] of Object.entries(config.videoModels)) {
@@ -21,8 +18,7 @@ export function usableProviders(config: ReelayConfig, env: NodeJS.ProcessEnv, lo
     if (!channels.some((channel) => usable.has(channel))) {
       const variables = channels.flatMap((channel) => {
         const settings = config.providers[channel];
-        const variable = settings ? keyVariableOf(settings) : undefined;
-        return variable ? [variable] : [];
+        return settings ? keyVariablesOf(settings).filter((variable) => !env[variable]) : [];
       });
       log.warn({ model: name, variables }, "video model has no channel with an upstream key: creates answer 403 until one is set");
     }

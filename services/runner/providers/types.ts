@@ -1,4 +1,4 @@
-import type { VideoJobSpec } from "../../../contracts/videoTask.ts";
+import type { UpstreamUsage, VideoJobSpec } from "../../../contracts/videoTask.ts";
 import type { ProviderPolicy } from "../policy/providerPolicy.ts";
 
 /** A task as a provider sees it. `signal` ends the call: the deadline, a runner stepping aside, shutdown. */
@@ -35,6 +35,8 @@ export type ProviderStatus =
       durationSeconds?: number;
       resolution?: string;
       usageTokens?: number;
+      /** What the upstream bills us for it, in its own unit (recorded for `reelay audit upstream`). */
+      upstreamUsage?: UpstreamUsage;
     }
   /** `reason` is shown to the customer; `detail` only to operators (log and the failed event). */
   | { state: "failed"; reason: string; detail?: string };

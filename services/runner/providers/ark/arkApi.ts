@@ -1,6 +1,8 @@
 import { z } from "zod";
-import type { ImageRole, VideoCapability } from "../../../../contracts/config.ts";
+import type { ImageRole } from "../../../../contracts/config.ts";
 import type { VideoJobSpec } from "../../../../contracts/videoTask.ts";
+import { classOfHttpStatus, type ErrorClass, type VendorErrorReading } from "../vendor/vendorApi.ts";
+import type { VendorModel } from "../vendor/vendorModels.ts";
 
 /**
  * Ark's content-generation task API (Volcengine Ark and BytePlus ModelArk share it), as the official SDKs
@@ -33,13 +35,6 @@ export const ArkError = z.looseObject({
   error: z.looseObject({ code: z.string().nullish(), message: z.string().nullish(), param: z.string().nullish(), type: z.string().nullish() }),
 });
 
-/** What one of our video models is on an Ark channel. */
-export interface ArkModel {
-  upstreamModel: string;
-  imageRole: ImageRole;
-  capabilities: readonly VideoCapability[];
-}
-
 type ContentItem =
   | { type: "text"; text: string }
   | { type: "image_url"; image_url: { url: string }; role: ImageRole }
@@ -65,7 +60,7 @@ export interface ArkCreateBody {
  * reference: it is the one caller-chosen string Ark keeps on the task and shows in its list, so a submit whose
  * answer was lost can be found again.
  */
-export function createBody(job: VideoJobSpec, model: ArkModel, clientReference: string, callbackUrl: string | undefined): ArkCreateBody {
+export function createBody(job: VideoJobSpec, model: VendorModel, clientReference: string, callbackUrl: string | undefined): ArkCreateBody {
   const content: ContentItem[] = [{ type: "text", text: job.prompt }];
   const { image_url, video_url, audio_url } = job.references;
   if (image_url && model.capabilities.includes("image")) content.push({ type: "image_url", image_url: { url: image_url }, role: model.imageRole });
@@ -105,16 +100,20 @@ export const withoutRequestId = (message: string): string => message.replace(/\s
 export const isModerationCode = (code: string | null | undefined): boolean => /SensitiveContent/i.test(code ?? "");
 
 /** How the runner should take an error answer: Ark's own codes first, the HTTP status after. */
-export type ErrorClass = "rejected" | "moderation" | "misconfigured" | "unavailable" | "notFound";
-
 export function classifyError(httpStatus: number, code: string | null | undefined): ErrorClass {
   const c = code ?? "";
   if (isModerationCode(c)) return "moderation";
   if (c === "QuotaExceeded" || c === "AccountOverdueError" || c === "AccessDenied" || c === "AuthenticationError") return "misconfigured";
   if (c === "ModelNotOpen" || c.startsWith("InvalidEndpoint") || c.startsWith("InvalidEndpointOrModel")) return "misconfigured";
   if (c.startsWith("RateLimitExceeded") || c.startsWith("ModelAccount") || c === "ServerOverloaded" || c === "ModelLoadingError") return "unavailable";
-  if (httpStatus === 401 || httpStatus === 403) return "misconfigured";
-  if (httpStatus === 408 || httpStatus === 409 || httpStatus === 429 || httpStatus >= 500) return "unavailable";
-  if (httpStatus === 404) return "notFound";
-  return "rejected";
+  return classOfHttpStatus(httpStatus);
+}
+
+/** Ark's error body read in our words (undefined for a success). */
+export function readArkError(httpStatus: number, body: unknown): VendorErrorReading | undefined {
+  if (httpStatus >= 200 && httpStatus < 300) return undefined;
+  const error = ArkError.safeParse(body);
+  const code = (error.success ? error.data.error.code : undefined) ?? `HTTP ${httpStatus}`;
+  const message = withoutRequestId((error.success ? error.data.error.message : undefined) ?? "");
+  return { kind: classifyError(httpStatus, code), code, message };
 }
