@@ -73,11 +73,15 @@ const vendorChannel = (examples: { baseUrl: string; keyVariable: string }) => ({
   apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, `must be an environment variable name such as ${examples.keyVariable}`),
   /** Share of new tasks this channel gets among a model's channels with free capacity. */
   weight: z.number().positive().max(1000).default(1),
-  /** This reelay's public base URL, where the vendor can call back (`/hooks/upstream/<provider name>`); unset: polling only. */
-  publicCallbackUrl: z.url({ protocol: /^https?$/, error: "must be the public http(s) base URL of this reelay" }).optional(),
   /** How long a channel whose key or account the upstream refused stays out of rotation. */
   coolDownMs: z.number().int().min(100).max(24 * 60 * 60_000).default(5 * 60_000),
 });
+
+/** For vendors that call back when a task changes (Ark, Kling, MiniMax). */
+const callbacks = {
+  /** This reelay's public base URL, where the vendor can call back (`/hooks/upstream/<provider name>`); unset: polling only. */
+  publicCallbackUrl: z.url({ protocol: /^https?$/, error: "must be the public http(s) base URL of this reelay" }).optional(),
+};
 
 /**
  * Seedance on Volcengine Ark (mainland China) or BytePlus ModelArk (international): one task API
@@ -87,6 +91,7 @@ const vendorChannel = (examples: { baseUrl: string; keyVariable: string }) => ({
 const ArkProviderSettings = z.strictObject({
   kind: z.literal("ark"),
   ...vendorChannel({ baseUrl: "https://ark.cn-beijing.volces.com/api/v3", keyVariable: "ARK_API_KEY" }),
+  ...callbacks,
   ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 10, timeoutMs: 30_000 }),
 });
 
@@ -108,6 +113,7 @@ const DashScopeProviderSettings = z.strictObject({
 const KlingProviderSettings = z.strictObject({
   kind: z.literal("kling"),
   ...vendorChannel({ baseUrl: "https://api-beijing.klingai.com", keyVariable: "KLING_ACCESS_KEY" }),
+  ...callbacks,
   /** The environment variable holding Kling's secret key (signs the JWT; never sent). */
   secretKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/, "must be an environment variable name such as KLING_SECRET_KEY"),
   ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 5, timeoutMs: 30_000 }),
@@ -117,6 +123,7 @@ const KlingProviderSettings = z.strictObject({
 const MiniMaxProviderSettings = z.strictObject({
   kind: z.literal("minimax"),
   ...vendorChannel({ baseUrl: "https://api.minimaxi.com", keyVariable: "MINIMAX_API_KEY" }),
+  ...callbacks,
   ...providerPolicy({ pollFirstAfterMs: 30_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000, maxInFlight: 5, timeoutMs: 30_000 }),
 });
 

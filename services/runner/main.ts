@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { channelsOf, isVendorEntry, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
+import { channelsOf, isVendorEntry, keyVariablesOf, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
 import { RUNNER_SUBJECTS, UpstreamNews, type RunnerChannels } from "../../contracts/runnerControl.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
@@ -10,7 +10,7 @@ import type { Nats } from "../shared/nats.ts";
 import { LocalProvider } from "./providers/local/localProvider.ts";
 import { meteredProvider } from "./providers/meteredProvider.ts";
 import { OpenAiVideoProvider } from "./providers/openai/openAiVideoProvider.ts";
-import { ArkVideoProvider } from "./providers/ark/arkVideoProvider.ts";
+import { vendorProvider } from "./providers/vendorProviders.ts";
 import { ChannelPool } from "./policy/channelPool.ts";
 import { parseJsonOrUndefined } from "./providers/httpAnswers.ts";
 import type { VideoProvider } from "./providers/types.ts";
@@ -41,12 +41,11 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
         providers.set(name, new OpenAiVideoProvider(settings, { log: log.child({ provider: name }), apiKey }));
         break;
       }
-      case "ark": {
-        const apiKey = process.env[settings.apiKeyEnv];
-        // A shipped entry no enabled model uses (Seedance, ready to switch on) stays quiet without its key.
-        if (!apiKey && usedByEnabledModel(config, name)) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
-        providers.set(name, new ArkVideoProvider(settings, { channel: name, log: log.child({ provider: name }), apiKey, models: vendorModelsOf(config, name) }));
-        break;
+      default: {
+        // A shipped entry no enabled model uses (ready to switch on) stays quiet without its key.
+        const missing = keyVariablesOf(settings).filter((variable) => !process.env[variable]);
+        if (missing.length > 0 && usedByEnabledModel(config, name)) log.warn({ provider: name, variables: missing }, "video provider has no upstream key: its tasks will fail until the variable is set");
+        providers.set(name, vendorProvider(name, settings, vendorModelsOf(config, name), log.child({ provider: name })));
       }
     }
   }

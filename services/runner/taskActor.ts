@@ -36,10 +36,19 @@ export type TaskActorExit = "final" | "steppedAside" | "stopped";
 
 const MISCONFIGURED = "this model is not available right now; no charge was made";
 
-/** The upstream's reported usage wins; otherwise design.md's estimate from the frame size and duration. */
-export function billedTokens(status: { usageTokens?: number; durationSeconds?: number }, job: VideoJobSpec): number {
-  return status.usageTokens ?? estimateVideoTokens(job.width, job.height, status.durationSeconds ?? job.durationSeconds);
+/**
+ * The upstream's reported usage wins; otherwise design.md's estimate on what was delivered: the frame size and
+ * duration the upstream reports (MiniMax's 768P is larger than the 720p frame reserved for), else what was asked.
+ */
+export function billedTokens(status: { usageTokens?: number; durationSeconds?: number; resolution?: string }, job: VideoJobSpec): number {
+  if (status.usageTokens !== undefined) return status.usageTokens;
+  const frame = /^(\d{2,5})\*(\d{2,5})$/.exec(status.resolution ?? "");
+  const [width, height] = frame ? [Number(frame[1]), Number(frame[2])] : [job.width, job.height];
+  return estimateVideoTokens(width, height, status.durationSeconds ?? job.durationSeconds);
 }
+
+/** The stored video's name, from the upstream's id: Veo's ids are paths (`models/…/operations/…`), names are one segment. */
+export const videoObjectName = (providerTaskId: string): string => `${providerTaskId.replace(/[^A-Za-z0-9._-]+/g, "-")}.mp4`;
 
 /**
  * The actor of one live task: decide → append → evolve, with the upstream calls in between. It owns,
@@ -378,7 +387,7 @@ export class TaskActor {
     for (let attempt = 0; !this.stopping; attempt++) {
       try {
         return await this.withinDeadline((signal) =>
-          copyResult(status.result, `${providerTaskId}.mp4`, {
+          copyResult(status.result, videoObjectName(providerTaskId), {
             videos: this.deps.videos,
             maxBytes: this.deps.maxResultBytes,
             allowPrivateAddresses: this.deps.allowPrivateResultAddresses,

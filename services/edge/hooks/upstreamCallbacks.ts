@@ -11,16 +11,28 @@ import { route } from "../http/route.ts";
 /** A callback is a task object of a few hundred bytes; anything much larger is not one. */
 const MAX_CALLBACK_BYTES = 64 * 1024;
 
-/** The upstream's id of the task a callback is about, by the channel's kind (Ark: the task object's `id`). */
+/** The vendors that call back, and where each puts the task's id in its callback (Ark: `id`; Kling, MiniMax: `task_id`). */
+const TASK_ID_FIELD: Record<string, "id" | "task_id"> = { ark: "id", kling: "task_id", minimax: "task_id" };
+
 function providerTaskIdOf(kind: string, body: unknown): string | undefined {
-  if (kind !== "ark" || typeof body !== "object" || body === null) return undefined;
-  const id = (body as { id?: unknown }).id;
-  return typeof id === "string" && id.length > 0 && id.length <= 200 ? id : undefined;
+  const field = TASK_ID_FIELD[kind];
+  if (field === undefined || typeof body !== "object" || body === null) return undefined;
+  const id = (body as Record<string, unknown>)[field];
+  // MiniMax's ids are digits, sometimes sent as a number.
+  const text = typeof id === "number" && Number.isSafeInteger(id) ? String(id) : id;
+  return typeof text === "string" && text.length > 0 && text.length <= 200 ? text : undefined;
+}
+
+/** MiniMax checks a callback address first: it posts `{"challenge"}` and expects it back within 3 s. */
+function challengeOf(kind: string, body: unknown): string | undefined {
+  if (kind !== "minimax" || typeof body !== "object" || body === null) return undefined;
+  const challenge = (body as { challenge?: unknown }).challenge;
+  return typeof challenge === "string" && challenge.length <= 1000 ? challenge : undefined;
 }
 
 /**
  * `POST /hooks/upstream/<channel>`: an upstream says one of its tasks changed. Nothing in the body is
- * trusted (Ark does not sign callbacks): it only tells the runner hosting the task to ask the upstream now,
+ * trusted (no vendor signs its callbacks): it only tells the runner hosting the task to ask the upstream now,
  * over core NATS. A lost hint costs nothing but latency: the task is polled on schedule anyway.
  */
 export function registerUpstreamCallbacks(app: HttpApp, deps: { config: ReelayConfig; nc: NatsConnection; log: Logger; errorReply: ErrorReplyFor }): void {
@@ -31,15 +43,19 @@ export function registerUpstreamCallbacks(app: HttpApp, deps: { config: ReelayCo
       (request, body) => {
         const channel = decodeURIComponent(request.url.slice("/hooks/upstream/".length));
         const settings = Object.hasOwn(deps.config.providers, channel) ? deps.config.providers[channel] : undefined;
-        if (settings?.kind !== "ark" || settings.publicCallbackUrl === undefined) throw new NotFoundError(`no upstream channel takes callbacks here: ${channel}`);
+        if (settings === undefined || !("publicCallbackUrl" in settings) || settings.publicCallbackUrl === undefined) {
+          throw new NotFoundError(`no upstream channel takes callbacks here: ${channel}`);
+        }
         let parsed: unknown;
         try {
           parsed = JSON.parse((body ?? Buffer.alloc(0)).toString("utf8"));
         } catch {
           throw new ValidationError("the callback body is not JSON");
         }
+        const challenge = challengeOf(settings.kind, parsed);
+        if (challenge !== undefined) return jsonReply(200, { challenge });
         const providerTaskId = providerTaskIdOf(settings.kind, parsed);
-        if (providerTaskId === undefined) throw new ValidationError("the callback names no task (id)");
+        if (providerTaskId === undefined) throw new ValidationError(`the callback names no task (${TASK_ID_FIELD[settings.kind] ?? "id"})`);
         deps.nc.publish(RUNNER_SUBJECTS.upstreamNews, JSON.stringify({ channel, providerTaskId } satisfies UpstreamNews));
         deps.log.debug({ channel, providerTaskId }, "upstream callback: the task's runner asks now");
         return jsonReply(200, {});

@@ -3,6 +3,7 @@ import type { ImageRole } from "../../../../contracts/config.ts";
 import type { VideoJobSpec } from "../../../../contracts/videoTask.ts";
 import { classOfHttpStatus, type ErrorClass, type VendorErrorReading } from "../vendor/vendorApi.ts";
 import type { VendorModel } from "../vendor/vendorModels.ts";
+import { lenientInt } from "../vendor/lenientNumbers.ts";
 
 /**
  * Ark's content-generation task API (Volcengine Ark and BytePlus ModelArk share it), as the official SDKs
@@ -11,7 +12,6 @@ import type { VendorModel } from "../vendor/vendorModels.ts";
  * as strings, `content`/`usage` may be absent, empty or zero-filled while a task runs, unknown fields pass.
  */
 
-const lenientInt = z.preprocess((value) => (typeof value === "string" && value.trim() !== "" ? Number(value) : value), z.number().int().nonnegative());
 
 export const ArkTask = z.looseObject({
   id: z.string().min(1),

@@ -3,7 +3,7 @@ import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
 import { callbackUrlOf } from "../vendor/callbackUrl.ts";
-import { ANY_ANSWER, asPortErrors, isUnknownTask, portErrorOf, VendorApi, VendorCallError } from "../vendor/vendorApi.ts";
+import { ANY_ANSWER, asPortErrors, cancelBestEffort, isUnknownTask, portErrorOf, VendorApi } from "../vendor/vendorApi.ts";
 import { modelFor, requiredKey, type VendorModel } from "../vendor/vendorModels.ts";
 import { lostUpstream } from "../vendor/vendorOutcomes.ts";
 import { ArkCreated, ArkTask, ArkTaskList, createBody, readArkError } from "./arkApi.ts";
@@ -61,12 +61,7 @@ export class ArkVideoProvider implements VideoProvider {
 
   /** Ark cancels only queued tasks; a running one answers an error, which is fine: best effort. */
   async cancel(task: AcceptedTask): Promise<void> {
-    try {
-      await this.api.call("DELETE", `${TASKS}/${encodeURIComponent(task.providerTaskId)}`, task.signal, ANY_ANSWER);
-    } catch (error) {
-      if (error instanceof VendorCallError && (error.reading.kind === "rejected" || error.reading.kind === "notFound")) return;
-      throw portErrorOf(error);
-    }
+    await cancelBestEffort(() => this.api.call("DELETE", `${TASKS}/${encodeURIComponent(task.providerTaskId)}`, task.signal, ANY_ANSWER));
   }
 
   /** The newest tasks of the model, looked through for our reference (Ark keeps at most 120 queued per account). */

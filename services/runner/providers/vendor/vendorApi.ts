@@ -30,7 +30,7 @@ export interface VendorApiOptions {
   base: string;
   timeoutMs: number;
   /** The credentials for every call; throws ProviderMisconfigured when a key variable is unset. */
-  credentials: () => Record<string, string>;
+  credentials: () => Record<string, string> | Promise<Record<string, string>>;
   /**
    * The vendor's error in an answer: every non-2xx one, and a 2xx one whose body says it failed (MiniMax answers
    * HTTP 200 with a non-zero `base_resp.status_code`). Undefined for a non-2xx: classified on the HTTP status.
@@ -63,7 +63,7 @@ export class VendorApi {
     const what = `${method} ${path.split("?")[0]}`;
     const answer = await callUpstream(`${base}${path}`, {
       method,
-      headers: { ...this.options.credentials(), accept: "application/json", ...(body ? { "content-type": "application/json" } : {}), ...headers },
+      headers: { ...(await this.options.credentials()), accept: "application/json", ...(body ? { "content-type": "application/json" } : {}), ...headers },
       body: body ? JSON.stringify(body) : null,
       signal,
       timeoutMs,
@@ -111,3 +111,13 @@ export async function asPortErrors<T>(call: () => Promise<T>): Promise<T> {
 
 /** The vendor no longer knows the task (past its retention, deleted): it will never finish. */
 export const isUnknownTask = (error: unknown): error is VendorCallError => error instanceof VendorCallError && error.reading.kind === "notFound";
+
+/** A cancel the vendor refuses (already running, already gone) is no trouble: cancelling is best effort. */
+export async function cancelBestEffort(call: () => Promise<unknown>): Promise<void> {
+  try {
+    await call();
+  } catch (error) {
+    if (error instanceof VendorCallError && (error.reading.kind === "rejected" || error.reading.kind === "notFound")) return;
+    throw portErrorOf(error);
+  }
+}
