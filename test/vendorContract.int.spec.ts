@@ -203,8 +203,8 @@ describe("the provider contract, for every vendor against the fake of its protoc
           totalTokens: tokens,
           upstreamUsage: { unit: "seconds", amount: vendor.duration, costMicros: vendor.duration * PRICE_PER_SECOND * 1_000_000 },
         });
-        const state = await app.ledger.current(account);
-        expect(state.balanceMicros).toBe(100_000_000 - Math.round(Number(final.body.data?.cost) * 1_000_000));
+        // Settled by a reactor after the task ended: a moment later than the task's final status.
+        await expect.poll(async () => (await app.ledger.current(account)).balanceMicros, { timeout: 5_000 }).toBe(100_000_000 - Math.round(Number(final.body.data?.cost) * 1_000_000));
       });
 
       it("a generation that fails upstream fails the task, free", async ({ expect }) => {
@@ -261,8 +261,8 @@ describe("the provider contract, for every vendor against the fake of its protoc
         expect(vendor.fake.tasksWithPrompt(prompt)).toHaveLength(vendor.findsLostAnswers ? 1 : 2);
         const settled = (await events(app, taskId)).filter((e) => e.type === "GenerationSucceeded");
         expect(settled).toHaveLength(1);
-        const state = await app.ledger.current(account);
-        expect(state.balanceMicros).toBe(100_000_000 - Math.round(Number(final.body.data?.cost) * 1_000_000));
+        // Settled by a reactor after the task ended: a moment later than the task's final status.
+        await expect.poll(async () => (await app.ledger.current(account)).balanceMicros, { timeout: 5_000 }).toBe(100_000_000 - Math.round(Number(final.body.data?.cost) * 1_000_000));
       });
 
       it("a result download cut off midway is copied again", async ({ expect }) => {

@@ -118,10 +118,10 @@ async function upstreamUsage(nats: Nats, json: boolean): Promise<number> {
     out(JSON.stringify(rows, null, 2));
     return problems === 0 ? 0 : 1;
   }
-  out("model                  channel           ok  failed  upstream tokens  billed for them  estimated (tokens)    charged ¥  mismatched  charged failures");
+  out("model                  channel           ok  failed  upstream tokens  billed for them  estimated (tokens)  upstream s  upstream ¥    charged ¥  mismatched  charged failures");
   for (const row of rows) {
     out(
-      `${row.model.padEnd(22)} ${row.channel.padEnd(16)} ${String(row.succeeded).padStart(3)} ${String(row.failed).padStart(7)} ${String(row.upstreamTokens).padStart(16)} ${String(row.billedTokens).padStart(16)} ${`${row.estimated} (${row.estimatedTokens})`.padStart(19)} ${formatYuan(row.chargedMicros).padStart(12)} ${String(row.mismatched.length).padStart(11)} ${String(row.chargedFailures.length).padStart(17)}`,
+      `${row.model.padEnd(22)} ${row.channel.padEnd(16)} ${String(row.succeeded).padStart(3)} ${String(row.failed).padStart(7)} ${String(row.upstreamTokens).padStart(16)} ${String(row.billedTokens).padStart(16)} ${`${row.estimated} (${row.estimatedTokens})`.padStart(19)} ${String(row.upstreamSeconds).padStart(11)} ${formatYuan(row.upstreamCostMicros).padStart(11)} ${formatYuan(row.chargedMicros).padStart(12)} ${String(row.mismatched.length).padStart(11)} ${String(row.chargedFailures.length).padStart(17)}`,
     );
   }
   for (const row of rows) {

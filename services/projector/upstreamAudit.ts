@@ -1,5 +1,5 @@
 import type { LedgerEvent } from "../../contracts/ledger.ts";
-import type { TaskEvent } from "../../contracts/videoTask.ts";
+import type { TaskEvent, UpstreamUsage } from "../../contracts/videoTask.ts";
 
 /** Per model and channel: what customers were charged against what the upstream reported it used. */
 export interface UpstreamAuditRow {
@@ -15,6 +15,10 @@ export interface UpstreamAuditRow {
   chargedMicros: number;
   /** Tokens the upstream reported, over the succeeded tasks that had a report. */
   upstreamTokens: number;
+  /** Seconds of video the upstream bills us for (vendors that bill by the second). */
+  upstreamSeconds: number;
+  /** What the upstream's usage cost at the price configured when each task finished (`upstreamPrice`); 0 without one. */
+  upstreamCostMicros: number;
   /** Succeeded tasks the upstream reported no usage for (billed by the estimate). */
   estimated: number;
   /** Tasks whose settled tokens differ from the upstream's report: each is a billing error to look into. */
@@ -28,6 +32,7 @@ interface TaskFacts {
   channel: string;
   outcome?: "succeeded" | "failed";
   upstreamTokens?: number;
+  upstreamUsage?: UpstreamUsage;
   settled?: { tokens: number; micros: number };
 }
 
@@ -52,6 +57,7 @@ export class UpstreamAudit {
         if (facts) {
           facts.outcome = "succeeded";
           if (event.data.upstreamTokens !== undefined) facts.upstreamTokens = event.data.upstreamTokens;
+          if (event.data.upstreamUsage !== undefined) facts.upstreamUsage = event.data.upstreamUsage;
         }
         break;
       case "GenerationFailed":
@@ -73,7 +79,7 @@ export class UpstreamAudit {
       const key = `${facts.model}\u0000${facts.channel}`;
       let row = rows.get(key);
       if (!row) {
-        row = { model: facts.model, channel: facts.channel, succeeded: 0, failed: 0, billedTokens: 0, estimatedTokens: 0, chargedMicros: 0, upstreamTokens: 0, estimated: 0, mismatched: [], chargedFailures: [] };
+        row = { model: facts.model, channel: facts.channel, succeeded: 0, failed: 0, billedTokens: 0, estimatedTokens: 0, chargedMicros: 0, upstreamTokens: 0, upstreamSeconds: 0, upstreamCostMicros: 0, estimated: 0, mismatched: [], chargedFailures: [] };
         rows.set(key, row);
       }
       row.chargedMicros += facts.settled?.micros ?? 0;
@@ -83,6 +89,8 @@ export class UpstreamAudit {
         continue;
       }
       row.succeeded += 1;
+      if (facts.upstreamUsage?.unit === "seconds") row.upstreamSeconds += facts.upstreamUsage.amount;
+      row.upstreamCostMicros += facts.upstreamUsage?.costMicros ?? 0;
       if (facts.upstreamTokens === undefined) {
         row.estimated += 1;
         row.estimatedTokens += facts.settled?.tokens ?? 0;

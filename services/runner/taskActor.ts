@@ -75,6 +75,8 @@ export class TaskActor {
   private askedForFreshResult = false;
   /** When the upstream was last asked about the task (epoch ms). */
   private lastAskedAt = 0;
+  /** Channels where a submit of this actor's ended without an answer: they may have the task. */
+  private readonly unsureChannels = new Set<string>();
 
   constructor(
     private readonly taskId: number,
@@ -279,8 +281,9 @@ export class TaskActor {
       if (lease === undefined) return; // the deadline ended the task while it waited
       const { provider, channel } = lease;
       try {
-        // Any attempt that may follow an earlier submit (a crash, a lost answer) asks the upstreams first.
-        const found = attempt === 0 && this.openedHere ? undefined : await this.findEarlierSubmit();
+        // An attempt that may follow an earlier submit asks the upstreams first: after a crash every channel
+        // of the model, otherwise those where a submit got no answer (one that answered an error created nothing).
+        const found = this.openedHere && this.unsureChannels.size === 0 ? undefined : await this.findEarlierSubmit(this.openedHere ? [...this.unsureChannels] : undefined);
         // Found on another channel: the task is that channel's from now on, and waits for a slot there.
         if (found && found.channel !== channel && (await this.takeSlot({ on: found.channel })) === undefined) return;
         const accepted =
@@ -302,6 +305,7 @@ export class TaskActor {
           avoid = channel;
         } else {
           this.log.warn({ err: error, attempt, channel }, "upstream submit failed; retrying until the deadline");
+          if (!(error instanceof ProviderUnavailable && error.refused)) this.unsureChannels.add(channel);
           this.deps.channels.noteTransient(channel, (error as Error).message);
           avoid = channel;
           // The slot is given back while the task backs off: another task (or channel) can use it.
@@ -319,11 +323,11 @@ export class TaskActor {
    * channel that refuses our key cannot have it: it leaves the rotation and the others are asked. Passing
    * trouble is thrown: until every channel could answer, nothing may be submitted again.
    */
-  private async findEarlierSubmit(): Promise<{ channel: string; providerTaskId: string } | undefined> {
+  private async findEarlierSubmit(only?: readonly string[]): Promise<{ channel: string; providerTaskId: string } | undefined> {
     const task = this.task;
     if (task.status !== "pending" || task.clientReference === undefined) return undefined;
     const reference = task.clientReference;
-    for (const channel of jobChannels(this.command.job)) {
+    for (const channel of only ?? jobChannels(this.command.job)) {
       const provider = this.deps.channels.provider(channel);
       const find = provider?.findByClientReference?.bind(provider);
       if (!provider || !find || !this.deps.channels.anyInRotation([channel])) continue;

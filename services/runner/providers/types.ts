@@ -68,6 +68,12 @@ export class ProviderUnavailable extends Error {
     message: string,
     /** The upstream's Retry-After, when it said one. */
     readonly retryAfterMs?: number,
+    /**
+     * The upstream answered with an error: a submit it refused so created nothing, and the task may go to
+     * another channel without asking this one first. False when no answer came (a timeout, a dropped
+     * connection) or an answer could not be read: then the upstream may have the task.
+     */
+    readonly refused = false,
   ) {
     super(message);
   }

@@ -125,7 +125,7 @@ export class OpenAiVideoProvider implements VideoProvider {
     const parsedError = UpstreamError.safeParse(parseJsonOrUndefined(text));
     const message = parsedError.success ? (parsedError.data.error.message ?? `HTTP ${status}`) : `HTTP ${status}`;
     if (status === 401 || status === 403) throw new ProviderMisconfigured(`the upstream refused our key (HTTP ${status}): ${message}`);
-    if (status === 429 || status >= 500) throw new ProviderUnavailable(`${method} ${path}: HTTP ${status}: ${message}`, retryAfterMs(answerHeaders["retry-after"]));
+    if (status === 429 || status >= 500) throw new ProviderUnavailable(`${method} ${path}: HTTP ${status}: ${message}`, retryAfterMs(answerHeaders["retry-after"]), true);
     if (status === 404 && method === "POST") throw new ProviderMisconfigured(`the upstream has no ${path} (HTTP 404): check baseUrl`);
     throw new ProviderRejected(`the upstream generator refused the task: ${message}`);
   }

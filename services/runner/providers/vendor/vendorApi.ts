@@ -92,7 +92,7 @@ export function portErrorOf(error: unknown): unknown {
     case "misconfigured":
       return new ProviderMisconfigured(`${vendor} refused this channel (${reading.code}): ${reading.message}`);
     case "unavailable":
-      return new ProviderUnavailable(`${vendor} is busy or failing (${reading.code})`, error.retryAfterMs);
+      return new ProviderUnavailable(`${vendor} is busy or failing (${reading.code})`, error.retryAfterMs, true);
     case "notFound":
       return new ProviderMisconfigured(`${vendor} has no such endpoint or model (${reading.code}): check baseUrl and upstreamModel`);
     case "rejected":
