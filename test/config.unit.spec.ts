@@ -48,6 +48,26 @@ describe("model and provider config", () => {
     expect(() => loadConfig(configFile(config))).toThrow(message);
   });
 
+  it("ships every vendor ready but off, at the base its official SDK uses, Kling with both key variables", () => {
+    const config = loadConfig(DEFAULT_CONFIG_PATH);
+    expect(config.providers["wan-cn"]).toMatchObject({ kind: "dashscope", baseUrl: "https://dashscope.aliyuncs.com/api/v1", apiKeyEnv: "DASHSCOPE_API_KEY" });
+    expect(config.providers["kling-cn"]).toMatchObject({ kind: "kling", baseUrl: "https://api-beijing.klingai.com", apiKeyEnv: "KLING_ACCESS_KEY", secretKeyEnv: "KLING_SECRET_KEY" });
+    expect(config.providers["hailuo-cn"]).toMatchObject({ kind: "minimax", baseUrl: "https://api.minimaxi.com", apiKeyEnv: "MINIMAX_API_KEY" });
+    expect(config.providers.veo).toMatchObject({ kind: "veo", baseUrl: "https://generativelanguage.googleapis.com", apiKeyEnv: "GEMINI_API_KEY" });
+    for (const name of ["Wan-2.6-t2v", "Wan-2.6-i2v", "Kling-2.5-turbo", "Hailuo-2.3", "Veo-3.1-fast"]) expect(config.videoModels[name]?.enabled).toBe(false);
+  });
+
+  it.each([
+    ["a Kling entry without its secret key variable", (c: RawConfig) => delete (c.providers["kling-cn"] ?? {}).secretKeyEnv, "providers.kling-cn.secretKeyEnv"],
+    ["a Wan model without the vendor's model id", (c: RawConfig) => delete model(c, "Wan-2.6-t2v").upstreamModel, 'needs the vendor\'s model id for provider "wan-cn"'],
+    ["callbacks on a vendor that sends none", (c: RawConfig) => ((c.providers.veo ?? {}).publicCallbackUrl = "https://reelay.example"), "providers.veo"],
+    ["a negative upstream price", (c: RawConfig) => (model(c, "Veo-3.1-fast").upstreamPrice = -1), "videoModels.Veo-3.1-fast.upstreamPrice"],
+  ])("vendor config: %s is refused with the field named", (_name, breakIt, message) => {
+    const config = shipped();
+    breakIt(config);
+    expect(() => loadConfig(configFile(config))).toThrow(message);
+  });
+
   it.each([
     ["a model on an unknown provider", (c: RawConfig) => (model(c, "VideoModel-2.0").provider = "nope"), 'videoModels.VideoModel-2.0.provider: unknown provider "nope"'],
     ["a missing price", (c: RawConfig) => delete model(c, "VideoModel-2.0-mini").pricePerMillionTokens, "videoModels.VideoModel-2.0-mini.pricePerMillionTokens"],
