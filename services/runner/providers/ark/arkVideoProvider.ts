@@ -3,8 +3,8 @@ import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
 import { callbackUrlOf } from "../vendor/callbackUrl.ts";
-import { ANY_ANSWER, asPortErrors, cancelBestEffort, isUnknownTask, portErrorOf, VendorApi } from "../vendor/vendorApi.ts";
-import { modelFor, requiredKey, type VendorModel } from "../vendor/vendorModels.ts";
+import { ANY_ANSWER, asPortErrors, bearerKey, cancelBestEffort, isUnknownTask, portErrorOf, VendorApi } from "../vendor/vendorApi.ts";
+import { modelFor, type VendorModel } from "../vendor/vendorModels.ts";
 import { lostUpstream } from "../vendor/vendorOutcomes.ts";
 import { ArkCreated, ArkTask, ArkTaskList, createBody, readArkError } from "./arkApi.ts";
 import { arkStatusOf } from "./arkStatus.ts";
@@ -29,13 +29,7 @@ export class ArkVideoProvider implements VideoProvider {
   ) {
     this.policy = policyOf(settings);
     this.callbackUrl = callbackUrlOf(settings, deps.channel);
-    this.api = new VendorApi({
-      vendor: VENDOR,
-      base: settings.baseUrl.replace(/\/+$/, ""),
-      timeoutMs: settings.timeoutMs,
-      credentials: () => ({ authorization: `Bearer ${requiredKey(deps.apiKey, settings.apiKeyEnv)}` }),
-      readError: readArkError,
-    });
+    this.api = new VendorApi(VENDOR, settings, bearerKey(deps.apiKey, settings.apiKeyEnv), readArkError);
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {

@@ -2,8 +2,8 @@ import type { VendorSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
-import { ANY_ANSWER, asPortErrors, cancelBestEffort, VendorApi } from "../vendor/vendorApi.ts";
-import { modelFor, requiredKey, type VendorModel } from "../vendor/vendorModels.ts";
+import { ANY_ANSWER, asPortErrors, bearerKey, cancelBestEffort, VendorApi } from "../vendor/vendorApi.ts";
+import { modelFor, type VendorModel } from "../vendor/vendorModels.ts";
 import { createBody, createPathOf, DashScopeCreated, DashScopeTask, readDashScopeError } from "./dashscopeApi.ts";
 import { dashScopeStatusOf } from "./dashscopeStatus.ts";
 
@@ -25,13 +25,7 @@ export class DashScopeVideoProvider implements VideoProvider {
     private readonly deps: { log: Logger; apiKey: string | undefined; models: ReadonlyMap<string, VendorModel> },
   ) {
     this.policy = policyOf(settings);
-    this.api = new VendorApi({
-      vendor: VENDOR,
-      base: settings.baseUrl.replace(/\/+$/, ""),
-      timeoutMs: settings.timeoutMs,
-      credentials: () => ({ authorization: `Bearer ${requiredKey(deps.apiKey, settings.apiKeyEnv)}` }),
-      readError: readDashScopeError,
-    });
+    this.api = new VendorApi(VENDOR, settings, bearerKey(deps.apiKey, settings.apiKeyEnv), readDashScopeError);
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {

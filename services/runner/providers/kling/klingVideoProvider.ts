@@ -31,13 +31,7 @@ export class KlingVideoProvider implements VideoProvider {
   ) {
     this.policy = policyOf(settings);
     this.callbackUrl = callbackUrlOf(settings, deps.channel);
-    this.api = new VendorApi({
-      vendor: VENDOR,
-      base: settings.baseUrl.replace(/\/+$/, ""),
-      timeoutMs: settings.timeoutMs,
-      credentials: async () => ({ authorization: `Bearer ${await this.bearer()}` }),
-      readError: readKlingError,
-    });
+    this.api = new VendorApi(VENDOR, settings, async () => ({ authorization: `Bearer ${await this.bearer()}` }), readKlingError);
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {

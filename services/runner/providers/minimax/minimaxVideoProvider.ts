@@ -3,8 +3,8 @@ import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
 import { callbackUrlOf } from "../vendor/callbackUrl.ts";
-import { asPortErrors, VendorApi } from "../vendor/vendorApi.ts";
-import { modelFor, requiredKey, upstreamUsageOf, type VendorModel } from "../vendor/vendorModels.ts";
+import { asPortErrors, bearerKey, VendorApi } from "../vendor/vendorApi.ts";
+import { modelFor, upstreamUsageOf, type VendorModel } from "../vendor/vendorModels.ts";
 import { createBody, MiniMaxCreated, MiniMaxFile, MiniMaxTask, readMiniMaxError } from "./minimaxApi.ts";
 import { miniMaxProgressOf } from "./minimaxStatus.ts";
 
@@ -27,13 +27,7 @@ export class MiniMaxVideoProvider implements VideoProvider {
   ) {
     this.policy = policyOf(settings);
     this.callbackUrl = callbackUrlOf(settings, deps.channel);
-    this.api = new VendorApi({
-      vendor: VENDOR,
-      base: settings.baseUrl.replace(/\/+$/, ""),
-      timeoutMs: settings.timeoutMs,
-      credentials: () => ({ authorization: `Bearer ${requiredKey(deps.apiKey, settings.apiKeyEnv)}` }),
-      readError: readMiniMaxError,
-    });
+    this.api = new VendorApi(VENDOR, settings, bearerKey(deps.apiKey, settings.apiKeyEnv), readMiniMaxError);
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {

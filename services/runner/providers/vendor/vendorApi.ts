@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { callUpstream, parseJsonOrUndefined, retryAfterMs } from "../httpAnswers.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable } from "../types.ts";
+import { requiredKey } from "./vendorModels.ts";
 
 /** How the runner should take a vendor's error answer (each adapter decides on the vendor's own codes). */
 export type ErrorClass = "rejected" | "moderation" | "misconfigured" | "unavailable" | "notFound";
@@ -24,19 +25,19 @@ export class VendorCallError extends Error {
   }
 }
 
-export interface VendorApiOptions {
-  /** The vendor's name as operators read it in logs and errors. */
-  vendor: string;
-  base: string;
-  timeoutMs: number;
-  /** The credentials for every call; throws ProviderMisconfigured when a key variable is unset. */
-  credentials: () => Record<string, string> | Promise<Record<string, string>>;
-  /**
-   * The vendor's error in an answer: every non-2xx one, and a 2xx one whose body says it failed (MiniMax answers
-   * HTTP 200 with a non-zero `base_resp.status_code`). Undefined for a non-2xx: classified on the HTTP status.
-   */
-  readError: (httpStatus: number, body: unknown) => VendorErrorReading | undefined;
-}
+/** The credentials for every call; throws ProviderMisconfigured when a key variable is unset. */
+export type Credentials = () => Record<string, string> | Promise<Record<string, string>>;
+
+/**
+ * Reads the vendor's error in an answer: every non-2xx one, and a 2xx one whose body says it failed (MiniMax
+ * answers HTTP 200 with a non-zero `base_resp.status_code`). Undefined for a non-2xx: classified on the HTTP status.
+ */
+export type ErrorReader = (httpStatus: number, body: unknown) => VendorErrorReading | undefined;
+
+/** `Authorization: Bearer <key>`, the key read from its variable at start. */
+export const bearerKey =
+  (key: string | undefined, variable: string): Credentials =>
+  () => ({ authorization: `Bearer ${requiredKey(key, variable)}` });
 
 /** The class an HTTP status alone suggests, for answers without a code the vendor documents. */
 export function classOfHttpStatus(httpStatus: number): ErrorClass {
@@ -56,22 +57,32 @@ export const ANY_ANSWER = z.unknown();
  * (a shape it does not document is passing trouble, asked again), and errors read in the vendor's own codes.
  */
 export class VendorApi {
-  constructor(private readonly options: VendorApiOptions) {}
+  private readonly base: string;
+
+  constructor(
+    /** The vendor's name as operators read it in logs and errors. */
+    private readonly vendor: string,
+    private readonly settings: { baseUrl: string; timeoutMs: number },
+    private readonly credentials: Credentials,
+    private readonly readError: ErrorReader,
+  ) {
+    this.base = settings.baseUrl.replace(/\/+$/, "");
+  }
 
   async call<T extends z.ZodType>(method: Method, path: string, signal: AbortSignal, schema: T, body?: object, headers: Record<string, string> = {}): Promise<z.infer<T>> {
-    const { vendor, base, timeoutMs } = this.options;
+    const { vendor, base } = this;
     const what = `${method} ${path.split("?")[0]}`;
     const answer = await callUpstream(`${base}${path}`, {
       method,
-      headers: { ...(await this.options.credentials()), accept: "application/json", ...(body ? { "content-type": "application/json" } : {}), ...headers },
+      headers: { ...(await this.credentials()), accept: "application/json", ...(body ? { "content-type": "application/json" } : {}), ...headers },
       body: body ? JSON.stringify(body) : null,
       signal,
-      timeoutMs,
+      timeoutMs: this.settings.timeoutMs,
       what,
     });
     const json = parseJsonOrUndefined(answer.text);
     const ok = answer.status >= 200 && answer.status < 300;
-    const reading = this.options.readError(answer.status, json);
+    const reading = this.readError(answer.status, json);
     if (ok && reading === undefined) {
       const parsed = schema.safeParse(json);
       if (!parsed.success) throw new ProviderUnavailable(`${what}: ${vendor}'s answer is not what its API documents`);

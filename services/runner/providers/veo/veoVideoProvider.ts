@@ -33,13 +33,7 @@ export class VeoVideoProvider implements VideoProvider {
     private readonly deps: { log: Logger; apiKey: string | undefined; models: ReadonlyMap<string, VendorModel> },
   ) {
     this.policy = policyOf(settings);
-    this.api = new VendorApi({
-      vendor: VENDOR,
-      base: settings.baseUrl.replace(/\/+$/, ""),
-      timeoutMs: settings.timeoutMs,
-      credentials: () => this.keyHeader(),
-      readError: readGoogleError,
-    });
+    this.api = new VendorApi(VENDOR, settings, () => this.keyHeader(), readGoogleError);
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
