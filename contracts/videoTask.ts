@@ -69,6 +69,8 @@ export const VideoJobSpec = z.object({
     video_url: z.string().optional(),
     audio_url: z.string().optional(),
   }),
+  /** The task whose video this one remixes (OpenAI Videos API `remix`): that video is the video reference. */
+  remixOf: z.number().int().positive().optional(),
 });
 export type VideoJobSpec = z.infer<typeof VideoJobSpec>;
 
@@ -208,6 +210,14 @@ export const TaskView = z.object({
   pricePerMillionTokens: z.number().positive(),
   costMicros: z.number().int().optional(),
   failureReason: z.string().optional(),
+  /** What was asked (absent in views folded before they were kept): the OpenAI video object shows them. */
+  prompt: z.string().optional(),
+  requestedSeconds: z.number().int().optional(),
+  width: z.number().int().optional(),
+  height: z.number().int().optional(),
+  remixOf: z.number().int().optional(),
+  /** When the task ended (success or failure). */
+  finishedAt: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),
   /** meta.version of the last event applied: makes the projection idempotent. */

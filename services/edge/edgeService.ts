@@ -25,6 +25,7 @@ import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
 import { TaskSubmitter } from "./video/taskSubmitter.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
 import { VideoFiles } from "./video/videoFiles.ts";
+import { registerVideosApi } from "./openaiVideos/videosRoutes.ts";
 
 export interface EdgeOptions {
   host: string;
@@ -103,25 +104,28 @@ export class EdgeService {
       trusted: proxies.length > 0 ? trustedProxies(proxies) : undefined,
       fallbackHost: () => `localhost:${this.boundPort}`,
     });
+    const create = {
+      js: this.nats.js,
+      ledger: this.ledger,
+      idempotency: new IdempotencyKeys(this.nats.js, this.nats.idempotency),
+      submitter: this.submitter,
+      views: this.views,
+      connection: this.connection,
+      taskExists: (taskId: number) => taskHasTrace(this.nats.jsm, taskId),
+      claimTimeoutMs: this.config.limits.idempotencyClaimTimeoutMs,
+      log: this.log,
+    };
+    const files = new VideoFiles(this.nats.videos);
     registerVideoRoutes(app, {
       config: this.config,
       keys: this.keys,
-      create: {
-        js: this.nats.js,
-        ledger: this.ledger,
-        idempotency: new IdempotencyKeys(this.nats.js, this.nats.idempotency),
-        submitter: this.submitter,
-        views: this.views,
-        connection: this.connection,
-        taskExists: (taskId) => taskHasTrace(this.nats.jsm, taskId),
-        claimTimeoutMs: this.config.limits.idempotencyClaimTimeoutMs,
-        log: this.log,
-      },
+      create,
       views: this.views,
       accountTasks: this.nats.accountTasks,
       baseUrl,
       log: this.log,
     });
+    registerVideosApi(app, { config: this.config, keys: this.keys, create, views: this.views, accountTasks: this.nats.accountTasks, videos: this.nats.videos, files, baseUrl, log: this.log });
     registerChatRoutes(app, {
       config: this.config,
       keys: this.keys,
@@ -140,7 +144,7 @@ export class EdgeService {
       keepaliveMs: this.config.limits.sseKeepaliveMs,
     });
     registerUpstreamCallbacks(app, { config: this.config, nc: this.nats.nc, log: this.log, errorReply: apiErrorReply(this.log) });
-    new VideoFiles(this.nats.videos).register(app, this.log);
+    files.register(app, this.log);
     app.get("/healthz", (_req, res) => {
       const problems = this.healthProblems(this.connection.connected());
       writeReply(res, jsonReply(problems.length === 0 ? 200 : 503, { status: problems.length === 0 ? "ok" : problems.join("; ") }));

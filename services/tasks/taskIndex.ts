@@ -73,15 +73,17 @@ export class TaskIndexer {
 export async function listAccountTasks(
   index: KV,
   account: string,
-  options: { limit: number; before?: number; status?: string },
+  options: { limit: number; before?: number; after?: number; ascending?: boolean; status?: string },
 ): Promise<{ ids: number[]; more: boolean }> {
   const keys: string[] = [];
   for await (const key of await index.keys(`${account}.>`)) keys.push(key);
-  keys.sort().reverse();
+  keys.sort();
+  if (!options.ascending) keys.reverse();
   const ids: number[] = [];
   for (const key of keys) {
     const id = taskIdOfIndexKey(key);
     if (options.before !== undefined && id >= options.before) continue;
+    if (options.after !== undefined && id <= options.after) continue;
     if (options.status !== undefined) {
       const entry = await index.get(key);
       if (entry?.string() !== options.status) continue;

@@ -21,6 +21,11 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
       model: event.data.job.model,
       pricePerMillionTokens: event.data.job.pricePerMillionTokens,
       status: "pending",
+      prompt: event.data.job.prompt,
+      requestedSeconds: event.data.job.durationSeconds,
+      width: event.data.job.width,
+      height: event.data.job.height,
+      ...(event.data.job.remixOf === undefined ? {} : { remixOf: event.data.job.remixOf }),
       createdAt: event.meta.at,
       ...stamp,
     };
@@ -36,6 +41,7 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
         ...view,
         ...stamp,
         status: "success",
+        finishedAt: event.meta.at,
         video: event.data.video,
         durationSeconds: event.data.durationSeconds,
         resolution: event.data.resolution,
@@ -43,7 +49,7 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
         costMicros: costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: view.pricePerMillionTokens }]),
       };
     case "GenerationFailed":
-      return { ...view, ...stamp, status: "failed", failureReason: event.data.reason };
+      return { ...view, ...stamp, status: "failed", finishedAt: event.meta.at, failureReason: event.data.reason };
   }
 }
 

@@ -8,9 +8,13 @@ import { videoErrorReply } from "../http/videoErrors.ts";
 import { decideRange } from "./byteRange.ts";
 
 const OBJECT_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.mp4$/;
-function nameFromUrl(url: string): string {
+/** Reference images customers uploaded (OpenAI's `input_reference`), stored as `ref-<uuid>.<ext>`. */
+const REFERENCE_NAME = /^ref-[0-9a-f-]{36}\.(png|jpg|gif|webp)$/;
+const CONTENT_TYPES: Record<string, string> = { mp4: "video/mp4", png: "image/png", jpg: "image/jpeg", gif: "image/gif", webp: "image/webp" };
+
+function nameFromUrl(url: string, prefix: string): string {
   try {
-    return decodeURIComponent(url.slice("/videos/".length));
+    return decodeURIComponent(url.slice(prefix.length).split("?", 1)[0] ?? "");
   } catch {
     throw new NotFoundError("malformed video name");
   }
@@ -31,13 +35,17 @@ export class VideoFiles {
 
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
   register(app: HttpApp, log: Logger): void {
-    app.get("/videos/:name", route((request) => this.serve(nameFromUrl(request.url), request.header("range")), { replyForError: videoErrorReply(log) }));
+    const replyForError = videoErrorReply(log);
+    app.get("/videos/:name", route((request) => this.serve(nameFromUrl(request.url, "/videos/"), request.header("range")), { replyForError }));
+    app.get("/references/:name", route((request) => this.serve(nameFromUrl(request.url, "/references/"), request.header("range"), REFERENCE_NAME), { replyForError }));
   }
 
-  private async serve(name: string, rangeHeader: string): Promise<HttpReply> {
-    const body = await this.load(name);
+  /** A stored file, whole or the requested byte range. */
+  async serve(name: string, rangeHeader: string, names: RegExp = OBJECT_NAME): Promise<HttpReply> {
+    const body = await this.load(name, names);
     const size = body.length;
-    const common = { "content-type": "video/mp4", "accept-ranges": "bytes", "cache-control": "public, max-age=31536000, immutable" };
+    const contentType = CONTENT_TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream";
+    const common = { "content-type": contentType, "accept-ranges": "bytes", "cache-control": "public, max-age=31536000, immutable" };
     const range = decideRange(rangeHeader, size);
     if (range.kind === "unsatisfiable") {
       return { status: 416, headers: { ...common, "content-range": `bytes */${size}` }, body: "" };
@@ -47,10 +55,10 @@ export class VideoFiles {
     return { status, headers, body: body.subarray(start, end + 1) };
   }
 
-  private async load(name: string): Promise<Buffer> {
+  private async load(name: string, names: RegExp): Promise<Buffer> {
     const cached = this.cache.get(name);
     if (cached) return cached;
-    const result = OBJECT_NAME.test(name) ? await this.videos.get(name) : null;
+    const result = names.test(name) ? await this.videos.get(name) : null;
     if (!result) throw new NotFoundError(`no video named ${name}`);
     const chunks: Uint8Array[] = [];
     const reader = result.data.getReader();
@@ -61,6 +69,14 @@ export class VideoFiles {
       return body;
     }
     throw new NotFoundError(`video ${name} could not be read`);
+  }
+
+  /** Forgets a file that was deleted from the store (this edge's copy; other edges' expire from their caches). */
+  forget(name: string): void {
+    const body = this.cache.get(name);
+    if (!body) return;
+    this.cache.delete(name);
+    this.cachedBytes -= body.length;
   }
 
   private remember(name: string, body: Buffer): void {

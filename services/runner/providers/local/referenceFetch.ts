@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { IMAGE_FORMATS_TEXT, sniffImage } from "./referenceMedia.ts";
+import { IMAGE_FORMATS_TEXT, sniffImage } from "../../../shared/imageKind.ts";
 import { RenderFailure } from "./renderFailure.ts";
 
 /** Checks an http(s) URL before it is requested (the first and every redirect hop); throws to refuse it. */

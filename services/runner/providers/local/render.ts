@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { access, copyFile, mkdtemp, open, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { IMAGE_FORMATS_TEXT, sniffImage, type ImageKind } from "./referenceMedia.ts";
+import { IMAGE_FORMATS_TEXT, sniffImage, type ImageKind } from "../../../shared/imageKind.ts";
 import { RenderFailure } from "./renderFailure.ts";
 
 export interface RenderRequest {

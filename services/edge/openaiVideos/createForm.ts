@@ -1,0 +1,133 @@
+import busboy from "busboy";
+import { RATIO_FRAME_SIZES, type Ratio } from "../../../contracts/config.ts";
+import { PayloadTooLargeError, ValidationError } from "../../shared/errors.ts";
+import { parseJsonBody } from "../http/request.ts";
+import { withDetail } from "../chat/chatErrors.ts";
+
+/** A create of the OpenAI Videos API, as its SDKs send it (multipart) or as JSON. */
+export interface VideoCreateForm {
+  model: string;
+  prompt: string;
+  seconds?: number;
+  size?: string;
+  /** The `input_reference` file, bytes as sent (checked and stored by referenceImages.ts). */
+  inputReference?: Buffer;
+  /** `input_reference: {image_url}`: an image address (or data: URL) instead of a file. */
+  inputReferenceUrl?: string;
+}
+
+export interface FormLimits {
+  /** Largest `input_reference` file. */
+  maxFileBytes: number;
+  /** Largest text field (the prompt: `maxPromptChars` in UTF-8 fits). */
+  maxFieldBytes: number;
+}
+
+const FIELDS = ["model", "prompt", "seconds", "size", "input_reference[image_url]", "input_reference[file_id]"] as const;
+/** The 720p frame of each ratio (design.md), written as OpenAI writes sizes. */
+export const SIZES = Object.fromEntries(Object.entries(RATIO_FRAME_SIZES).map(([ratio, { width, height }]) => [`${width}x${height}`, ratio as Ratio])) as Record<string, Ratio>;
+
+const badParam = (message: string, param: string) => withDetail(new ValidationError(message), { param, code: "invalid_value" });
+
+/** `multipart/form-data` (what every OpenAI SDK sends) or `application/json`; anything else is named and refused. */
+export async function readCreateForm(contentType: string, body: Buffer, limits: FormLimits): Promise<VideoCreateForm> {
+  const type = contentType.split(";")[0]?.trim().toLowerCase() ?? "";
+  if (type === "application/json") return formOf(parseJsonBody(body), undefined);
+  if (type === "multipart/form-data") return readMultipart(contentType, body, limits);
+  throw withDetail(new ValidationError(`Content-Type must be multipart/form-data or application/json, got "${contentType.slice(0, 80) || "none"}"`), { code: "invalid_content_type" });
+}
+
+/**
+ * The parts of a multipart body, with busboy under limits: the four text fields once each, at most one
+ * file (`input_reference`), each within its size. A malformed or truncated body is a 400 naming it.
+ */
+function readMultipart(contentType: string, body: Buffer, limits: FormLimits): Promise<VideoCreateForm> {
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({
+        headers: { "content-type": contentType },
+        limits: { fields: FIELDS.length, files: 1, parts: FIELDS.length + 1, fieldSize: limits.maxFieldBytes, fileSize: limits.maxFileBytes, headerPairs: 20 },
+      });
+    } catch (error) {
+      reject(new ValidationError(`malformed multipart/form-data: ${(error as Error).message}`));
+      return;
+    }
+    const fields: Record<string, unknown> = {};
+    let file: Buffer | undefined;
+    let failure: Error | undefined;
+    const fail = (error: Error) => (failure ??= error);
+    parser.on("field", (name, value, info) => {
+      if (!(FIELDS as readonly string[]).includes(name)) return fail(badParam(`unknown field "${name.slice(0, 50)}"`, name.slice(0, 50)));
+      if (name in fields) return fail(badParam(`field "${name}" is given more than once`, name));
+      if (info.valueTruncated) return fail(new PayloadTooLargeError(`field "${name}" is longer than ${limits.maxFieldBytes} bytes`));
+      fields[name] = value;
+    });
+    parser.on("file", (name, stream) => {
+      const chunks: Buffer[] = [];
+      if (name !== "input_reference") fail(badParam(`unknown file field "${name.slice(0, 50)}" (only input_reference is a file)`, name.slice(0, 50)));
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      stream.on("limit", () => fail(withDetail(new PayloadTooLargeError(`input_reference is larger than ${limits.maxFileBytes} bytes`), { param: "input_reference" })));
+      stream.on("end", () => {
+        if (name === "input_reference") file = Buffer.concat(chunks);
+      });
+    });
+    for (const limit of ["partsLimit", "filesLimit", "fieldsLimit"] as const) {
+      parser.on(limit, () => fail(new ValidationError(`too many parts: the form takes ${FIELDS.join(", ")} and one input_reference file`)));
+    }
+    parser.on("error", (error: Error) => reject(failure ?? new ValidationError(`malformed multipart/form-data: ${error.message}`)));
+    parser.on("close", () => {
+      if (failure) return reject(failure);
+      try {
+        resolve(formOf(fields, file));
+      } catch (error) {
+        reject(error);
+      }
+    });
+    parser.end(body);
+  });
+}
+
+function formOf(fields: unknown, file: Buffer | undefined): VideoCreateForm {
+  if (typeof fields !== "object" || fields === null || Array.isArray(fields)) throw new ValidationError("request body must be a JSON object");
+  const given = fields as Record<string, unknown>;
+  for (const name of Object.keys(given)) {
+    if (!(FIELDS as readonly string[]).includes(name) && name !== "input_reference") throw badParam(`unknown field "${name.slice(0, 50)}"`, name.slice(0, 50));
+  }
+  const reference = given.input_reference;
+  if (given["input_reference[file_id]"] !== undefined || (typeof reference === "object" && reference !== null && "file_id" in reference)) {
+    throw badParam("input_reference.file_id is not supported here: send the image as a file or as input_reference.image_url", "input_reference");
+  }
+  const referenceUrl = given["input_reference[image_url]"] ?? (typeof reference === "object" && reference !== null ? (reference as { image_url?: unknown }).image_url : reference);
+  if (referenceUrl !== undefined && (typeof referenceUrl !== "string" || referenceUrl === "")) throw badParam("input_reference must be an image file or {image_url: <URL>}", "input_reference");
+  const text = (name: string): string | undefined => {
+    const value = given[name];
+    if (value === undefined) return undefined;
+    if (typeof value !== "string") throw badParam(`${name} must be a string`, name);
+    return value;
+  };
+  const model = text("model");
+  const prompt = text("prompt");
+  if (!model) throw withDetail(new ValidationError("model is required"), { param: "model", code: "missing_required_parameter" });
+  if (prompt === undefined || prompt.trim() === "") throw withDetail(new ValidationError("prompt is required"), { param: "prompt", code: "missing_required_parameter" });
+  const seconds = secondsOf(given.seconds);
+  const size = text("size");
+  if (size !== undefined && !(size in SIZES)) throw badParam(`size must be one of ${Object.keys(SIZES).join(", ")}, got "${size.slice(0, 30)}"`, "size");
+  if (file !== undefined && referenceUrl !== undefined) throw badParam("input_reference is given twice (a file and an image_url)", "input_reference");
+  return {
+    model,
+    prompt,
+    ...(seconds === undefined ? {} : { seconds }),
+    ...(size === undefined ? {} : { size }),
+    ...(file === undefined ? {} : { inputReference: file }),
+    ...(typeof referenceUrl === "string" ? { inputReferenceUrl: referenceUrl } : {}),
+  };
+}
+
+/** `seconds` as the SDKs send it (a string such as "8") or as a JSON number. */
+function secondsOf(value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  const text = typeof value === "number" ? String(value) : value;
+  if (typeof text !== "string" || !/^[1-9]\d{0,2}$/.test(text)) throw badParam(`seconds must be a whole number of seconds such as "8", got ${JSON.stringify(value).slice(0, 30)}`, "seconds");
+  return Number(text);
+}

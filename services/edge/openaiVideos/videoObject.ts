@@ -1,0 +1,81 @@
+import type { TaskView } from "../../../contracts/videoTask.ts";
+import { NotFoundError } from "../../shared/errors.ts";
+import { withDetail } from "../chat/chatErrors.ts";
+
+/**
+ * A task as the OpenAI Videos API shows it (its `Video` object, as openai-node's `resources/videos.ts` types
+ * it). The same task is visible through the spec's endpoints and these, to its own account only.
+ */
+export interface OpenAiVideo {
+  id: string;
+  object: "video";
+  status: "queued" | "in_progress" | "completed" | "failed";
+  progress: number;
+  model: string;
+  prompt: string | null;
+  seconds: string;
+  size: string;
+  created_at: number;
+  completed_at: number | null;
+  expires_at: number | null;
+  error: { code: string; message: string } | null;
+  remixed_from_video_id: string | null;
+}
+
+const PREFIX = "video_";
+
+export const videoIdOf = (taskId: number): string => `${PREFIX}${taskId}`;
+
+/** The task behind a video id; anything else is a video that does not exist (404, as OpenAI answers). */
+export function taskIdOfVideoId(id: string): number {
+  const digits = id.startsWith(PREFIX) ? id.slice(PREFIX.length) : "";
+  const taskId = /^[1-9]\d{0,14}$/.test(digits) ? Number(digits) : Number.NaN;
+  if (!Number.isSafeInteger(taskId)) throw withDetail(new NotFoundError(`No video found with id '${id.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
+  return taskId;
+}
+
+/** Seconds a typical generation takes: the estimate's scale while the upstream reports no progress. */
+const TYPICAL_RUN_MS = 60_000;
+
+/**
+ * Progress 0–100: 0 while queued, 100 when completed; while running, an estimate that grows with time and
+ * approaches 95 (it never goes down and never claims done before it is).
+ */
+export function estimatedProgress(view: Pick<TaskView, "status" | "createdAt">, now: number): number {
+  switch (view.status) {
+    case "pending":
+      return 0;
+    case "running": {
+      const elapsed = Math.max(0, now - Date.parse(view.createdAt));
+      return Math.min(95, 5 + Math.floor(90 * (1 - Math.exp(-elapsed / TYPICAL_RUN_MS))));
+    }
+    case "success":
+    case "failed":
+      return 100;
+  }
+}
+
+const STATUS: Record<TaskView["status"], OpenAiVideo["status"]> = { pending: "queued", running: "in_progress", success: "completed", failed: "failed" };
+const unix = (iso: string): number => Math.floor(Date.parse(iso) / 1000);
+
+export function videoObjectOf(view: TaskView, options: { now: number; retentionDays: number }): OpenAiVideo {
+  const finished = view.finishedAt ?? (view.status === "success" || view.status === "failed" ? view.updatedAt : undefined);
+  const width = view.width ?? 1280;
+  const height = view.height ?? 720;
+  return {
+    id: videoIdOf(view.taskId),
+    object: "video",
+    status: STATUS[view.status],
+    progress: estimatedProgress(view, options.now),
+    model: view.model,
+    prompt: view.prompt ?? null,
+    seconds: String(view.durationSeconds ?? view.requestedSeconds ?? 0),
+    size: `${width}x${height}`,
+    created_at: unix(view.createdAt),
+    completed_at: finished === undefined ? null : unix(finished),
+    // The stored result is removed by the object store's max age, counted from when it was stored.
+    expires_at: view.status === "success" && finished !== undefined ? unix(finished) + options.retentionDays * 86_400 : null,
+    error: view.status === "failed" ? { code: "video_generation_failed", message: view.failureReason ?? "video generation failed" } : null,
+    remixed_from_video_id: view.remixOf === undefined ? null : videoIdOf(view.remixOf),
+  };
+}

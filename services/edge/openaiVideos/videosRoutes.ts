@@ -1,0 +1,167 @@
+import type { KV } from "@nats-io/kv";
+import type { ObjectStore } from "@nats-io/obj";
+import type { ReelayConfig } from "../../../contracts/config.ts";
+import type { TaskView } from "../../../contracts/videoTask.ts";
+import { ForbiddenError, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import type { Logger } from "../../shared/log.ts";
+import { listAccountTasks } from "../../tasks/taskIndex.ts";
+import type { ApiKeyDirectory } from "../auth.ts";
+import { chatError, withDetail } from "../chat/chatErrors.ts";
+import type { HttpApp } from "../http/httpApp.ts";
+import { jsonReply, type HttpReply } from "../http/reply.ts";
+import type { RequestInfo } from "../http/request.ts";
+import { route } from "../http/route.ts";
+import { createVideoTask, type CreateDeps } from "../video/createVideoTask.ts";
+import { IdempotencyKeys } from "../video/idempotencyKeys.ts";
+import { normalizeVideoRequest, type NormalizedVideoRequest } from "../video/normalizeRequest.ts";
+import type { TaskViewReader } from "../video/taskViewReader.ts";
+import type { VideoFiles } from "../video/videoFiles.ts";
+import { usableProviders } from "../video/videoModelAvailability.ts";
+import { readCreateForm, SIZES, type VideoCreateForm } from "./createForm.ts";
+import { storeReferenceImage } from "./referenceImages.ts";
+import { taskIdOfVideoId, videoIdOf, videoObjectOf } from "./videoObject.ts";
+
+export interface VideosApiDeps {
+  config: ReelayConfig;
+  keys: ApiKeyDirectory;
+  create: CreateDeps;
+  views: TaskViewReader;
+  accountTasks: KV;
+  videos: ObjectStore;
+  files: VideoFiles;
+  baseUrl: (request: RequestInfo) => string;
+  log: Logger;
+}
+
+/** Largest `input_reference`: what vendors take inline (Kling and DashScope 10 MB). */
+export const MAX_INPUT_REFERENCE_BYTES = 10 * 1024 * 1024;
+
+/**
+ * OpenAI's Videos API under `/api/compat` (`client.videos.*` of the official SDKs): the same tasks, ledger
+ * and events as the spec's endpoints, in OpenAI's shapes and errors.
+ */
+export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
+  const replyForError = (error: unknown): HttpReply => {
+    const answer = chatError(error, deps.log);
+    return jsonReply(answer.status, answer.body, answer.headers);
+  };
+  const usable = usableProviders(deps.config, process.env, deps.log);
+  const options = { now: 0, retentionDays: deps.config.videos.retentionDays };
+  const objectOf = (view: TaskView) => videoObjectOf(view, { ...options, now: Date.now() });
+  const limits = { maxFileBytes: MAX_INPUT_REFERENCE_BYTES, maxFieldBytes: deps.config.limits.maxPromptChars * 4 + 1024 };
+  const owned = async (account: string, videoId: string): Promise<TaskView> => {
+    const view = await deps.views.get(taskIdOfVideoId(videoId));
+    // Another account's video answers exactly like a missing one.
+    if (!view || view.account !== account) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
+    return view;
+  };
+  const idOf = (request: RequestInfo, after: string) => decodeURIComponent(request.url.split("?", 1)[0]?.slice("/api/compat/videos/".length).replace(after, "") ?? "");
+
+  app.post(
+    "/api/compat/videos",
+    route(
+      (request, body) =>
+        deps.keys.withAccount(request.header("authorization"), async (key) => {
+          const form = await readCreateForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
+          const imageUrl = form.inputReference ? `${deps.baseUrl(request)}/references/${await storeReferenceImage(deps.videos, form.inputReference)}` : form.inputReferenceUrl;
+          const normalized = normalize(form, imageUrl);
+          const idempotencyKey = request.header("idempotency-key") || undefined;
+          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey));
+          const view = (await deps.views.get(task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized);
+          return jsonReply(200, objectOf(view));
+        }),
+      { maxBodyBytes: MAX_INPUT_REFERENCE_BYTES + limits.maxFieldBytes * 4 + 16 * 1024, replyForError },
+    ),
+  );
+
+  app.get(
+    "/api/compat/videos/:id",
+    route((request) => deps.keys.withAccount(request.header("authorization"), async (key) => jsonReply(200, objectOf(await owned(key.account, idOf(request, ""))))), { replyForError }),
+  );
+
+  app.get(
+    "/api/compat/videos",
+    route(
+      (request) =>
+        deps.keys.withAccount(request.header("authorization"), async (key) => {
+          const query = listQueryOf(request.query);
+          const { ids, more } = await listAccountTasks(deps.accountTasks, key.account, query);
+          const views = await Promise.all(ids.map((id) => deps.views.get(id)));
+          const data = views.flatMap((view) => (view && view.account === key.account ? [objectOf(view)] : []));
+          return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
+        }),
+      { replyForError },
+    ),
+  );
+
+  app.get(
+    "/api/compat/videos/:id/content",
+    route(
+      (request) =>
+        deps.keys.withAccount(request.header("authorization"), async (key) => {
+          const view = await owned(key.account, idOf(request, "/content"));
+          const variant = new URLSearchParams(request.query).get("variant") ?? "video";
+          if (variant !== "video") throw withDetail(new ValidationError(`variant must be video, thumbnail or spritesheet, got "${variant.slice(0, 30)}"`), { param: "variant" });
+          if (view.status !== "success" || !view.video) throw withDetail(new NotFoundError(`Video '${videoIdOf(view.taskId)}' has no content: it is ${objectOf(view).status}.`), { code: "video_not_ready" });
+          return deps.files.serve(view.video.object, request.header("range"));
+        }),
+      { replyForError },
+    ),
+  );
+
+  function normalize(form: VideoCreateForm, imageUrl: string | undefined): NormalizedVideoRequest {
+    const body = {
+      model: form.model,
+      prompt: form.prompt,
+      ...(form.seconds === undefined ? {} : { duration: form.seconds }),
+      ...(form.size === undefined ? {} : { ratio: SIZES[form.size] }),
+      ...(imageUrl === undefined ? {} : { image_url: imageUrl }),
+    };
+    try {
+      return normalizeVideoRequest(body, deps.config, usable);
+    } catch (error) {
+      // The spec's words, with OpenAI's parameter names and codes (an unknown model is not a balance problem).
+      if (error instanceof ForbiddenError && error.message.startsWith("model not supported")) {
+        throw withDetail(new NotFoundError(`The model \`${form.model.slice(0, 100)}\` does not exist or is not a video model.`), { param: "model", code: "model_not_found" });
+      }
+      if (error instanceof ForbiddenError) throw withDetail(error, { param: "model", code: "model_not_available", type: "invalid_request_error" });
+      if (error instanceof ValidationError && /^duration /.test(error.message)) throw withDetail(new ValidationError(error.message.replace(/^duration/, "seconds")), { param: "seconds" });
+      throw error;
+    }
+  }
+}
+
+/** The view of a task just created, before the projection has it. */
+function createdView(taskId: number, status: TaskView["status"], account: string, request: NormalizedVideoRequest): TaskView {
+  const now = new Date().toISOString();
+  const { job } = request;
+  return {
+    taskId,
+    account,
+    model: job.model,
+    status,
+    pricePerMillionTokens: job.pricePerMillionTokens,
+    prompt: job.prompt,
+    requestedSeconds: job.durationSeconds,
+    width: job.width,
+    height: job.height,
+    ...(job.remixOf === undefined ? {} : { remixOf: job.remixOf }),
+    createdAt: now,
+    updatedAt: now,
+    version: 0,
+  };
+}
+
+/** OpenAI's list query: `after` (a video id, the cursor), `limit` (1–100, default 20), `order` (`desc` default, or `asc`). */
+function listQueryOf(query: string): { limit: number; before?: number; after?: number; ascending: boolean } {
+  const params = new URLSearchParams(query);
+  const limitText = params.get("limit");
+  const limit = limitText === null ? 20 : Number(limitText);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw withDetail(new ValidationError(`limit must be an integer from 1 to 100, got "${String(limitText).slice(0, 20)}"`), { param: "limit" });
+  const order = params.get("order") ?? "desc";
+  if (order !== "asc" && order !== "desc") throw withDetail(new ValidationError(`order must be asc or desc, got "${order.slice(0, 20)}"`), { param: "order" });
+  const after = params.get("after");
+  const cursor = after === null ? undefined : taskIdOfVideoId(after);
+  const ascending = order === "asc";
+  return { limit, ascending, ...(cursor === undefined ? {} : ascending ? { after: cursor } : { before: cursor }) };
+}

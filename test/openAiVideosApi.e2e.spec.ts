@@ -1,0 +1,145 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI, { toFile } from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+import { VideoClient } from "./helpers/videoClient.ts";
+
+/**
+ * The OpenAI Videos API under /api/compat, driven by the official Node SDK (`openai`) as a new user would:
+ * base URL and key changed, nothing else. The same tasks as the spec's endpoints, on the same ledger.
+ */
+
+/** A 1×1 PNG: the smallest image the renderer takes as a first frame. */
+const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "base64");
+
+function probe(bytes: Buffer): { width: number; height: number; codec: string } {
+  const file = join(mkdtempSync(join(tmpdir(), "reelay-sdk-")), "video.mp4");
+  writeFileSync(file, bytes);
+  const out = JSON.parse(execFileSync("ffprobe", ["-v", "error", "-select_streams", "v:0", "-show_streams", "-of", "json", file], { encoding: "utf8" })) as {
+    streams: Array<{ width: number; height: number; codec_name: string }>;
+  };
+  const stream = out.streams[0];
+  return { width: stream?.width ?? 0, height: stream?.height ?? 0, codec: stream?.codec_name ?? "" };
+}
+
+describe("OpenAI Videos API through the official Node SDK", () => {
+  let app: TestApp;
+  let limited: TestApp;
+  let client: OpenAI;
+  let key: string;
+
+  beforeAll(async () => {
+    [app, limited] = await Promise.all([
+      startTestApp(),
+      startTestApp({
+        services: ["edge"],
+        tweak: (config) => {
+          config.limits.requestsPerSecondPerKey = 0.001;
+          config.limits.burstPerKey = 1;
+        },
+      }),
+    ]);
+    key = await app.keyFor("sdk-videos", 100);
+    client = new OpenAI({ apiKey: key, baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await Promise.all([app?.stop(), limited?.stop()]);
+  });
+
+  const waitForCompleted = async (id: string) => {
+    for (let i = 0; i < 300; i++) {
+      const video = await client.videos.retrieve(id);
+      if (video.status === "completed" || video.status === "failed") return video;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error(`video ${id} did not finish`);
+  };
+
+  it("create (multipart, with input_reference) → retrieve until completed → downloadContent is a 720p MP4 → list finds it; the spec's query sees the same task", async () => {
+    const created = await client.videos.create({
+      model: "VideoModel-2.0",
+      prompt: "a fox",
+      seconds: "4",
+      size: "1280x720",
+      input_reference: await toFile(PNG, "first-frame.png", { type: "image/png" }),
+    });
+    expect(created).toMatchObject({ object: "video", status: "queued", model: "VideoModel-2.0", prompt: "a fox", seconds: "4", size: "1280x720", progress: 0, error: null, remixed_from_video_id: null });
+    expect(created.id).toMatch(/^video_\d+$/);
+    const done = await waitForCompleted(created.id);
+    expect(done).toMatchObject({ status: "completed", progress: 100, seconds: "4", size: "1280x720" });
+    expect(done.completed_at).toBeGreaterThanOrEqual(done.created_at);
+    expect(done.expires_at).toBe((done.completed_at ?? 0) + 30 * 86_400);
+
+    const content = await client.videos.downloadContent(created.id);
+    expect(content.headers.get("content-type")).toBe("video/mp4");
+    expect(probe(Buffer.from(await content.arrayBuffer()))).toEqual({ width: 1280, height: 720, codec: "h264" });
+
+    const listed = [];
+    for await (const video of client.videos.list({ limit: 2 })) listed.push(video.id);
+    expect(listed).toContain(created.id);
+
+    const taskId = Number(created.id.slice("video_".length));
+    const spec = await new VideoClient(app.baseUrl, key).query(taskId);
+    expect(spec.body.data).toMatchObject({ task_id: taskId, status: "success", duration: 4, resolution: "1280*720" });
+  });
+
+  it("the content endpoint serves byte ranges", async () => {
+    const created = await client.videos.create({ model: "VideoModel-2.0-mini", prompt: "ranges", seconds: "4", size: "720x1280" });
+    await waitForCompleted(created.id);
+    const answer = await fetch(`${app.baseUrl}/api/compat/videos/${created.id}/content?variant=video`, { headers: { authorization: `Bearer ${key}`, range: "bytes=0-7" } });
+    expect(answer.status).toBe(206);
+    expect(Buffer.from(await answer.arrayBuffer()).subarray(4, 8).toString()).toBe("ftyp");
+  });
+
+  it("lists in cursor pages, newest first or oldest first", async () => {
+    const lister = new OpenAI({ apiKey: await app.keyFor("sdk-pages", 100), baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push((await lister.videos.create({ model: "VideoModel-2.0-mini", prompt: `page ${i}`, seconds: "4" })).id);
+    const first = await lister.videos.list({ limit: 2 });
+    expect(first.data.map((video) => video.id)).toEqual([ids[2], ids[1]]);
+    expect(first.has_more).toBe(true);
+    const second = await first.getNextPage();
+    expect(second.data.map((video) => video.id)).toEqual([ids[0]]);
+    const ascending = await lister.videos.list({ order: "asc" });
+    expect(ascending.data.map((video) => video.id)).toEqual(ids);
+  });
+
+  it("each error is the SDK's typed exception, in OpenAI's shape", async () => {
+    await expect(client.videos.create({ model: "VideoModel-2.0", prompt: "x", size: "1024x1792" })).rejects.toMatchObject({
+      constructor: OpenAI.BadRequestError,
+      status: 400,
+      param: "size",
+      message: expect.stringMatching(/size must be one of 1280x720, 720x1280, 960x960, 1112x834, 834x1112, 1470x630/),
+    });
+    // The SDK types seconds as "4", "8" or "12"; reelay takes the model's bounds (4–15 here) and names them.
+    await expect(client.videos.create({ model: "VideoModel-2.0", prompt: "x", seconds: "20" as "12" })).rejects.toMatchObject({ constructor: OpenAI.BadRequestError, param: "seconds", message: expect.stringMatching(/seconds must be between 4 and 15/) });
+    await expect(client.videos.create({ model: "sora-2", prompt: "x" })).rejects.toMatchObject({ constructor: OpenAI.NotFoundError, code: "model_not_found" });
+    await expect(client.videos.retrieve("video_999999999")).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.videos.retrieve("not-a-video")).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const stranger = new OpenAI({ apiKey: "rly_not_a_key", baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
+    await expect(stranger.videos.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    const poor = new OpenAI({ apiKey: await app.keyFor("sdk-poor", 0), baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
+    await expect(poor.videos.create({ model: "VideoModel-2.0", prompt: "x" })).rejects.toMatchObject({ constructor: OpenAI.PermissionDeniedError, code: "insufficient_quota" });
+    const hurried = new OpenAI({ apiKey: await limited.keyFor("sdk-hurried", 10), baseURL: `${limited.baseUrl}/api/compat`, maxRetries: 0 });
+    await hurried.videos.list().catch(() => undefined);
+    await expect(hurried.videos.list()).rejects.toBeInstanceOf(OpenAI.RateLimitError);
+  });
+
+  it("another account's video is not found, through either API", async () => {
+    const created = await client.videos.create({ model: "VideoModel-2.0-mini", prompt: "mine", seconds: "4" });
+    const other = new OpenAI({ apiKey: await app.keyFor("sdk-other", 10), baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
+    await expect(other.videos.retrieve(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(other.videos.downloadContent(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const spec = await new VideoClient(app.baseUrl, await app.keyFor("sdk-other-spec", 10)).query(Number(created.id.slice(6)));
+    expect(spec.status).toBe(404);
+  });
+
+  it("a task created through the spec's endpoint is a video object too", async () => {
+    const spec = await new VideoClient(app.baseUrl, key).create({ model: "VideoModel-2.0-mini", prompt: "from the spec", duration: 5, ratio: "1:1" });
+    const video = await client.videos.retrieve(`video_${spec.body.data?.task_id}`);
+    expect(video).toMatchObject({ prompt: "from the spec", seconds: "5", size: "960x960", model: "VideoModel-2.0-mini" });
+  });
+});
