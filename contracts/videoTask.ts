@@ -180,12 +180,26 @@ export const GenerationFailed = z.object({
   meta: EventMeta,
 });
 
+/**
+ * The customer deleted a finished task's video (OpenAI Videos API `DELETE /videos/{id}`): its stored files go,
+ * the task's events and charges stay for audit.
+ */
+export const VideoDeleted = z.object({
+  type: z.literal("VideoDeleted"),
+  data: z.object({
+    /** Object-store names removed with it (the video, and a thumbnail or spritesheet made from it). */
+    objects: z.array(z.string()),
+  }),
+  meta: EventMeta,
+});
+
 export const TaskEvent = z.discriminatedUnion("type", [
   TaskSubmitted,
   UpstreamAccepted,
   GenerationStarted,
   GenerationSucceeded,
   GenerationFailed,
+  VideoDeleted,
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;
 export type TaskEventType = TaskEvent["type"];
@@ -218,6 +232,8 @@ export const TaskView = z.object({
   remixOf: z.number().int().optional(),
   /** When the task ended (success or failure). */
   finishedAt: z.string().optional(),
+  /** When its video was deleted (the task stays, for audit). */
+  deletedAt: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),
   /** meta.version of the last event applied: makes the projection idempotent. */

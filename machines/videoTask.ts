@@ -24,6 +24,8 @@ interface VideoTaskContext {
   /** The channel that accepted the task (absent in logs from before channels). */
   channel?: string;
   outcome?: TaskOutcome;
+  /** The finished task's video was deleted. */
+  deleted?: boolean;
 }
 
 export const videoTaskMachine = setup({
@@ -43,8 +45,10 @@ export const videoTaskMachine = setup({
       if (event.type === "GenerationFailed") return { outcome: { kind: "failed" as const, reason: event.data.reason } };
       return {};
     }),
+    recordDeletion: assign({ deleted: true }),
   },
   guards: {
+    notDeleted: ({ context }) => context.deleted !== true,
     notYetAccepted: ({ context }) => context.providerTaskId === undefined,
     accepted: ({ context }) => context.providerTaskId !== undefined,
   },
@@ -69,8 +73,9 @@ export const videoTaskMachine = setup({
         GenerationFailed: { target: "failed", actions: "recordOutcome" },
       },
     },
-    success: { type: "final" },
-    failed: { type: "final" },
+    // Ended: nothing changes the outcome any more; only its video can be deleted, once.
+    success: { on: { VideoDeleted: { guard: "notDeleted", actions: "recordDeletion" } } },
+    failed: { on: { VideoDeleted: { guard: "notDeleted", actions: "recordDeletion" } } },
   },
 });
 

@@ -26,7 +26,8 @@ export type TaskCommand =
   | { type: "RecordAcceptance"; providerTaskId: string; channel?: string }
   | { type: "RecordRejection"; reason: string; detail?: string }
   | { type: "RecordReport"; report: ProviderReport }
-  | { type: "CheckDeadline"; now: Date; maxTaskMs: number };
+  | { type: "CheckDeadline"; now: Date; maxTaskMs: number }
+  | { type: "DeleteVideo"; objects: string[] };
 
 export const initialTaskState = (): TaskDeciderState => ({ version: 0, snapshot: INITIAL_SNAPSHOT });
 
@@ -60,6 +61,8 @@ function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
       if (task.status === "unsubmitted" || command.now.getTime() < Date.parse(task.task.deadlineAt)) return [];
       return [{ type: "GenerationFailed", data: { reason: `timed out: not finished within ${describeDuration(command.maxTaskMs)}`, stage: "timeout" } }];
     }
+    case "DeleteVideo":
+      return [{ type: "VideoDeleted", data: { objects: command.objects } }];
   }
 }
 

@@ -202,7 +202,7 @@ describe("HTTP edge", () => {
     expect(allowed.status).toBe(204);
     expect(allowed.headers.get("access-control-allow-origin")).toBe("https://app.example");
     expect(allowed.headers.get("access-control-allow-headers")).toBe("authorization, content-type, x-stainless-os");
-    expect(allowed.headers.get("access-control-allow-methods")).toBe("GET, HEAD, POST, OPTIONS");
+    expect(allowed.headers.get("access-control-allow-methods")).toBe("GET, HEAD, POST, DELETE, OPTIONS");
     expect(allowed.headers.get("access-control-max-age")).toBe("600");
     expect((await preflight("https://app.example")).headers.get("access-control-allow-headers")).toBe("authorization, content-type, idempotency-key, last-event-id, x-request-id");
     // Another origin: 204 without any Access-Control-* header, so the browser refuses the call.

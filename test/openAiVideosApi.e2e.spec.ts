@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TaskLog } from "../services/shared/taskLog.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -135,6 +136,63 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     await expect(other.videos.downloadContent(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     const spec = await new VideoClient(app.baseUrl, await app.keyFor("sdk-other-spec", 10)).query(Number(created.id.slice(6)));
     expect(spec.status).toBe(404);
+  });
+
+  it("thumbnail and spritesheet are made once from the stored video with ffmpeg; a failed video has no content", async () => {
+    const created = await client.videos.create({ model: "VideoModel-2.0-mini", prompt: "stills", seconds: "4", size: "1280x720" });
+    await waitForCompleted(created.id);
+    const thumbnail = Buffer.from(await (await client.videos.downloadContent(created.id, { variant: "thumbnail" })).arrayBuffer());
+    expect([thumbnail.subarray(0, 4).toString(), thumbnail.subarray(8, 12).toString()]).toEqual(["RIFF", "WEBP"]);
+    const again = Buffer.from(await (await client.videos.downloadContent(created.id, { variant: "thumbnail" })).arrayBuffer());
+    expect(again.equals(thumbnail)).toBe(true);
+    const sprites = await client.videos.downloadContent(created.id, { variant: "spritesheet" });
+    expect(sprites.headers.get("content-type")).toBe("image/jpeg");
+    expect(Buffer.from(await sprites.arrayBuffer()).subarray(0, 2)).toEqual(Buffer.from([0xff, 0xd8]));
+
+    const failing = await new VideoClient(app.baseUrl, key).create({ model: "VideoModel-2.0", prompt: "broken", image_url: "http://127.0.0.1:1/missing.png" });
+    const failed = await waitForCompleted(`video_${failing.body.data?.task_id}`);
+    expect(failed).toMatchObject({ status: "failed", error: { code: "video_generation_failed", message: expect.stringMatching(/could not fetch image_url/) } });
+    await expect(client.videos.downloadContent(failed.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  it("remix makes a new task with the source video as its video reference; a model without video references refuses", async () => {
+    const source = await client.videos.create({ model: "VideoModel-2.0", prompt: "the original", seconds: "4", size: "720x1280" });
+    await waitForCompleted(source.id);
+    const remix = await client.videos.remix(source.id, { prompt: "the same, at night" });
+    expect(remix).toMatchObject({ remixed_from_video_id: source.id, prompt: "the same, at night", seconds: "4", size: "720x1280", model: "VideoModel-2.0" });
+    expect(await waitForCompleted(remix.id)).toMatchObject({ status: "completed" });
+    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(Number(remix.id.slice(6)));
+    const submitted = events.find((event) => event.type === "TaskSubmitted");
+    expect(submitted?.type === "TaskSubmitted" && submitted.data.job).toMatchObject({ remixOf: Number(source.id.slice(6)), references: { video_url: expect.stringMatching(/\/videos\/[^/]+\.mp4$/) } });
+
+    const plain = await client.videos.create({ model: "VideoModel-2.0-mini", prompt: "text only", seconds: "4" });
+    await waitForCompleted(plain.id);
+    await expect(client.videos.remix(plain.id, { prompt: "again" })).rejects.toMatchObject({ constructor: OpenAI.BadRequestError, code: "remix_not_supported" });
+  });
+
+  it("delete: the stored files go, the task and its charge stay for audit; the video is then not found", async () => {
+    const deleterKey = await app.keyFor("sdk-delete", 100);
+    const deleter = new OpenAI({ apiKey: deleterKey, baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
+    const created = await deleter.videos.create({ model: "VideoModel-2.0-mini", prompt: "to delete", seconds: "4" });
+    for (let i = 0; i < 300 && (await deleter.videos.retrieve(created.id)).status !== "completed"; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    await deleter.videos.downloadContent(created.id, { variant: "thumbnail" });
+    const taskId = Number(created.id.slice(6));
+    const spec = new VideoClient(app.baseUrl, deleterKey);
+    const before = await spec.query(taskId);
+    const videoUrl = String(before.body.data?.video_url);
+    await expect.poll(async () => (await app.ledger.current("sdk-delete")).reservedMicros).toBe(0);
+    const balance = (await app.ledger.current("sdk-delete")).balanceMicros;
+
+    expect(await deleter.videos.delete(created.id)).toEqual({ id: created.id, object: "video.deleted", deleted: true });
+    await expect.poll(async () => (await fetch(videoUrl)).status).toBe(404);
+    await expect.poll(() => deleter.videos.retrieve(created.id).then(() => "found", (error: unknown) => (error instanceof OpenAI.NotFoundError ? "gone" : "other"))).toBe("gone");
+    await expect(deleter.videos.downloadContent(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(deleter.videos.delete(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const after = await spec.query(taskId);
+    expect(after.body.data).toMatchObject({ task_id: taskId, status: "success", total_tokens: before.body.data?.total_tokens });
+    expect((await app.ledger.current("sdk-delete")).balanceMicros).toBe(balance);
+    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(taskId);
+    expect(events.map((event) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded", "VideoDeleted"]);
   });
 
   it("a task created through the spec's endpoint is a video object too", async () => {

@@ -26,6 +26,8 @@ const accept = (providerTaskId: string): TaskCommand => ({ type: "RecordAcceptan
 const reject: TaskCommand = { type: "RecordRejection", reason: "nsfw" };
 const report = (r: ProviderReport): TaskCommand => ({ type: "RecordReport", report: r });
 const clock = (now: string): TaskCommand => ({ type: "CheckDeadline", now: new Date(now), maxTaskMs: 900_000 });
+const deleteVideo: TaskCommand = { type: "DeleteVideo", objects: ["v.mp4"] };
+const deleted: NewTaskEvent = { type: "VideoDeleted", data: { objects: ["v.mp4"] } };
 
 const UNSUBMITTED = log();
 const PENDING = log(submitted);
@@ -48,6 +50,8 @@ describe("video task decider: every transition", () => {
     spec.given(PENDING).when(clock("2030-01-01T00:15:00Z")).then([failed("timed out: not finished within 15 minutes", "timeout")]));
   it("running past its deadline → GenerationFailed at timeout", () =>
     spec.given(RUNNING).when(clock("2030-01-01T00:20:00Z")).then([failed("timed out: not finished within 15 minutes", "timeout")]));
+  it("success + DeleteVideo → VideoDeleted", () => spec.given(SUCCESS).when(deleteVideo).then([deleted]));
+  it("failed + DeleteVideo → VideoDeleted", () => spec.given(FAILED).when(deleteVideo).then([deleted]));
 });
 
 describe("video task decider: every refused command", () => {
@@ -62,8 +66,12 @@ describe("video task decider: every refused command", () => {
   it("a queued report", () => spec.given(ACCEPTED).when(report({ state: "queued" })).thenNothing());
   it("running again", () => spec.given(RUNNING).when(report({ state: "running" })).thenNothing());
   it("a clock before the deadline", () => spec.given(RUNNING).when(clock("2030-01-01T00:14:59Z")).thenNothing());
+  it("deleting a task's video before it ended, or a second time", () => {
+    for (const notEnded of [UNSUBMITTED, PENDING, ACCEPTED, RUNNING]) spec.given(notEnded).when(deleteVideo).thenNothing();
+    spec.given(log(submitted, accepted, started, succeeded, deleted)).when(deleteVideo).thenNothing();
+  });
   it("anything after success or failure", () => {
-    for (const final of [SUCCESS, FAILED]) {
+    for (const final of [SUCCESS, FAILED, log(submitted, accepted, started, succeeded, deleted)]) {
       for (const command of [submit, accept("up-9"), reject, report(success), report({ state: "failed", reason: "late" }), clock("2031-01-01T00:00:00Z")]) {
         spec.given(final).when(command).thenNothing();
       }

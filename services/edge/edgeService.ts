@@ -125,7 +125,7 @@ export class EdgeService {
       baseUrl,
       log: this.log,
     });
-    registerVideosApi(app, { config: this.config, keys: this.keys, create, views: this.views, accountTasks: this.nats.accountTasks, videos: this.nats.videos, files, baseUrl, log: this.log });
+    registerVideosApi(app, { config: this.config, taskLog: this.taskLog, keys: this.keys, create, views: this.views, accountTasks: this.nats.accountTasks, videos: this.nats.videos, files, baseUrl, log: this.log });
     registerChatRoutes(app, {
       config: this.config,
       keys: this.keys,

@@ -50,6 +50,10 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
       };
     case "GenerationFailed":
       return { ...view, ...stamp, status: "failed", finishedAt: event.meta.at, failureReason: event.data.reason };
+    case "VideoDeleted": {
+      const { video: _deleted, ...rest } = view;
+      return { ...rest, ...stamp, deletedAt: event.meta.at };
+    }
   }
 }
 

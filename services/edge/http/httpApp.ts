@@ -19,8 +19,8 @@ const REQUEST_TIMEOUT_MS = 120_000;
 /** How often node:http looks for requests past those timeouts (its default, 30 s, lets a slow client hold a socket 50 s). */
 const TIMEOUT_CHECK_MS = 5_000;
 
-type Method = "GET" | "POST";
-const ALL_METHODS = "GET, HEAD, POST, OPTIONS";
+type Method = "GET" | "POST" | "DELETE";
+const ALL_METHODS = "GET, HEAD, POST, DELETE, OPTIONS";
 
 interface PatternRoute {
   /** `/videos/:name` (one segment) or `/api/compat/models/*` (a prefix). */
@@ -72,6 +72,9 @@ export class HttpApp {
   }
   post(path: string, handler: NodeHandler): void {
     this.add("POST", path, handler);
+  }
+  delete(path: string, handler: NodeHandler): void {
+    this.add("DELETE", path, handler);
   }
   private add(method: Method, path: string, handler: NodeHandler): void {
     if (path.includes(":") || path.endsWith("/*")) {

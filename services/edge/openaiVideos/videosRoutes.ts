@@ -9,13 +9,17 @@ import type { ApiKeyDirectory } from "../auth.ts";
 import { chatError, withDetail } from "../chat/chatErrors.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
-import type { RequestInfo } from "../http/request.ts";
+import { parseJsonBody, type RequestInfo } from "../http/request.ts";
 import { route } from "../http/route.ts";
 import { createVideoTask, type CreateDeps } from "../video/createVideoTask.ts";
 import { IdempotencyKeys } from "../video/idempotencyKeys.ts";
 import { normalizeVideoRequest, type NormalizedVideoRequest } from "../video/normalizeRequest.ts";
 import type { TaskViewReader } from "../video/taskViewReader.ts";
-import type { VideoFiles } from "../video/videoFiles.ts";
+import { STILL_NAME, type VideoFiles } from "../video/videoFiles.ts";
+import { FFMPEG, locateProgram } from "../../../infra/binaries.ts";
+import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
+import type { TaskLog } from "../../shared/taskLog.ts";
+import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
 import { readCreateForm, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { storeReferenceImage } from "./referenceImages.ts";
@@ -23,6 +27,7 @@ import { taskIdOfVideoId, videoIdOf, videoObjectOf } from "./videoObject.ts";
 
 export interface VideosApiDeps {
   config: ReelayConfig;
+  taskLog: TaskLog;
   keys: ApiKeyDirectory;
   create: CreateDeps;
   views: TaskViewReader;
@@ -51,8 +56,8 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
   const limits = { maxFileBytes: MAX_INPUT_REFERENCE_BYTES, maxFieldBytes: deps.config.limits.maxPromptChars * 4 + 1024 };
   const owned = async (account: string, videoId: string): Promise<TaskView> => {
     const view = await deps.views.get(taskIdOfVideoId(videoId));
-    // Another account's video answers exactly like a missing one.
-    if (!view || view.account !== account) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
+    // Another account's video answers exactly like a missing one, and so does a deleted one.
+    if (!view || view.account !== account || view.deletedAt !== undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
     return view;
   };
   const idOf = (request: RequestInfo, after: string) => decodeURIComponent(request.url.split("?", 1)[0]?.slice("/api/compat/videos/".length).replace(after, "") ?? "");
@@ -101,21 +106,93 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
         deps.keys.withAccount(request.header("authorization"), async (key) => {
           const view = await owned(key.account, idOf(request, "/content"));
           const variant = new URLSearchParams(request.query).get("variant") ?? "video";
-          if (variant !== "video") throw withDetail(new ValidationError(`variant must be video, thumbnail or spritesheet, got "${variant.slice(0, 30)}"`), { param: "variant" });
+          if (variant !== "video" && variant !== "thumbnail" && variant !== "spritesheet") {
+            throw withDetail(new ValidationError(`variant must be video, thumbnail or spritesheet, got "${variant.slice(0, 30)}"`), { param: "variant" });
+          }
           if (view.status !== "success" || !view.video) throw withDetail(new NotFoundError(`Video '${videoIdOf(view.taskId)}' has no content: it is ${objectOf(view).status}.`), { code: "video_not_ready" });
-          return deps.files.serve(view.video.object, request.header("range"));
+          if (variant === "video") return deps.files.serve(view.video.object, request.header("range"));
+          return serveStill(variant, view.video.object, request.header("range"));
         }),
       { replyForError },
     ),
   );
 
-  function normalize(form: VideoCreateForm, imageUrl: string | undefined): NormalizedVideoRequest {
+  app.delete(
+    "/api/compat/videos/:id",
+    route(
+      (request) =>
+        deps.keys.withAccount(request.header("authorization"), async (key) => {
+          const videoId = idOf(request, "");
+          const view = await owned(key.account, videoId);
+          if (view.status === "pending" || view.status === "running") {
+            throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(view).status}; only a completed or failed video can be deleted.`), { code: "video_not_finished" });
+          }
+          const objects = view.video ? [view.video.object, stillObjectName("thumbnail", view.video.object), stillObjectName("spritesheet", view.video.object)] : [];
+          const history = await deps.taskLog.read(view.taskId);
+          const state = foldTask(history.events);
+          const [event] = decideTask({ type: "DeleteVideo", objects }, state);
+          // Deleted meanwhile (another request, another edge): the same answer as for any deleted video.
+          if (event === undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId}'.`), { param: "video_id", code: "video_not_found" });
+          await deps.taskLog.append(view.taskId, event, state.version + 1, history.lastSequence);
+          // The event is the record; the files go after it (one left behind ages out with the store's max age).
+          for (const name of objects) {
+            deps.files.forget(name);
+            await deps.videos.delete(name).catch((error: unknown) => deps.log.warn({ err: error, name }, "could not delete a stored file of a deleted video"));
+          }
+          return jsonReply(200, { id: videoId, object: "video.deleted", deleted: true });
+        }),
+      { replyForError },
+    ),
+  );
+
+  app.post(
+    "/api/compat/videos/:id/remix",
+    route(
+      (request, body) =>
+        deps.keys.withAccount(request.header("authorization"), async (key) => {
+          const videoId = idOf(request, "/remix");
+          const source = await owned(key.account, videoId);
+          const prompt = remixPromptOf(body ?? Buffer.alloc(0));
+          const model = deps.config.videoModels[source.model];
+          if (!model?.capabilities.includes("video")) {
+            throw withDetail(new ValidationError(`model ${source.model} does not take a video reference, so '${videoId}' cannot be remixed; create a new video instead`), { code: "remix_not_supported" });
+          }
+          if (source.status !== "success" || !source.video) throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(source).status}; only a completed video can be remixed.`), { code: "video_not_ready" });
+          const size = `${source.width ?? 1280}x${source.height ?? 720}`;
+          const form: VideoCreateForm = { model: source.model, prompt, seconds: source.durationSeconds ?? source.requestedSeconds ?? model.defaultDurationSeconds, ...(size in SIZES ? { size } : {}) };
+          const normalized = normalize(form, undefined, `${deps.baseUrl(request)}/videos/${encodeURIComponent(source.video.object)}`);
+          normalized.job.remixOf = source.taskId;
+          const idempotencyKey = request.header("idempotency-key") || undefined;
+          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey));
+          return jsonReply(200, objectOf((await deps.views.get(task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized)));
+        }),
+      { maxBodyBytes: limits.maxFieldBytes * 2, replyForError },
+    ),
+  );
+
+  let ffmpeg: string | undefined;
+  /** A thumbnail or spritesheet: made once with ffmpeg from the stored video, then kept beside it. */
+  async function serveStill(variant: StillVariant, videoObject: string, range: string): Promise<HttpReply> {
+    const name = stillObjectName(variant, videoObject);
+    try {
+      return await deps.files.serve(name, range, STILL_NAME);
+    } catch (error) {
+      if (!(error instanceof NotFoundError)) throw error;
+    }
+    ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line));
+    const still = await makeStill(ffmpeg, variant, await deps.files.bytesOf(videoObject));
+    await deps.videos.putBlob({ name, description: variant }, still);
+    return deps.files.serve(name, range, STILL_NAME);
+  }
+
+  function normalize(form: VideoCreateForm, imageUrl: string | undefined, videoUrl?: string): NormalizedVideoRequest {
     const body = {
       model: form.model,
       prompt: form.prompt,
       ...(form.seconds === undefined ? {} : { duration: form.seconds }),
       ...(form.size === undefined ? {} : { ratio: SIZES[form.size] }),
       ...(imageUrl === undefined ? {} : { image_url: imageUrl }),
+      ...(videoUrl === undefined ? {} : { video_url: videoUrl }),
     };
     try {
       return normalizeVideoRequest(body, deps.config, usable);
@@ -129,6 +206,17 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
       throw error;
     }
   }
+}
+
+/** `{"prompt": …}`, the remix's one field (the SDKs send it as JSON). */
+function remixPromptOf(body: Buffer): string {
+  const parsed = parseJsonBody(body);
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ValidationError("request body must be a JSON object");
+  const { prompt, ...rest } = parsed as Record<string, unknown>;
+  const unknown = Object.keys(rest)[0];
+  if (unknown !== undefined) throw withDetail(new ValidationError(`unknown field "${unknown.slice(0, 50)}"`), { param: unknown.slice(0, 50) });
+  if (typeof prompt !== "string" || prompt.trim() === "") throw withDetail(new ValidationError("prompt is required"), { param: "prompt", code: "missing_required_parameter" });
+  return prompt;
 }
 
 /** The view of a task just created, before the projection has it. */

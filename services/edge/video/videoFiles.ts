@@ -10,6 +10,8 @@ import { decideRange } from "./byteRange.ts";
 const OBJECT_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.mp4$/;
 /** Reference images customers uploaded (OpenAI's `input_reference`), stored as `ref-<uuid>.<ext>`. */
 const REFERENCE_NAME = /^ref-[0-9a-f-]{36}\.(png|jpg|gif|webp)$/;
+/** Stills made from a stored video (openaiVideos/videoVariants.ts), served only through the content endpoint. */
+export const STILL_NAME = /^(thumb|sprite)-[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.(webp|jpg)$/;
 const CONTENT_TYPES: Record<string, string> = { mp4: "video/mp4", png: "image/png", jpg: "image/jpeg", gif: "image/gif", webp: "image/webp" };
 
 function nameFromUrl(url: string, prefix: string): string {
@@ -53,6 +55,11 @@ export class VideoFiles {
     const [status, start, end] = range.kind === "partial" ? [206, range.start, range.end] : [200, 0, size - 1];
     const headers = range.kind === "partial" ? { ...common, "content-range": `bytes ${start}-${end}/${size}` } : common;
     return { status, headers, body: body.subarray(start, end + 1) };
+  }
+
+  /** A stored file's bytes (404 when there is none by that name). */
+  bytesOf(name: string, names: RegExp = OBJECT_NAME): Promise<Buffer> {
+    return this.load(name, names);
   }
 
   private async load(name: string, names: RegExp): Promise<Buffer> {
