@@ -1,5 +1,5 @@
 import { hostname } from "node:os";
-import { channelsOf, isVendorEntry, keyVariablesOf, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
+import { channelsOf, isVendorEntry, keyVariablesOf, upstreamPriceOf, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
 import { RUNNER_SUBJECTS, UpstreamNews, type RunnerChannels } from "../../contracts/runnerControl.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
@@ -38,7 +38,7 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
         const apiKey = process.env[settings.apiKeyEnv];
         // Tasks routed here fail with a clear reason until the key is set; say so once, at start.
         if (!apiKey) log.warn({ provider: name, variable: settings.apiKeyEnv }, "video provider has no upstream key: its tasks will fail until the variable is set");
-        providers.set(name, new OpenAiVideoProvider(settings, { log: log.child({ provider: name }), apiKey }));
+        providers.set(name, new OpenAiVideoProvider(settings, { log: log.child({ provider: name }), apiKey, upstreamPrices: upstreamPricesOf(config, name) }));
         break;
       }
       default: {
@@ -50,6 +50,16 @@ function createProviders(config: ReelayConfig, log: Logger, override?: ProviderF
     }
   }
   return providers;
+}
+
+/** The configured upstream price of each video model on a provider entry. */
+function upstreamPricesOf(config: ReelayConfig, provider: string): Map<string, number> {
+  const prices = new Map<string, number>();
+  for (const [name, model] of Object.entries(config.videoModels)) {
+    const price = channelsOf(model).includes(provider) ? upstreamPriceOf(model, provider) : undefined;
+    if (price !== undefined) prices.set(name, price);
+  }
+  return prices;
 }
 
 const usedByEnabledModel = (config: ReelayConfig, provider: string): boolean =>

@@ -10,6 +10,7 @@ import { fetchReference } from "../local/referenceFetch.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
 import { resolutionOf, secondsOf, UpstreamError, UpstreamVideo } from "./openAiVideoApi.ts";
 import { callUpstream, parseJsonOrUndefined, retryAfterMs } from "../httpAnswers.ts";
+import { upstreamUsageOf } from "../vendor/vendorModels.ts";
 
 type OpenAiSettings = Extract<ProviderSettings, { kind: "openai" }>;
 
@@ -29,7 +30,12 @@ export class OpenAiVideoProvider implements VideoProvider {
 
   constructor(
     private readonly settings: OpenAiSettings,
-    private readonly deps: { log: Logger; apiKey: string | undefined },
+    private readonly deps: {
+      log: Logger;
+      apiKey: string | undefined;
+      /** Yuan per second the upstream charges, per video model (`upstreamPrice`), recorded beside our charge. */
+      upstreamPrices: ReadonlyMap<string, number>;
+    },
   ) {
     this.policy = policyOf(settings);
     this.base = settings.baseUrl.replace(/\/+$/, "");
@@ -72,11 +78,14 @@ export class OpenAiVideoProvider implements VideoProvider {
       case "completed": {
         const durationSeconds = secondsOf(video.seconds);
         const resolution = resolutionOf(video.size);
+        // OpenAI-compatible upstreams bill seconds of video at a per-second price; none reports usage.
+        const upstreamPrice = this.deps.upstreamPrices.get(task.job.model);
         return {
           state: "succeeded",
           result: { kind: "url", url: `${this.base}/videos/${encodeURIComponent(video.id)}/content`, headers: this.authorization() },
           ...(durationSeconds ? { durationSeconds } : {}),
           ...(resolution ? { resolution } : {}),
+          upstreamUsage: upstreamUsageOf("seconds", durationSeconds ?? task.job.durationSeconds, upstreamPrice === undefined ? {} : { upstreamPrice }),
         };
       }
       case "failed": {

@@ -30,7 +30,7 @@ export function modelFor(models: ReadonlyMap<string, VendorModel>, name: string,
 }
 
 /** What the vendor bills for a task, and its cost at the configured price (tokens are priced per million). */
-export function upstreamUsageOf(unit: UpstreamUsage["unit"], amount: number, model: VendorModel): UpstreamUsage {
+export function upstreamUsageOf(unit: UpstreamUsage["unit"], amount: number, model: Pick<VendorModel, "upstreamPrice">): UpstreamUsage {
   if (model.upstreamPrice === undefined) return { unit, amount };
   const perUnitMicros = unit === "tokens" ? model.upstreamPrice : model.upstreamPrice * 1_000_000;
   return { unit, amount, costMicros: Math.round(amount * perUnitMicros) };
