@@ -5,12 +5,15 @@ import { join } from "node:path";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TaskLog } from "../services/shared/taskLog.ts";
+import { arkSampleVideo } from "./fakes/arkUpstream.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
 /**
  * The OpenAI Videos API under /api/compat, driven by the official Node SDK (`openai`) as a new user would:
- * base URL and key changed, nothing else. The same tasks as the spec's endpoints, on the same ledger.
+ * base URL and key changed, nothing else. The same tasks as the spec's endpoints, on the same ledger. Tasks
+ * run on the instant scripted vendor, which delivers a real 1280×720 H.264 MP4.
  */
 
 /** A 1×1 PNG: the smallest image the renderer takes as a first frame. */
@@ -32,9 +35,11 @@ describe("OpenAI Videos API through the official Node SDK", () => {
   let client: OpenAI;
   let key: string;
 
+  const vendor = new ScriptedVendor({}, arkSampleVideo());
+
   beforeAll(async () => {
     [app, limited] = await Promise.all([
-      startTestApp(),
+      startTestApp({ providers: () => vendor }),
       startTestApp({
         services: ["edge"],
         tweak: (config) => {
@@ -85,6 +90,15 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     const taskId = Number(created.id.slice("video_".length));
     const spec = await new VideoClient(app.baseUrl, key).query(taskId);
     expect(spec.body.data).toMatchObject({ task_id: taskId, status: "success", duration: 4, resolution: "1280*720" });
+
+    // The uploaded file was kept in the object store and given to the generator as the task's image reference.
+    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(taskId);
+    const submitted = events.find((event) => event.type === "TaskSubmitted");
+    const imageUrl = submitted?.type === "TaskSubmitted" ? submitted.data.job.references.image_url : undefined;
+    expect(imageUrl).toMatch(/\/references\/ref-[0-9a-f-]{36}\.png$/);
+    const reference = await fetch(String(imageUrl));
+    expect(reference.headers.get("content-type")).toBe("image/png");
+    expect(Buffer.from(await reference.arrayBuffer()).equals(PNG)).toBe(true);
   });
 
   it("the content endpoint serves byte ranges", async () => {
@@ -149,9 +163,11 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     expect(sprites.headers.get("content-type")).toBe("image/jpeg");
     expect(Buffer.from(await sprites.arrayBuffer()).subarray(0, 2)).toEqual(Buffer.from([0xff, 0xd8]));
 
-    const failing = await new VideoClient(app.baseUrl, key).create({ model: "VideoModel-2.0", prompt: "broken", image_url: "http://127.0.0.1:1/missing.png" });
-    const failed = await waitForCompleted(`video_${failing.body.data?.task_id}`);
-    expect(failed).toMatchObject({ status: "failed", error: { code: "video_generation_failed", message: expect.stringMatching(/could not fetch image_url/) } });
+    vendor.generation = { kind: "fail", after: 1, reason: "the video could not be generated" };
+    const failing = await client.videos.create({ model: "VideoModel-2.0", prompt: "broken" });
+    const failed = await waitForCompleted(failing.id);
+    vendor.generation = { kind: "succeed", after: 1 };
+    expect(failed).toMatchObject({ status: "failed", error: { code: "video_generation_failed", message: "the video could not be generated" } });
     await expect(client.videos.downloadContent(failed.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
   });
 

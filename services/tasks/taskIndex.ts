@@ -75,9 +75,10 @@ export async function listAccountTasks(
   account: string,
   options: { limit: number; before?: number; after?: number; ascending?: boolean; status?: string },
 ): Promise<{ ids: number[]; more: boolean }> {
-  const keys: string[] = [];
-  for await (const key of await index.keys(`${account}.>`)) keys.push(key);
-  keys.sort();
+  // A key updated while the listing runs (a task moving on) may come twice: each is kept once.
+  const seen = new Set<string>();
+  for await (const key of await index.keys(`${account}.>`)) seen.add(key);
+  const keys = [...seen].sort();
   if (!options.ascending) keys.reverse();
   const ids: number[] = [];
   for (const key of keys) {

@@ -39,9 +39,10 @@ export class ScriptedVendor implements VideoProvider {
   generation: Generation = { kind: "succeed", after: 1 };
   inFlightPeak = 0;
 
-  constructor(policy: Partial<ProviderPolicy> = {}) {
+  /** `video`: what every task "renders" (a real MP4 where a test probes or cuts it). */
+  constructor(policy: Partial<ProviderPolicy> = {}, video: Buffer = TINY_MP4) {
     this.policy = { pollFirstAfterMs: 0, pollEveryMs: 10, pollMaxEveryMs: 20, maxInFlight: 100, submitsPerSecond: 0, timeoutMs: 2_000, ...policy };
-    writeFileSync(join(this.dir, "video.mp4"), TINY_MP4);
+    writeFileSync(join(this.dir, "video.mp4"), video);
   }
 
   /** The next submits behave like this, in order; then they accept. */
