@@ -1,6 +1,6 @@
 /**
  * `npm run test:clients`: the official OpenAI libraries for Node, Python, Go and Java against a running
- * reelay edge (echo model + a fake OpenAI-compatible upstream). Each language's program prints one
+ * reelay (echo model + a fake OpenAI-compatible upstream; Python also drives the Videos API). Each language's program prints one
  * PASS/FAIL line per check; this runner installs what each needs, runs it and sums up.
  *
  * REELAY_CLIENTS=node,python picks languages (default: all four).
@@ -11,6 +11,8 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startFakeUpstream } from "../fakes/openaiUpstream.ts";
 import { startTestApp } from "../helpers/testApp.ts";
+import { arkSampleVideo } from "../fakes/arkUpstream.ts";
+import { ScriptedVendor } from "../fakes/scriptedVendor.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, "..", "..");
@@ -69,6 +71,7 @@ const LANGUAGES: Record<string, () => Step[]> = {
       });
     }
     steps.push({ command: venvPython, args: ["check_chat.py"], cwd: python });
+    steps.push({ command: venvPython, args: ["check_videos.py"], cwd: python });
     return steps;
   },
   go: () => [{ command: "go", args: ["run", "."], cwd: join(here, "go") }],
@@ -82,8 +85,17 @@ async function main(): Promise<number> {
 
   const fake = await startFakeUpstream();
   process.env.REELAY_CLIENTS_UPSTREAM_KEY = fake.apiKey;
-  const app = await startTestApp({
+  // Videos run on the instant scripted vendor, which delivers a real 1280×720 H.264 MP4.
+  const vendor = new ScriptedVendor({}, arkSampleVideo());
+  const limited = await startTestApp({
     services: ["edge"],
+    tweak: (config) => {
+      config.limits.requestsPerSecondPerKey = 0.001;
+      config.limits.burstPerKey = 1;
+    },
+  });
+  const app = await startTestApp({
+    providers: () => vendor,
     tweak: (config) => {
       config.chatModels["fake-gpt"] = {
         provider: "openai-compatible",
@@ -101,6 +113,9 @@ async function main(): Promise<number> {
     REELAY_BASE_URL: `${app.baseUrl}/api/compat`,
     REELAY_API_KEY: await app.keyFor("clients"),
     REELAY_CHAT_MODELS: "echo=|fake-gpt=You said: ",
+    REELAY_POOR_API_KEY: await app.keyFor("clients-poor", 0),
+    REELAY_LIMITED_BASE_URL: `${limited.baseUrl}/api/compat`,
+    REELAY_LIMITED_API_KEY: await limited.keyFor("clients-limited", 10),
   };
   let passed = 0;
   let failed = 0;
@@ -109,13 +124,16 @@ async function main(): Promise<number> {
       process.stdout.write(`${language}:\n`);
       const steps = LANGUAGES[language]?.() ?? [];
       let result = { code: 0, output: "" };
+      let output = "";
       for (const step of steps) {
         result = await run(step, language, env);
+        output += result.output;
         if (result.code !== 0) break;
         step.then?.();
       }
-      const passes = result.output.match(/^PASS /gm)?.length ?? 0;
-      const fails = result.output.match(/^FAIL /gm)?.length ?? 0;
+      // Every check program of the language counts (Python has one for chat, one for videos).
+      const passes = output.match(/^PASS /gm)?.length ?? 0;
+      const fails = output.match(/^FAIL /gm)?.length ?? 0;
       passed += passes;
       failed += fails;
       // A setup step or a crash that reported no check still fails the language.
@@ -126,6 +144,7 @@ async function main(): Promise<number> {
     }
   } finally {
     await app.stop();
+    await limited.stop();
     await fake.stop();
   }
   process.stdout.write(`${passed} passed, ${failed} failed\n`);
