@@ -43,6 +43,7 @@ const SUITES: Suite[] = [
   optionalSuite("events", "suites/taskEvents.ts", "taskEventsBench"),
   optionalSuite("instant", "suites/instantTasks.ts", "instantTasksBench"),
   optionalSuite("ark", "suites/arkTasks.ts", "arkTasksBench"),
+  optionalSuite("openai-videos", "suites/openAiVideosCreate.ts", "openAiVideosCreateBench"),
 ];
 
 async function main(): Promise<number> {
