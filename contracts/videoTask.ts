@@ -180,6 +180,13 @@ export const GenerationFailed = z.object({
   meta: EventMeta,
 });
 
+/** How far the upstream says it is (0–100), for the upstreams that report it; recorded in steps (machines/videoTask.ts). */
+export const GenerationProgressed = z.object({
+  type: z.literal("GenerationProgressed"),
+  data: z.object({ progress: z.number().int().min(0).max(100) }),
+  meta: EventMeta,
+});
+
 /**
  * The customer deleted a finished task's video (OpenAI Videos API `DELETE /videos/{id}`): its stored files go,
  * the task's events and charges stay for audit.
@@ -199,6 +206,7 @@ export const TaskEvent = z.discriminatedUnion("type", [
   GenerationStarted,
   GenerationSucceeded,
   GenerationFailed,
+  GenerationProgressed,
   VideoDeleted,
 ]);
 export type TaskEvent = z.infer<typeof TaskEvent>;
@@ -234,6 +242,9 @@ export const TaskView = z.object({
   finishedAt: z.string().optional(),
   /** When its video was deleted (the task stays, for audit). */
   deletedAt: z.string().optional(),
+  /** The upstream's progress (0–100), for upstreams that report it, and when it first did. */
+  progress: z.number().int().optional(),
+  progressSince: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),
   /** meta.version of the last event applied: makes the projection idempotent. */

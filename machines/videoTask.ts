@@ -26,7 +26,12 @@ interface VideoTaskContext {
   outcome?: TaskOutcome;
   /** The finished task's video was deleted. */
   deleted?: boolean;
+  /** The upstream's last recorded progress. */
+  progress?: number;
 }
+
+/** Progress is recorded when it has grown this much (or reached 100): a handful of events per task, not one per poll. */
+export const PROGRESS_STEP = 10;
 
 export const videoTaskMachine = setup({
   types: {
@@ -46,9 +51,12 @@ export const videoTaskMachine = setup({
       return {};
     }),
     recordDeletion: assign({ deleted: true }),
+    recordProgress: assign(({ event }) => (event.type === "GenerationProgressed" ? { progress: event.data.progress } : {})),
   },
   guards: {
     notDeleted: ({ context }) => context.deleted !== true,
+    progressGrew: ({ context, event }) =>
+      event.type === "GenerationProgressed" && (event.data.progress >= (context.progress ?? 0) + PROGRESS_STEP || (event.data.progress === 100 && (context.progress ?? 0) < 100)),
     notYetAccepted: ({ context }) => context.providerTaskId === undefined,
     accepted: ({ context }) => context.providerTaskId !== undefined,
   },
@@ -69,6 +77,7 @@ export const videoTaskMachine = setup({
     },
     running: {
       on: {
+        GenerationProgressed: { guard: "progressGrew", actions: "recordProgress" },
         GenerationSucceeded: { target: "success", actions: "recordOutcome" },
         GenerationFailed: { target: "failed", actions: "recordOutcome" },
       },
@@ -134,7 +143,7 @@ export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {
 /** What an upstream generator says about a task, in our words. */
 export type ProviderReport =
   | { state: "queued" }
-  | { state: "running" }
+  | { state: "running"; progress?: number }
   | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number; upstreamTokens?: number; upstreamUsage?: UpstreamUsage }
   /** `reason` is shown to the customer; `detail` (internal: tool output, network errors) only to operators. */
   | { state: "failed"; reason: string; detail?: string };

@@ -71,7 +71,8 @@ function reportEvents(report: ProviderReport): NewTaskEvent[] {
     case "queued":
       return [];
     case "running":
-      return [{ type: "GenerationStarted", data: {} }];
+      // Started once; progress only when the upstream reports it (the machine records it in steps).
+      return [{ type: "GenerationStarted", data: {} }, ...(report.progress === undefined ? [] : [{ type: "GenerationProgressed" as const, data: { progress: report.progress } }])];
     case "succeeded": {
       const { video, durationSeconds, resolution, totalTokens, upstreamTokens, upstreamUsage } = report;
       // Started first: a report of a finished task may be the first the runner sees of it running.

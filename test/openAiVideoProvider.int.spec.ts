@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings } from "../contracts/config.ts";
 import { FAKE_MP4, OpenAiVideosUpstream } from "./fakes/openAiVideosUpstream.ts";
+import { TaskLog } from "../services/shared/taskLog.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -69,6 +70,10 @@ describe("openai video provider", () => {
     const video = await fetch(String(done.body.data?.video_url));
     expect(Buffer.from(await video.arrayBuffer())).toEqual(FAKE_MP4);
     await expect.poll(() => upstream.deletes.includes(String(providerTaskId))).toBe(true);
+
+    // The upstream's progress (33, then 67: 100·polls/3, rounded) is recorded on the task in steps.
+    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(created.body.data?.task_id as number);
+    expect(events.filter((event) => event.type === "GenerationProgressed").map((event) => event.data)).toEqual([{ progress: 33 }, { progress: 67 }]);
   });
 
   it("a generation the upstream fails (moderation) fails the task with its reason and charges nothing", async () => {

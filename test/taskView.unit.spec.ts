@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { estimatedProgress } from "../services/edge/openaiVideos/videoObject.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
 import { EventOutOfOrder } from "../services/shared/projection.ts";
@@ -60,5 +61,29 @@ describe("task view projection", () => {
       { type: "GenerationFailed", data: { reason: "timed out", stage: "timeout" } },
     ).reduce(evolveTaskView, null);
     expect(failed).toMatchObject({ status: "failed", failureReason: "timed out" });
+  });
+});
+
+describe("the OpenAI video object's progress", () => {
+  const base = { status: "running" as const, createdAt: "2030-01-01T00:00:00.000Z" };
+  const at = (seconds: number) => Date.parse("2030-01-01T00:00:00.000Z") + seconds * 1000;
+
+  it("is the upstream's where it reports one, and never goes down when its first report is below the estimate shown before", () => {
+    const shownBefore = estimatedProgress(base, at(60));
+    const reportedLow = estimatedProgress({ ...base, progress: 10, progressSince: new Date(at(60)).toISOString() }, at(61));
+    expect(reportedLow).toBe(shownBefore);
+    expect(estimatedProgress({ ...base, progress: 90, progressSince: new Date(at(60)).toISOString() }, at(62))).toBe(90);
+  });
+
+  it("never goes down over time without reports, and stays below 100 until the task ends", () => {
+    let last = 0;
+    for (let seconds = 0; seconds < 3600; seconds += 7) {
+      const shown = estimatedProgress(base, at(seconds));
+      expect(shown).toBeGreaterThanOrEqual(last);
+      expect(shown).toBeLessThan(100);
+      last = shown;
+    }
+    expect(estimatedProgress({ ...base, status: "success" }, at(1))).toBe(100);
+    expect(estimatedProgress({ ...base, status: "pending" }, at(100))).toBe(0);
   });
 });

@@ -50,6 +50,12 @@ describe("video task decider: every transition", () => {
     spec.given(PENDING).when(clock("2030-01-01T00:15:00Z")).then([failed("timed out: not finished within 15 minutes", "timeout")]));
   it("running past its deadline → GenerationFailed at timeout", () =>
     spec.given(RUNNING).when(clock("2030-01-01T00:20:00Z")).then([failed("timed out: not finished within 15 minutes", "timeout")]));
+  it("running + a report with the upstream's progress → GenerationProgressed", () =>
+    spec.given(RUNNING).when(report({ state: "running", progress: 30 })).then([{ type: "GenerationProgressed", data: { progress: 30 } }]));
+  it("accepted + a first report with progress → started, then progressed", () =>
+    spec.given(ACCEPTED).when(report({ state: "running", progress: 20 })).then([started, { type: "GenerationProgressed", data: { progress: 20 } }]));
+  it("progress of 100 is recorded even within a step of the last", () =>
+    spec.given(log(submitted, accepted, started, { type: "GenerationProgressed", data: { progress: 95 } })).when(report({ state: "running", progress: 100 })).then([{ type: "GenerationProgressed", data: { progress: 100 } }]));
   it("success + DeleteVideo → VideoDeleted", () => spec.given(SUCCESS).when(deleteVideo).then([deleted]));
   it("failed + DeleteVideo → VideoDeleted", () => spec.given(FAILED).when(deleteVideo).then([deleted]));
 });
@@ -66,6 +72,10 @@ describe("video task decider: every refused command", () => {
   it("a queued report", () => spec.given(ACCEPTED).when(report({ state: "queued" })).thenNothing());
   it("running again", () => spec.given(RUNNING).when(report({ state: "running" })).thenNothing());
   it("a clock before the deadline", () => spec.given(RUNNING).when(clock("2030-01-01T00:14:59Z")).thenNothing());
+  it("progress that grew less than a step, or went back", () => {
+    const at30 = log(submitted, accepted, started, { type: "GenerationProgressed", data: { progress: 30 } });
+    for (const progress of [30, 35, 39, 10]) spec.given(at30).when(report({ state: "running", progress })).thenNothing();
+  });
   it("deleting a task's video before it ended, or a second time", () => {
     for (const notEnded of [UNSUBMITTED, PENDING, ACCEPTED, RUNNING]) spec.given(notEnded).when(deleteVideo).thenNothing();
     spec.given(log(submitted, accepted, started, succeeded, deleted)).when(deleteVideo).thenNothing();

@@ -50,6 +50,8 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
       };
     case "GenerationFailed":
       return { ...view, ...stamp, status: "failed", finishedAt: event.meta.at, failureReason: event.data.reason };
+    case "GenerationProgressed":
+      return { ...view, ...stamp, progress: event.data.progress, progressSince: view.progressSince ?? event.meta.at };
     case "VideoDeleted": {
       const { video: _deleted, ...rest } = view;
       return { ...rest, ...stamp, deletedAt: event.meta.at };

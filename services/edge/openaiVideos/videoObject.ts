@@ -37,18 +37,22 @@ export function taskIdOfVideoId(id: string): number {
 /** Seconds a typical generation takes: the estimate's scale while the upstream reports no progress. */
 const TYPICAL_RUN_MS = 60_000;
 
+/** Grows with time towards 95, never claiming done. */
+const estimateAt = (createdAt: string, at: number): number =>
+  Math.min(95, 5 + Math.floor(90 * (1 - Math.exp(-Math.max(0, at - Date.parse(createdAt)) / TYPICAL_RUN_MS))));
+
 /**
- * Progress 0–100: 0 while queued, 100 when completed; while running, an estimate that grows with time and
- * approaches 95 (it never goes down and never claims done before it is).
+ * Progress 0–100, never going down: 0 while queued, 100 when finished; while running the upstream's own
+ * figure where it reports one, otherwise an estimate that grows with time. The estimate shown before the
+ * upstream's first report stays the floor after it (max of the two), so switching never moves it back.
  */
-export function estimatedProgress(view: Pick<TaskView, "status" | "createdAt">, now: number): number {
+export function estimatedProgress(view: Pick<TaskView, "status" | "createdAt" | "progress" | "progressSince">, now: number): number {
   switch (view.status) {
     case "pending":
       return 0;
-    case "running": {
-      const elapsed = Math.max(0, now - Date.parse(view.createdAt));
-      return Math.min(95, 5 + Math.floor(90 * (1 - Math.exp(-elapsed / TYPICAL_RUN_MS))));
-    }
+    case "running":
+      if (view.progress === undefined) return estimateAt(view.createdAt, now);
+      return Math.max(view.progress, estimateAt(view.createdAt, Date.parse(view.progressSince ?? view.createdAt)));
     case "success":
     case "failed":
       return 100;

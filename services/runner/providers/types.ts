@@ -27,7 +27,8 @@ export type VideoResult =
 /** What an upstream says about a task, in our words. */
 export type ProviderStatus =
   | { state: "queued" }
-  | { state: "running" }
+  /** `progress`: 0–100, where the upstream reports it. */
+  | { state: "running"; progress?: number }
   | {
       state: "succeeded";
       result: VideoResult;

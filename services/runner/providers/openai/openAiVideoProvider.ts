@@ -73,8 +73,10 @@ export class OpenAiVideoProvider implements VideoProvider {
     switch (video.status) {
       case "queued":
         return { state: "queued" };
-      case "in_progress":
-        return { state: "running" };
+      case "in_progress": {
+        const progress = typeof video.progress === "number" && Number.isFinite(video.progress) ? Math.max(0, Math.min(100, Math.floor(video.progress))) : undefined;
+        return progress === undefined ? { state: "running" } : { state: "running", progress };
+      }
       case "completed": {
         const durationSeconds = secondsOf(video.seconds);
         const resolution = resolutionOf(video.size);
