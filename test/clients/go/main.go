@@ -1,4 +1,4 @@
-// reelay chat compatibility check with the official Go library github.com/openai/openai-go.
+// reelay chat and videos compatibility check with the official Go library github.com/openai/openai-go.
 //
 // Env: REELAY_BASE_URL ({base}/api/compat), REELAY_API_KEY, REELAY_CHAT_MODELS ("model=expected reply prefix|...").
 // Prints one PASS/FAIL line per check; exits 1 if any check failed.
@@ -120,6 +120,7 @@ func main() {
 		}
 		return nil
 	})
+	checkVideos(ctx, baseURL, apiKey)
 	if failures > 0 {
 		os.Exit(1)
 	}
