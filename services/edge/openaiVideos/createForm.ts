@@ -33,21 +33,53 @@ const badParam = (message: string, param: string) => withDetail(new ValidationEr
 export async function readCreateForm(contentType: string, body: Buffer, limits: FormLimits): Promise<VideoCreateForm> {
   const type = contentType.split(";")[0]?.trim().toLowerCase() ?? "";
   if (type === "application/json") return formOf(parseJsonBody(body), undefined);
-  if (type === "multipart/form-data") return readMultipart(contentType, body, limits);
-  throw withDetail(new ValidationError(`Content-Type must be multipart/form-data or application/json, got "${contentType.slice(0, 80) || "none"}"`), { code: "invalid_content_type" });
+  if (type === "multipart/form-data") {
+    const { fields, file } = await readMultipart(contentType, body, limits, FIELDS, "input_reference");
+    return formOf(fields, file);
+  }
+  throw wrongContentType(contentType);
+}
+
+const wrongContentType = (contentType: string) =>
+  withDetail(new ValidationError(`Content-Type must be multipart/form-data or application/json, got "${contentType.slice(0, 80) || "none"}"`), { code: "invalid_content_type" });
+
+/** A remix's `prompt`, as JSON (the Node and Python SDKs) or multipart (the Java SDK). */
+export async function readRemixPrompt(contentType: string, body: Buffer, limits: FormLimits): Promise<string> {
+  const type = contentType.split(";")[0]?.trim().toLowerCase() ?? "";
+  let fields: Record<string, unknown>;
+  if (type === "application/json") {
+    const parsed = parseJsonBody(body);
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ValidationError("request body must be a JSON object");
+    fields = parsed as Record<string, unknown>;
+  } else if (type === "multipart/form-data") {
+    fields = (await readMultipart(contentType, body, limits, ["prompt"], undefined)).fields;
+  } else throw wrongContentType(contentType);
+  const unknown = Object.keys(fields).find((name) => name !== "prompt");
+  if (unknown !== undefined) throw badParam(`unknown field "${unknown.slice(0, 50)}"`, unknown.slice(0, 50));
+  const { prompt } = fields;
+  if (typeof prompt !== "string" || prompt.trim() === "") throw withDetail(new ValidationError("prompt is required"), { param: "prompt", code: "missing_required_parameter" });
+  return prompt;
 }
 
 /**
  * The parts of a multipart body, with busboy under limits: the four text fields once each, at most one
  * file (`input_reference`), each within its size. A malformed or truncated body is a 400 naming it.
  */
-function readMultipart(contentType: string, body: Buffer, limits: FormLimits): Promise<VideoCreateForm> {
+function readMultipart(
+  contentType: string,
+  body: Buffer,
+  limits: FormLimits,
+  names: readonly string[],
+  fileField: string | undefined,
+): Promise<{ fields: Record<string, unknown>; file?: Buffer }> {
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy;
     try {
       parser = busboy({
         headers: { "content-type": contentType },
-        limits: { fields: FIELDS.length, files: 1, parts: FIELDS.length + 1, fieldSize: limits.maxFieldBytes, fileSize: limits.maxFileBytes, headerPairs: 20 },
+        // Some libraries (openai-java) send text fields as parts with a file name: counted as files too.
+        // busboy reports a limit as soon as a count reaches it, so each is one above what a valid form has.
+        limits: { fields: names.length + 1, files: names.length + (fileField ? 1 : 0) + 1, parts: names.length + (fileField ? 1 : 0) + 1, fieldSize: limits.maxFieldBytes, fileSize: limits.maxFileBytes, headerPairs: 20 },
       });
     } catch (error) {
       reject(new ValidationError(`malformed multipart/form-data: ${(error as Error).message}`));
@@ -58,31 +90,41 @@ function readMultipart(contentType: string, body: Buffer, limits: FormLimits): P
     let failure: Error | undefined;
     const fail = (error: Error) => (failure ??= error);
     parser.on("field", (name, value, info) => {
-      if (!(FIELDS as readonly string[]).includes(name)) return fail(badParam(`unknown field "${name.slice(0, 50)}"`, name.slice(0, 50)));
+      if (!names.includes(name)) return fail(badParam(`unknown field "${name.slice(0, 50)}"`, name.slice(0, 50)));
       if (name in fields) return fail(badParam(`field "${name}" is given more than once`, name));
       if (info.valueTruncated) return fail(new PayloadTooLargeError(`field "${name}" is longer than ${limits.maxFieldBytes} bytes`));
       fields[name] = value;
     });
     parser.on("file", (name, stream) => {
       const chunks: Buffer[] = [];
-      if (name !== "input_reference") fail(badParam(`unknown file field "${name.slice(0, 50)}" (only input_reference is a file)`, name.slice(0, 50)));
+      if (name !== fileField && names.includes(name)) {
+        // A text field sent with a file name: read as text, within the field size.
+        let size = 0;
+        stream.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size <= limits.maxFieldBytes) chunks.push(chunk);
+        });
+        stream.on("end", () => {
+          if (size > limits.maxFieldBytes) return fail(new PayloadTooLargeError(`field "${name}" is longer than ${limits.maxFieldBytes} bytes`));
+          if (name in fields) return fail(badParam(`field "${name}" is given more than once`, name));
+          fields[name] = Buffer.concat(chunks).toString("utf8");
+        });
+        return;
+      }
+      if (name !== fileField) fail(badParam(`unknown file field "${name.slice(0, 50)}"${fileField ? ` (only ${fileField} is a file)` : ""}`, name.slice(0, 50)));
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
       stream.on("limit", () => fail(withDetail(new PayloadTooLargeError(`input_reference is larger than ${limits.maxFileBytes} bytes`), { param: "input_reference" })));
       stream.on("end", () => {
-        if (name === "input_reference") file = Buffer.concat(chunks);
+        if (name === fileField) file = Buffer.concat(chunks);
       });
     });
     for (const limit of ["partsLimit", "filesLimit", "fieldsLimit"] as const) {
-      parser.on(limit, () => fail(new ValidationError(`too many parts: the form takes ${FIELDS.join(", ")} and one input_reference file`)));
+      parser.on(limit, () => fail(new ValidationError(`too many parts: the form takes ${names.join(", ")}${fileField ? ` and one ${fileField} file` : ""}`)));
     }
     parser.on("error", (error: Error) => reject(failure ?? new ValidationError(`malformed multipart/form-data: ${error.message}`)));
     parser.on("close", () => {
       if (failure) return reject(failure);
-      try {
-        resolve(formOf(fields, file));
-      } catch (error) {
-        reject(error);
-      }
+      resolve({ fields, ...(file === undefined ? {} : { file }) });
     });
     parser.end(body);
   });

@@ -9,7 +9,7 @@ import type { ApiKeyDirectory } from "../auth.ts";
 import { chatError, withDetail } from "../chat/chatErrors.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
-import { parseJsonBody, type RequestInfo } from "../http/request.ts";
+import type { RequestInfo } from "../http/request.ts";
 import { route } from "../http/route.ts";
 import { createVideoTask, type CreateDeps } from "../video/createVideoTask.ts";
 import { IdempotencyKeys } from "../video/idempotencyKeys.ts";
@@ -21,7 +21,7 @@ import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
-import { readCreateForm, SIZES, type VideoCreateForm } from "./createForm.ts";
+import { readCreateForm, readRemixPrompt, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { storeReferenceImage } from "./referenceImages.ts";
 import { taskIdOfVideoId, videoIdOf, videoObjectOf } from "./videoObject.ts";
 
@@ -152,7 +152,7 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
         deps.keys.withAccount(request.header("authorization"), async (key) => {
           const videoId = idOf(request, "/remix");
           const source = await owned(key.account, videoId);
-          const prompt = remixPromptOf(body ?? Buffer.alloc(0));
+          const prompt = await readRemixPrompt(request.header("content-type"), body ?? Buffer.alloc(0), limits);
           const model = deps.config.videoModels[source.model];
           if (!model?.capabilities.includes("video")) {
             throw withDetail(new ValidationError(`model ${source.model} does not take a video reference, so '${videoId}' cannot be remixed; create a new video instead`), { code: "remix_not_supported" });
@@ -206,17 +206,6 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
       throw error;
     }
   }
-}
-
-/** `{"prompt": …}`, the remix's one field (the SDKs send it as JSON). */
-function remixPromptOf(body: Buffer): string {
-  const parsed = parseJsonBody(body);
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ValidationError("request body must be a JSON object");
-  const { prompt, ...rest } = parsed as Record<string, unknown>;
-  const unknown = Object.keys(rest)[0];
-  if (unknown !== undefined) throw withDetail(new ValidationError(`unknown field "${unknown.slice(0, 50)}"`), { param: unknown.slice(0, 50) });
-  if (typeof prompt !== "string" || prompt.trim() === "") throw withDetail(new ValidationError("prompt is required"), { param: "prompt", code: "missing_required_parameter" });
-  return prompt;
 }
 
 /** The view of a task just created, before the projection has it. */

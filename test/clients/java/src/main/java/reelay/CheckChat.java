@@ -13,7 +13,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * reelay chat compatibility check with the official Java library com.openai:openai-java.
+ * reelay chat and videos compatibility check with the official Java library com.openai:openai-java.
  *
  * <p>Env: REELAY_BASE_URL ({base}/api/compat), REELAY_API_KEY, REELAY_CHAT_MODELS ("model=expected reply prefix|...").
  * Prints one PASS/FAIL line per check; exits 1 if any check failed.
@@ -25,11 +25,16 @@ public final class CheckChat {
     void run() throws Exception;
   }
 
+  /** How CheckVideos reports its checks through this class's counter. */
+  interface Checker {
+    void check(String name, Check check);
+  }
+
   private static void check(String name, Check check) {
     try {
       check.run();
       System.out.println("PASS java " + name);
-    } catch (Exception error) {
+    } catch (Exception | AssertionError error) {
       failures++;
       System.out.println("FAIL java " + name + ": " + error.getClass().getSimpleName() + ": " + error.getMessage());
     }
@@ -107,6 +112,7 @@ public final class CheckChat {
       }
       throw new AssertionError("a bad key was accepted");
     });
+    CheckVideos.run(client(baseUrl, apiKey), CheckChat::check);
     System.exit(failures > 0 ? 1 : 0);
   }
 }
