@@ -6,6 +6,7 @@ import fc from "fast-check";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TaskLog } from "../services/shared/taskLog.ts";
+import { listAccountTasks } from "../services/tasks/taskIndex.ts";
 import { arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
@@ -210,6 +211,17 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     expect((await app.ledger.current("sdk-delete")).balanceMicros).toBe(balance);
     const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(taskId);
     expect(events.map((event) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded", "VideoDeleted"]);
+  });
+
+  it("Idempotency-Key: a repeated create answers the same video and reserves once", async () => {
+    const account = "sdk-idempotent";
+    const idempotent = new OpenAI({ apiKey: await app.keyFor(account, 100), baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
+    const params = { model: "VideoModel-2.0-mini", prompt: "only once", seconds: "4" as const };
+    const first = await idempotent.videos.create(params, { headers: { "Idempotency-Key": "create-once-1" } });
+    const again = await idempotent.videos.create(params, { headers: { "Idempotency-Key": "create-once-1" } });
+    expect(again.id).toBe(first.id);
+    const { ids } = await listAccountTasks(app.nats.accountTasks, account, { limit: 10 });
+    expect(ids).toEqual([Number(first.id.slice(6))]);
   });
 
   it("a task created through the spec's endpoint is a video object too", async () => {
