@@ -4,32 +4,17 @@ Env: REELAY_BASE_URL ({base}/api/compat), REELAY_API_KEY, REELAY_CHAT_MODELS ("m
 Prints one PASS/FAIL line per check; exits 1 if any check failed.
 """
 import os
-import sys
 
 import openai
 from openai import OpenAI
+
+from checks import check, expect, finish
 
 BASE_URL = os.environ["REELAY_BASE_URL"]
 API_KEY = os.environ["REELAY_API_KEY"]
 MODELS = [entry.split("=", 1) for entry in os.environ.get("REELAY_CHAT_MODELS", "echo=").split("|")]
 
 client = OpenAI(base_url=BASE_URL, api_key=API_KEY, max_retries=0, timeout=30)
-failures = 0
-
-
-def check(name, fn):
-    global failures
-    try:
-        fn()
-        print(f"PASS python {name}", flush=True)
-    except Exception as error:  # report every kind of failure as a failed check
-        failures += 1
-        print(f"FAIL python {name}: {type(error).__name__}: {error}", flush=True)
-
-
-def expect(actual, expected, what):
-    if actual != expected:
-        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
 
 
 def single_turn(model, prefix):
@@ -86,4 +71,4 @@ for model, prefix in MODELS:
     check(f"multi-turn [{model}]", lambda: multi_turn(model, prefix))
     check(f"streaming [{model}]", lambda: streaming(model, prefix))
 check("bad-key", bad_key)
-sys.exit(1 if failures else 0)
+finish()

@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import warnings
@@ -16,28 +15,14 @@ import warnings
 import openai
 from openai import OpenAI
 
+from checks import check, expect, finish
+
 # The SDK marks its videos resource deprecated (OpenAI's own Sora API shuts down); reelay keeps serving it.
 warnings.filterwarnings("ignore", category=DeprecationWarning)
 
 BASE_URL = os.environ["REELAY_BASE_URL"]
 client = OpenAI(base_url=BASE_URL, api_key=os.environ["REELAY_API_KEY"], max_retries=0, timeout=30)
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==")
-failures = 0
-
-
-def check(name, fn):
-    global failures
-    try:
-        fn()
-        print(f"PASS python {name}", flush=True)
-    except Exception as error:  # report every kind of failure as a failed check
-        failures += 1
-        print(f"FAIL python {name}: {type(error).__name__}: {error}", flush=True)
-
-
-def expect(actual, expected, what):
-    if actual != expected:
-        raise AssertionError(f"{what}: expected {expected!r}, got {actual!r}")
 
 
 def raises(kind, fn):
@@ -117,4 +102,4 @@ check("videos: list finds it", list_finds_it)
 check("videos: remix", remix)
 check("videos: delete, then not found", delete)
 check("videos: typed errors (bad request, authentication, permission, not found, rate limit)", errors)
-sys.exit(1 if failures else 0)
+finish()
