@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings } from "../contracts/config.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
+import { arkSampleVideo } from "./fakes/arkUpstream.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -17,7 +19,8 @@ describe("reelay → reelay through the OpenAI Videos API", () => {
   let client: VideoClient;
 
   beforeAll(async () => {
-    upstream = await startTestApp();
+    // The upstream reelay generates on the instant scripted vendor (a real MP4, no render).
+    upstream = await startTestApp({ providers: () => new ScriptedVendor({}, arkSampleVideo()) });
     process.env[RELAY_KEY_VARIABLE] = await upstream.keyFor("downstream-reelay", 100);
     downstream = await startTestApp({
       tweak: (config) => {
@@ -69,7 +72,7 @@ describe("reelay → reelay through the OpenAI Videos API", () => {
 
     // The bytes went from the upstream's store to the downstream's unchanged.
     const video = Buffer.from(await (await fetch(String(final.body.data?.video_url))).arrayBuffer());
-    expect(video.subarray(4, 8).toString()).toBe("ftyp");
+    expect(video.equals(arkSampleVideo())).toBe(true);
 
     const downstreamEvents = (await new TaskLog(downstream.nats.js, downstream.nats.jsm).read(final.body.data?.task_id as number)).events;
     expect(downstreamEvents.find((event) => event.type === "GenerationSucceeded")?.data).toMatchObject({ upstreamUsage: { unit: "seconds", amount: 4, costMicros: 1_000_000 } });
