@@ -65,8 +65,16 @@ describe("reelay → reelay through the OpenAI Videos API", () => {
 
     // The upstream ran it for the downstream's account, and the downstream deleted the upstream's copy.
     const upstreamTaskId = Number(providerTaskId.slice(6));
-    const upstreamEvents = (await new TaskLog(upstream.nats.js, upstream.nats.jsm).read(upstreamTaskId)).events;
-    expect(upstreamEvents.map((event) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded", "VideoDeleted"]);
+    const upstreamLog = new TaskLog(upstream.nats.js, upstream.nats.jsm);
+    // The delete follows the downstream task's end (the runner forgets the upstream task after settling it).
+    await expect.poll(async () => (await upstreamLog.read(upstreamTaskId)).events.map((event) => event.type)).toEqual([
+      "TaskSubmitted",
+      "UpstreamAccepted",
+      "GenerationStarted",
+      "GenerationSucceeded",
+      "VideoDeleted",
+    ]);
+    const upstreamEvents = (await upstreamLog.read(upstreamTaskId)).events;
     const upstreamSubmitted = upstreamEvents[0];
     expect(upstreamSubmitted?.type === "TaskSubmitted" && upstreamSubmitted.data).toMatchObject({ account: "downstream-reelay", job: { model: "VideoModel-2.0-mini", prompt: "a relayed fox", durationSeconds: 4 } });
 
