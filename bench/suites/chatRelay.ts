@@ -2,9 +2,9 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { Agent, request, type IncomingMessage } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startNatsServer } from "../../infra/natsServer.ts";
+import { startBenchNats } from "../lib/benchNats.ts";
 import { loadConfig } from "../../services/shared/config.ts";
-import { cpuMicros, pinProcess, pinningAvailable, programPid, spawnTsx, trackPid, waitForOutput } from "../lib/procs.ts";
+import { cpuMicros, pinProcess, pinningAvailable, spawnTsx, waitForOutput } from "../lib/procs.ts";
 import { logTail, prepareAccount, startReelay, type ReelayChild } from "../lib/reelayChild.ts";
 import type { BenchRow } from "../table.ts";
 
@@ -150,13 +150,9 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
   const ownCpus = pinningAvailable ? readFileSync("/proc/self/status", "utf8").match(/^Cpus_allowed_list:\s*(\S+)/m)?.[1] : undefined;
   try {
     if (!pinningAvailable) say("taskset not found: processes run unpinned, ratios are less meaningful");
-    const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say });
-    const natsPid = programPid(nats.pid, "nats-server");
-    const untrack = trackPid(natsPid);
-    stops.push(async () => {
-      await nats.stop();
-      untrack();
-    });
+    const nats = await startBenchNats(workDir, say);
+    stops.push(() => nats.stop());
+    const natsPid = nats.pid;
     // NATS is infrastructure the gateway reaches over the network, like the projector below: it runs on the
     // load core, so CPU 0 holds exactly what the stack notes compare — gateway and upstream.
     pinProcess(natsPid, LOAD_CPU);

@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startNatsServer } from "../../infra/natsServer.ts";
-import { pinProcess, pinningAvailable, programPid, trackPid } from "../lib/procs.ts";
+import { startBenchNats } from "../lib/benchNats.ts";
+import { pinProcess, pinningAvailable } from "../lib/procs.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { runWrk, type WrkResult } from "../lib/wrk.ts";
 import type { BenchRow } from "../table.ts";
@@ -39,13 +39,9 @@ export async function openAiVideosCreateBench(): Promise<BenchRow[]> {
   const stops: Array<() => Promise<void>> = [];
   try {
     if (!pinningAvailable) say("taskset not found: processes run unpinned, ratios are less meaningful");
-    const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say });
-    const natsPid = programPid(nats.pid, "nats-server");
-    const untrack = trackPid(natsPid);
-    stops.push(async () => {
-      await nats.stop();
-      untrack();
-    });
+    const nats = await startBenchNats(workDir, say);
+    stops.push(() => nats.stop());
+    const natsPid = nats.pid;
     const config = benchConfig();
     const key = await prepareAccount(nats.url, workDir, config);
     const reelay = await startReelay({ natsUrl: nats.url, config, workDir, cpu: SERVER_CPU });
