@@ -1,6 +1,4 @@
-import { execFile } from "node:child_process";
 import { createServer, type Server } from "node:http";
-import { promisify } from "node:util";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../contracts/videoTask.ts";
@@ -8,6 +6,7 @@ import { RUNNER_SUBJECTS, RunnerChannels } from "../contracts/runnerControl.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
 import { ArkUpstream, arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { addArk } from "./helpers/arkChannels.ts";
+import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -20,8 +19,6 @@ const KEYS = { ARK_TEST_KEY_A: "ark-key-a", ARK_TEST_KEY_B: "ark-key-b", ARK_TES
 Object.assign(process.env, KEYS);
 delete process.env.ARK_TEST_KEY_UNSET;
 
-const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
-const run = promisify(execFile);
 
 /** 1280·720·(24·5+1)/1024: what Ark reports for 5 s at 720p 16:9 (vendors doc A.8). */
 const FIVE_SECONDS_720P = 108_900;
@@ -339,11 +336,10 @@ describe("Seedance on Ark (fake Ark server)", () => {
   });
 
   it("reelay channels lists each channel's state and errors; reelay audit upstream sets charges against upstream usage per model and channel", async () => {
-    const env = { ...process.env, NATS_URL: app.natsUrl };
-    const channels = await run(process.execPath, [CLI, "channels"], { env });
+    const channels = await reelayInProcess(app, "channels");
     expect(channels.stdout).toMatch(/ark-wrong-key\s+ark\s+cooling down\s+0\/10 .*AuthenticationError/);
     expect(channels.stdout).toMatch(/pair-1\s+ark\s+in rotation\s+0\/1 /);
-    const audit = await run(process.execPath, [CLI, "audit", "upstream", "--json"], { env });
+    const audit = await reelayInProcess(app, "audit", "upstream", "--json");
     const rows = JSON.parse(audit.stdout) as Array<{ model: string; channel: string; succeeded: number; failed: number; upstreamTokens: number; billedTokens: number; mismatched: number[]; chargedFailures: number[] }>;
     const seedance = rows.find((row) => row.model === "Seedance" && row.channel === "ark-a");
     expect(seedance?.succeeded).toBeGreaterThanOrEqual(5);

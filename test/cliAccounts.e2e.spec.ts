@@ -4,17 +4,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
 import { AccountBalance } from "../contracts/ledger.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
+import { reelayInProcess, type CliResult } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
 const run = promisify(execFile);
 const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 // VideoModel-2.0-mini, 4 s, 16:9: 1280·720·97/1024 = 87,300 tokens × 23 ¥/M = 2.007900 ¥.
 const MINI_4S = "2.007900";
@@ -23,7 +18,9 @@ const STACK_FRAME = /\n\s+at /;
 
 describe("reelay accounts and reelay audit", () => {
   let app: TestApp;
-  const reelay = async (...args: string[]): Promise<CliResult> => {
+  /** In this process (test/helpers/cliInProcess.ts); `binary` runs the real `reelay` for the first command. */
+  const reelay = (...args: string[]): Promise<CliResult> => reelayInProcess(app, ...args);
+  const binary = async (...args: string[]): Promise<CliResult> => {
     try {
       const { stdout, stderr } = await run(process.execPath, [CLI, ...args], { env: { ...process.env, NATS_URL: app.natsUrl } });
       return { code: 0, stdout, stderr };
@@ -51,7 +48,7 @@ describe("reelay accounts and reelay audit", () => {
   afterAll(async () => app?.stop());
 
   it("accounts create opens an account once; again says it already exists", async () => {
-    const created = await reelay("accounts", "create", "cli-demo");
+    const created = await binary("accounts", "create", "cli-demo");
     expect(created).toMatchObject({ code: 0, stdout: "created account cli-demo\n" });
     const again = await reelay("accounts", "create", "cli-demo");
     expect(again).toMatchObject({ code: 0, stdout: "account cli-demo already exists\n" });

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runningEmbeddedServer } from "../infra/natsServer.ts";
+import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -28,18 +29,18 @@ describe("reelay keys", () => {
     const client = new VideoClient(app.baseUrl, key);
     expect((await client.query(1)).status).not.toBe(401);
 
-    const listed = await reelay(["keys", "list", "--account", "cli-acct"], env);
+    const listed = await reelayInProcess(app, "keys", "list", "--account", "cli-acct");
     const [keyId] = listed.stdout.trim().split("\t");
     expect(listed.stdout).not.toContain(key);
     expect(keyId).toMatch(/^[0-9a-f]{12}$/);
 
-    await reelay(["keys", "revoke", String(keyId)], env);
+    await reelayInProcess(app, "keys", "revoke", String(keyId));
     await expect.poll(async () => (await client.query(1)).status, { timeout: 5000 }).toBe(401);
-    expect((await reelay(["keys", "list", "--account", "cli-acct"], env)).stdout).toBe("no keys\n");
+    expect((await reelayInProcess(app, "keys", "list", "--account", "cli-acct")).stdout).toBe("no keys\n");
   });
 
   it("stores only hashes: the key text appears nowhere in the bucket", async () => {
-    const created = await reelay(["keys", "create", "--account", "hash-check"], { NATS_URL: app.natsUrl });
+    const created = await reelayInProcess(app, "keys", "create", "--account", "hash-check");
     const key = created.stdout.trim().split("\n").at(-1) ?? "";
     for await (const name of await app.nats.apiKeys.keys()) {
       expect(name).not.toContain(key);
@@ -51,9 +52,10 @@ describe("reelay keys", () => {
     const failure = await reelay(["keys", "create"], { NATS_URL: app.natsUrl }).catch((error: { code: number; stderr: string }) => error);
     expect(failure).toMatchObject({ code: 1 });
     expect((failure as { stderr: string }).stderr).toMatch(/--account/);
-    const badName = await reelay(["keys", "create", "--account", "no spaces"], { NATS_URL: app.natsUrl }).catch((e: { stderr: string }) => e);
-    expect((badName as { stderr: string }).stderr).toMatch(/account names/);
-    expect((badName as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
+    const badName = await reelayInProcess(app, "keys", "create", "--account", "no spaces");
+    expect(badName.code).toBe(1);
+    expect(badName.stderr).toMatch(/account names/);
+    expect(badName.stderr).not.toMatch(/\n\s+at /);
   });
 
   it("without NATS_URL, starts the data dir's embedded server for the command and stops it after", async () => {

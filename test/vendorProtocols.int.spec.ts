@@ -1,5 +1,3 @@
-import { execFile } from "node:child_process";
-import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings, type ReelayConfig, type VideoCapability } from "../contracts/config.ts";
 import type { TaskEvent } from "../contracts/videoTask.ts";
@@ -9,6 +7,7 @@ import { DashScopeUpstream } from "./fakes/dashscopeUpstream.ts";
 import { KlingUpstream } from "./fakes/klingUpstream.ts";
 import { MiniMaxUpstream } from "./fakes/minimaxUpstream.ts";
 import { VeoUpstream } from "./fakes/veoUpstream.ts";
+import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -28,8 +27,6 @@ const KEYS = {
 };
 Object.assign(process.env, KEYS);
 
-const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
-const run = promisify(execFile);
 
 /** A 1×1 PNG, as a customer may send an image inline. */
 const PNG_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -231,8 +228,7 @@ describe("each vendor's own protocol, and failover across vendors", () => {
     }
     expect(mixedWan.createBodies.map((body) => body.model)).toEqual(["wan2.6-t2v", "wan2.6-t2v", "wan2.6-t2v", "wan2.6-t2v"]);
     expect(mixedArk.tasks.size).toBe(0);
-    const env = { ...process.env, NATS_URL: app.natsUrl };
-    const audit = await run(process.execPath, [CLI, "audit", "upstream", "--json"], { env });
+    const audit = await reelayInProcess(app, "audit", "upstream", "--json");
     const rows = JSON.parse(audit.stdout) as Array<{ model: string; channel: string; succeeded: number; upstreamSeconds: number; upstreamCostMicros: number; chargedMicros: number }>;
     expect(rows.find((row) => row.model === "Mixed" && row.channel === "mixed-wan")).toMatchObject({ succeeded: 4, upstreamSeconds: 20, upstreamCostMicros: 10_000_000 });
     const settled = await app.ledger.current("protocols");

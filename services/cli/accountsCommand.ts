@@ -1,3 +1,4 @@
+import type { CliIo } from "./cliIo.ts";
 import { randomUUID } from "node:crypto";
 import { AccountName } from "../../contracts/apiKey.ts";
 import { AccountBalance } from "../../contracts/ledger.ts";
@@ -17,10 +18,10 @@ function accountName(name: string | undefined): string {
   return parsed.data;
 }
 
-const out = (line: string) => process.stdout.write(`${line}\n`);
 
 /** `reelay accounts …`: every change is an event on ledger.<account>; reads fold the same events. */
-export async function accountsCommand(nats: Nats, args: string[]): Promise<void> {
+export async function accountsCommand(nats: Nats, args: string[], io: CliIo): Promise<void> {
+  const { out } = io;
   const ledger = new AccountLedger(nats);
   const [action, name, amount] = args;
   switch (action) {

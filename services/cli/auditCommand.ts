@@ -1,3 +1,4 @@
+import type { CliIo } from "./cliIo.ts";
 import { Kvm, type KV } from "@nats-io/kv";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { availableMicros } from "../billing/account.ts";
@@ -15,7 +16,8 @@ import { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
 import { readWholeStream } from "../projector/replay.ts";
 import { UpstreamAudit } from "../projector/upstreamAudit.ts";
 
-const out = (line: string) => process.stdout.write(`${line}\n`);
+/** Where a command's lines go. */
+type Out = (line: string) => void;
 const USAGE = "usage: reelay audit replay | audit task <id> | audit account <name> [--json] | audit upstream [--json]";
 
 /** Waits until a projector consumer has applied everything in its stream, so live and replayed can be compared. */
@@ -41,7 +43,7 @@ async function auditInto<Event, Doc>(nats: Nats, projection: Projection<Event, D
   }
 }
 
-async function replay(nats: Nats): Promise<number> {
+async function replay(nats: Nats, out: Out): Promise<number> {
   const stamp = String(Date.now());
   const audits = [
     await auditInto(nats, taskViewProjection, nats.taskViews, CONSUMERS.taskViewProjector, stamp),
@@ -65,7 +67,7 @@ async function replay(nats: Nats): Promise<number> {
   return differences.length === 0 ? 0 : 1;
 }
 
-async function taskTimeline(nats: Nats, idText: string | undefined): Promise<void> {
+async function taskTimeline(nats: Nats, idText: string | undefined, out: Out): Promise<void> {
   const taskId = Number(idText);
   if (!Number.isInteger(taskId) || taskId <= 0) throw new ValidationError(`audit task needs a task id\n${USAGE}`);
   const { events } = await new TaskLog(nats.js, nats.jsm).read(taskId);
@@ -84,7 +86,7 @@ async function taskTimeline(nats: Nats, idText: string | undefined): Promise<voi
   if (view?.operation === "PUT") out(`now: ${TaskView.parse(view.json()).status}`);
 }
 
-async function accountStatement(nats: Nats, account: string | undefined, json: boolean): Promise<void> {
+async function accountStatement(nats: Nats, account: string | undefined, json: boolean, out: Out): Promise<void> {
   if (!account) throw new ValidationError(`audit account needs a name\n${USAGE}`);
   const history = await readAccountHistory(nats.js, nats.jsm, account);
   if (history.length === 0) throw new ValidationError(`no account named ${account}`);
@@ -102,7 +104,7 @@ async function accountStatement(nats: Nats, account: string | undefined, json: b
  * Per model and channel, what customers were charged against what the upstreams reported: exit code 1 when
  * a settled task's tokens differ from its upstream's report or a failed task was charged.
  */
-async function upstreamUsage(nats: Nats, json: boolean): Promise<number> {
+async function upstreamUsage(nats: Nats, json: boolean, out: Out): Promise<number> {
   const audit = new UpstreamAudit();
   await readWholeStream(nats.js, nats.jsm, STREAMS.tasks.name, (msg) => {
     const event = TaskEvent.safeParse(msg.json());
@@ -132,19 +134,20 @@ async function upstreamUsage(nats: Nats, json: boolean): Promise<number> {
 }
 
 /** `reelay audit …`; resolves to the process exit code. */
-export async function auditCommand(nats: Nats, args: string[], json: boolean): Promise<number> {
+export async function auditCommand(nats: Nats, args: string[], json: boolean, io: CliIo): Promise<number> {
+  const { out } = io;
   const [action, target] = args;
   switch (action) {
     case "replay":
-      return replay(nats);
+      return replay(nats, out);
     case "task":
-      await taskTimeline(nats, target);
+      await taskTimeline(nats, target, out);
       return 0;
     case "account":
-      await accountStatement(nats, target, json);
+      await accountStatement(nats, target, json, out);
       return 0;
     case "upstream":
-      return upstreamUsage(nats, json);
+      return upstreamUsage(nats, json, out);
     default:
       throw new ValidationError(USAGE);
   }

@@ -1,8 +1,8 @@
+import type { CliIo } from "./cliIo.ts";
 import { RUNNER_SUBJECTS, RunnerChannels } from "../../contracts/runnerControl.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 
-const out = (line: string) => process.stdout.write(`${line}\n`);
 const USAGE = "usage: reelay channels [--json]";
 
 /** How long runners get to answer: they reply from memory, so a live one answers in milliseconds. */
@@ -19,7 +19,8 @@ export async function gatherChannels(nats: Nats): Promise<RunnerChannels[]> {
 }
 
 /** `reelay channels`: each runner's channels — in rotation or cooling down, tasks in flight, recent errors. */
-export async function channelsCommand(nats: Nats, args: string[], json: boolean): Promise<number> {
+export async function channelsCommand(nats: Nats, args: string[], json: boolean, io: CliIo): Promise<number> {
+  const { out } = io;
   if (args.length > 0) throw new ValidationError(USAGE);
   const runners = await gatherChannels(nats);
   if (json) {

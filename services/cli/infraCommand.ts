@@ -1,3 +1,4 @@
+import type { CliIo } from "./cliIo.ts";
 import { describeChanges, planLayoutChanges } from "../../infra/layoutPlan.ts";
 import type { LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -9,12 +10,12 @@ const USAGE = "usage: reelay infra plan | infra apply";
  * (REELAY_REPLICAS, the runner's leaseMs); `reelay infra apply` shows the same and then changes them.
  * Nothing else ever changes an existing stream or consumer.
  */
-export async function infraCommand(nats: Nats, args: string[], layout: LayoutOptions): Promise<void> {
+export async function infraCommand(nats: Nats, args: string[], layout: LayoutOptions, io: CliIo): Promise<void> {
   const [action] = args;
   if (action !== "plan" && action !== "apply") throw new Error(USAGE);
   const plan = await planLayoutChanges(nats.jsm, layout);
-  process.stdout.write(`${describeChanges(plan.changes)}\n`);
+  io.out(`${describeChanges(plan.changes)}`);
   if (action === "plan" || plan.changes.length === 0) return;
   await plan.apply();
-  process.stdout.write(`applied ${plan.changes.length} change${plan.changes.length === 1 ? "" : "s"}\n`);
+  io.out(`applied ${plan.changes.length} change${plan.changes.length === 1 ? "" : "s"}`);
 }

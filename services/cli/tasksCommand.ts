@@ -1,3 +1,4 @@
+import type { CliIo } from "./cliIo.ts";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -24,15 +25,15 @@ function describe(event: TaskEvent): string {
 }
 
 /** `reelay tasks watch`: every task event as it is appended (or from a sequence), until Ctrl-C. */
-export async function tasksCommand(nats: Nats, args: string[], options: { account: string | undefined; from: string | undefined }): Promise<void> {
+export async function tasksCommand(nats: Nats, args: string[], options: { account: string | undefined; from: string | undefined }, io: CliIo): Promise<void> {
   if (args[0] !== "watch") throw new ValidationError(USAGE);
   const from = options.from === undefined ? "new" : Number(options.from);
   if (from !== "new" && (!Number.isInteger(from) || from < 1)) throw new ValidationError(`--from must be a stream sequence (a positive integer)\n${USAGE}`);
   const stopped = new AbortController();
   process.once("SIGINT", () => stopped.abort());
   process.once("SIGTERM", () => stopped.abort());
-  process.stderr.write(`watching task events${options.account ? ` of account ${options.account}` : ""}${from === "new" ? " (new ones)" : ` from sequence ${from}`}; Ctrl-C stops\n`);
+  io.err(`watching task events${options.account ? ` of account ${options.account}` : ""}${from === "new" ? " (new ones)" : ` from sequence ${from}`}; Ctrl-C stops`);
   for await (const { sequence, account, event } of subscribeTaskEvents(nats, { from, signal: stopped.signal, ...(options.account ? { account: options.account } : {}) })) {
-    process.stdout.write(`${sequence}\t${event.meta.at}\ttask ${event.meta.taskId}\t${account}\t${describe(event)}\n`);
+    io.out(`${sequence}\t${event.meta.at}\ttask ${event.meta.taskId}\t${account}\t${describe(event)}`);
   }
 }

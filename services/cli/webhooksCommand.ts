@@ -1,3 +1,4 @@
+import type { CliIo } from "./cliIo.ts";
 import { AccountName } from "../../contracts/apiKey.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -11,7 +12,7 @@ const USAGE = "usage: reelay webhooks secret --account <name> [--rotate] | webho
  * `--rotate` makes a new one, the old one signing beside it for a day). `reelay webhooks log`: recent
  * delivery attempts.
  */
-export async function webhooksCommand(nats: Nats, args: string[], options: { account: string | undefined; rotate: boolean }): Promise<void> {
+export async function webhooksCommand(nats: Nats, args: string[], options: { account: string | undefined; rotate: boolean }, io: CliIo): Promise<void> {
   const [action] = args;
   const { account } = options;
   if (!account) throw new ValidationError(`webhooks ${action ?? ""} needs --account <name>\n${USAGE}`);
@@ -22,15 +23,15 @@ export async function webhooksCommand(nats: Nats, args: string[], options: { acc
       const secrets = new WebhookSecrets(nats.webhookSecrets);
       const secret = options.rotate ? await secrets.rotate(account) : await secrets.secretOf(account);
       const note = options.rotate ? "new signing secret (the previous one also signs for 24 hours)" : "signing secret";
-      process.stdout.write(`webhook ${note} of account ${account}:\n${secret}\n`);
+      io.out(`webhook ${note} of account ${account}:\n${secret}`);
       return;
     }
     case "log": {
       const attempts = await readAttempts(nats.js, nats.jsm, account);
-      if (attempts.length === 0) process.stdout.write(`no webhook deliveries for account ${account}\n`);
+      if (attempts.length === 0) io.out(`no webhook deliveries for account ${account}`);
       for (const a of attempts) {
         const result = a.status !== undefined ? `HTTP ${a.status}` : (a.error ?? "");
-        process.stdout.write(`${a.at}\ttask ${a.taskId}\t${a.type}\tattempt ${a.attempt}\t${a.outcome}\t${result}\t${a.durationMs} ms\t${a.target}\n`);
+        io.out(`${a.at}\ttask ${a.taskId}\t${a.type}\tattempt ${a.attempt}\t${a.outcome}\t${result}\t${a.durationMs} ms\t${a.target}`);
       }
       return;
     }
