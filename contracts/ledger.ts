@@ -23,7 +23,12 @@ const event = <T extends string, D extends z.ZodRawShape>(type: T, data: D) =>
   z.object({ type: z.literal(type), data: z.object(data), meta: LedgerMeta });
 
 export const AccountOpened = event("AccountOpened", {});
-export const AccountCredited = event("AccountCredited", { amountMicros: Micros.positive(), note: z.string().optional() });
+export const AccountCredited = event("AccountCredited", {
+  amountMicros: Micros.positive(),
+  note: z.string().optional(),
+  /** Who credited it: the admin token's name, for credits made through the admin API. */
+  actor: z.string().optional(),
+});
 export const CostReserved = event("CostReserved", { taskId: z.number().int().positive(), amountMicros: Micros.nonnegative() });
 export const ReservationSettled = event("ReservationSettled", {
   taskId: z.number().int().positive(),

@@ -37,6 +37,14 @@ export const STREAMS = {
    * Webhook delivery attempts of account A on webhooklog.A, for `reelay webhooks log`: the last 200 per
    * account, a week at most. A record of what happened, not a source of truth.
    */
+  /** Every change made through the admin API, with the admin token's name (contracts/admin.ts AdminAction). */
+  adminLog: {
+    name: "ADMIN_LOG",
+    subjects: ["adminlog.>"],
+    retention: RetentionPolicy.Limits,
+    allow_direct: true,
+    max_age_ms: 400 * 24 * 60 * 60_000,
+  },
   webhookLog: {
     name: "WEBHOOK_LOG",
     subjects: ["webhooklog.>"],
@@ -62,6 +70,8 @@ export const BUCKETS = {
   accountTasks: "account_tasks",
   /** Per task with a callback URL: the last event version its webhooks are done with (keeps deliveries in order). */
   webhookProgress: "webhook_progress",
+  /** Operators' admin tokens, stored as hashes (contracts/admin.ts). */
+  adminTokens: "admin_tokens",
 } as const;
 
 /** Longest a webhook is retried (config `webhooks.retryForMs` is capped below it): progress records live this long. */

@@ -81,7 +81,7 @@ export function applyLedgerEvent(state: AccountState, event: LedgerEvent): Accou
 
 export type LedgerCommand =
   | { type: "open" }
-  | { type: "credit"; amountMicros: number; creditId: string; note?: string }
+  | { type: "credit"; amountMicros: number; creditId: string; note?: string; actor?: string }
   | { type: "reserve"; taskId: number; amountMicros: number }
   | { type: "settle"; taskId: number; costMicros: number; totalTokens: number; model: string }
   | { type: "release"; taskId: number; reason: string }
@@ -122,7 +122,7 @@ export function decideLedger(state: AccountState, command: LedgerCommand): NewLe
       if (!Number.isSafeInteger(state.balanceMicros + command.amountMicros)) {
         throw new ValidationError(`credit refused: the balance would exceed ${formatYuan(Number.MAX_SAFE_INTEGER)} yuan`);
       }
-      return [{ type: "AccountCredited", data: { amountMicros: command.amountMicros, ...(command.note ? { note: command.note } : {}) } }];
+      return [{ type: "AccountCredited", data: { amountMicros: command.amountMicros, ...(command.note ? { note: command.note } : {}), ...(command.actor ? { actor: command.actor } : {}) } }];
     case "reserve": {
       if (open !== undefined) return [];
       const available = availableMicros(state);

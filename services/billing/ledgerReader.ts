@@ -28,7 +28,7 @@ export function describeLedgerEvent(event: LedgerEvent, yuan: (micros: number) =
     case "AccountOpened":
       return "account opened";
     case "AccountCredited":
-      return `credited ${yuan(event.data.amountMicros)}${event.data.note ? ` (${event.data.note})` : ""}`;
+      return `credited ${yuan(event.data.amountMicros)}${event.data.note ? ` (${event.data.note})` : ""}${event.data.actor ? ` by ${event.data.actor}` : ""}`;
     case "CostReserved":
       return `reserved ${yuan(event.data.amountMicros)} for task ${event.data.taskId}`;
     case "ReservationSettled":

@@ -1,22 +1,9 @@
 import type { CliIo } from "./cliIo.ts";
-import { RUNNER_SUBJECTS, RunnerChannels } from "../../contracts/runnerControl.ts";
+import { gatherChannels } from "../shared/channelReports.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 
 const USAGE = "usage: reelay channels [--json]";
-
-/** How long runners get to answer: they reply from memory, so a live one answers in milliseconds. */
-const ANSWER_WINDOW_MS = 1000;
-
-/** Every running runner's channel reports, gathered over core NATS. */
-export async function gatherChannels(nats: Nats): Promise<RunnerChannels[]> {
-  const answers: RunnerChannels[] = [];
-  for await (const msg of await nats.nc.requestMany(RUNNER_SUBJECTS.channels, "", { strategy: "timer", maxWait: ANSWER_WINDOW_MS })) {
-    const parsed = RunnerChannels.safeParse(JSON.parse(msg.string()));
-    if (parsed.success) answers.push(parsed.data);
-  }
-  return answers.sort((a, b) => a.runner.localeCompare(b.runner));
-}
 
 /** `reelay channels`: each runner's channels — in rotation or cooling down, tasks in flight, recent errors. */
 export async function channelsCommand(nats: Nats, args: string[], json: boolean, io: CliIo): Promise<number> {

@@ -10,6 +10,8 @@ const USAGE = `reelay — video generation and chat gateway
 
   reelay serve [edge|runner|projector ...]   start services (all three by default)
   reelay keys create --account <name>        create an API key (printed alone on the last line)
+  reelay admin tokens create --name <name>   create an admin token for the admin API and console (last line)
+  reelay admin tokens list | revoke <id|name>
   reelay keys list [--account <name>]        list key ids
   reelay keys revoke <key-id>                revoke a key
   reelay accounts create <name>              open an account

@@ -9,13 +9,13 @@ import type { CliIo } from "./cliIo.ts";
 import { layoutOptions } from "./natsContext.ts";
 
 /** The commands that work against NATS (everything but `serve`). */
-export const NATS_COMMANDS = ["keys", "accounts", "audit", "infra", "webhooks", "channels", "tasks"] as const;
+export const NATS_COMMANDS = ["keys", "accounts", "audit", "infra", "webhooks", "channels", "tasks", "admin"] as const;
 
 export const parseCliArgs = (argv: string[]) =>
   parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { account: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, from: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { account: { type: "string" }, name: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, from: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
 
 type CliValues = ReturnType<typeof parseCliArgs>["values"];
@@ -41,6 +41,9 @@ export async function runNatsCommand(nats: Nats, config: ReelayConfig, command: 
       return 0;
     case "tasks":
       await (await import("./tasksCommand.ts")).tasksCommand(nats, rest, { account: values.account, from: values.from }, io);
+      return 0;
+    case "admin":
+      await (await import("./adminCommand.ts")).adminCommand(nats, rest, { name: values.name }, io);
       return 0;
     case "webhooks":
       await (await import("./webhooksCommand.ts")).webhooksCommand(nats, rest, { account: values.account, rotate: values.rotate ?? false }, io);

@@ -3,6 +3,7 @@ import type { ReelayConfig } from "../../contracts/config.ts";
 import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { formatYuan } from "../billing/pricing.ts";
+import { AdminTokenStore } from "../shared/adminTokens.ts";
 import { ApiKeyStore } from "../shared/apiKeys.ts";
 import { environment } from "../shared/environment.ts";
 import { createLogger } from "../shared/log.ts";
@@ -58,6 +59,28 @@ function withThreadMetrics(thread: Awaited<ReturnType<typeof startServiceThread>
   };
 }
 
+/** The admin API's listener from REELAY_ADMIN_HOST/PORT: PORT + 1 by default, `off` for none. */
+function adminListenerOf(env: ReturnType<typeof environment>): { admin?: { host: string; port: number } } {
+  const port = env.REELAY_ADMIN_PORT;
+  if (port === "off") return {};
+  return { admin: { host: env.REELAY_ADMIN_HOST, port: port ?? (env.PORT === 0 || env.PORT === 65_535 ? 0 : env.PORT + 1) } };
+}
+
+/** First start without admin tokens: one named `admin`, printed once, so the admin API can be tried at once. */
+async function bootstrapAdminToken(nats: Nats, adminPort: number): Promise<void> {
+  const store = new AdminTokenStore(nats.adminTokens);
+  if (!(await store.isEmpty())) return;
+  const { token } = await store.create("admin");
+  process.stdout.write(
+    [
+      `Admin API (this machine only) at http://localhost:${adminPort}/admin/v1/ (OpenAPI: /admin/v1/openapi.json); admin token (shown once):`,
+      `  ${token}`,
+      `  curl -s http://localhost:${adminPort}/admin/v1/accounts -H "Authorization: Bearer ${token}"`,
+      "",
+    ].join("\n"),
+  );
+}
+
 /**
  * `reelay serve [edge] [runner] [projector]`: the given services (all by default) in this process — the
  * edge on the main thread, the runner and the projector each on a thread of their own (when there is
@@ -80,6 +103,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
         port: environment().PORT,
         publicUrl: environment().REELAY_PUBLIC_URL,
         trustedProxies: environment().REELAY_TRUSTED_PROXIES,
+        ...adminListenerOf(environment()),
       })
     : undefined;
   // Stopped in this order: edge (no new work), runner (jobs handed back), projector last.
@@ -101,7 +125,8 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   if (edge) {
     stops.unshift({ service: "edge", stop: edge.stop });
     if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);
-    log.info({ url: `http://localhost:${edge.port}` }, "reelay is ready");
+    if (!externalNatsUrl() && edge.adminPort !== undefined) await bootstrapAdminToken(nats, edge.adminPort);
+    log.info({ url: `http://localhost:${edge.port}`, ...(edge.adminPort === undefined ? {} : { admin: `http://localhost:${edge.adminPort}/admin/v1/` }) }, "reelay is ready");
   } else {
     log.info({ services: selected }, "reelay services ready");
   }

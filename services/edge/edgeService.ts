@@ -26,6 +26,7 @@ import { TaskSubmitter } from "./video/taskSubmitter.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
 import { VideoFiles } from "./video/videoFiles.ts";
 import { registerVideosApi } from "./openaiVideos/videosRoutes.ts";
+import { startAdminListener } from "./admin/adminListener.ts";
 
 export interface EdgeOptions {
   host: string;
@@ -35,6 +36,8 @@ export interface EdgeOptions {
   trustedProxies?: readonly string[];
   /** Chat billing; the ledger by default (tests pass a recording meter). */
   chatUsageMeter?: ChatUsageMeter;
+  /** The admin API's own listener (REELAY_ADMIN_HOST/REELAY_ADMIN_PORT); absent: none. */
+  admin?: { host: string; port: number };
 }
 
 const isLoopback = (address: string): boolean => address === "::1" || address.startsWith("127.") || address.startsWith("::ffff:127.");
@@ -43,6 +46,7 @@ const isLoopback = (address: string): boolean => address === "::1" || address.st
 export class EdgeService {
   private app: HttpApp | undefined;
   private boundPort = 0;
+  private admin: { port: number; close(): Promise<void> } | undefined;
   private readonly keys: ApiKeyDirectory;
   private readonly views: TaskViewReader;
   private readonly submitter: TaskSubmitter;
@@ -75,10 +79,21 @@ export class EdgeService {
     this.registerRoutes(app);
     this.app = app;
     this.boundPort = await app.listen(this.options.host, this.options.port);
+    if (this.options.admin) {
+      const videoBaseUrl = this.options.publicUrl ?? `http://localhost:${this.boundPort}`;
+      this.admin = await startAdminListener({ ...this.options.admin, nats: this.nats, ledger: this.ledger, views: this.views, taskLog: this.taskLog, videoBaseUrl, log: this.log.child({ part: "admin" }) });
+    }
     return this.boundPort;
   }
 
+  /** The admin API's bound port, when it listens. */
+  get adminPort(): number | undefined {
+    return this.admin?.port;
+  }
+
   async stop(): Promise<void> {
+    await this.admin?.close();
+    this.admin = undefined;
     await this.app?.close();
     this.app = undefined;
     this.submitter.stop();

@@ -9,8 +9,8 @@ export async function startEdge(
   config: ReelayConfig,
   log: Logger,
   options: EdgeOptions,
-): Promise<{ port: number; stop(): Promise<void> }> {
+): Promise<{ port: number; adminPort: number | undefined; stop(): Promise<void> }> {
   const edge = new EdgeService(nats, config, log, options);
   const port = await edge.start();
-  return { port, stop: () => edge.stop() };
+  return { port, adminPort: edge.adminPort, stop: () => edge.stop() };
 }

@@ -20,6 +20,7 @@ export interface Nats {
   webhookSecrets: KV;
   webhookProgress: KV;
   accountTasks: KV;
+  adminTokens: KV;
   videos: ObjectStore;
 }
 
@@ -51,6 +52,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     webhookSecrets: await kvm.open(BUCKETS.webhookSecrets),
     webhookProgress: await kvm.open(BUCKETS.webhookProgress),
     accountTasks: await kvm.open(BUCKETS.accountTasks),
+    adminTokens: await kvm.open(BUCKETS.adminTokens),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
   };
 }

@@ -36,6 +36,8 @@ export interface TestApp {
   nats: Nats;
   config: ReelayConfig;
   ledger: AccountLedger;
+  /** The admin API's base (`http://127.0.0.1:<port>/admin/v1`), when started with `admin: true`. */
+  adminUrl: string;
   /** A fresh API key for the account, which is opened and credited (default 10,000 yuan) on the spot. */
   keyFor(account: string, creditYuan?: number): Promise<string>;
   stop(): Promise<void>;
@@ -56,6 +58,8 @@ export async function startTestApp(
     providers?: ProviderFactory;
     /** REELAY_TRUSTED_PROXIES of the edge. */
     trustedProxies?: string[];
+    /** Also start the admin API's listener (loopback, any free port). */
+    admin?: boolean;
   } = {},
 ): Promise<TestApp> {
   const services = options.services ?? ["edge", "runner", "projector"];
@@ -66,6 +70,7 @@ export async function startTestApp(
   if (services.includes("projector")) stops.push((await startProjector(nats, config, silentLog)).stop);
   if (services.includes("runner")) stops.push((await startRunner(nats, config, silentLog, options.providers)).stop);
   let port = 0;
+  let adminPort: number | undefined;
   if (services.includes("edge")) {
     const edge = await startEdge(nats, config, silentLog, {
       host: "127.0.0.1",
@@ -73,8 +78,10 @@ export async function startTestApp(
       publicUrl: undefined,
       ...(options.trustedProxies ? { trustedProxies: options.trustedProxies } : {}),
       ...(options.chatUsageMeter ? { chatUsageMeter: options.chatUsageMeter } : {}),
+      ...(options.admin ? { admin: { host: "127.0.0.1", port: 0 } } : {}),
     });
     port = edge.port;
+    adminPort = edge.adminPort;
     stops.unshift(edge.stop);
   }
   const keys = new ApiKeyStore(nats.apiKeys);
@@ -85,6 +92,7 @@ export async function startTestApp(
     nats,
     config,
     ledger,
+    adminUrl: adminPort === undefined ? "" : `http://127.0.0.1:${adminPort}/admin/v1`,
     keyFor: async (account, creditYuan = 10_000) => {
       await ledger.execute(account, { type: "open" });
       if (creditYuan > 0) {

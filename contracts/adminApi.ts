@@ -1,0 +1,75 @@
+import { z } from "zod";
+import { AccountName } from "./apiKey.ts";
+
+/**
+ * The admin API's bodies, queries and answers (`/admin/v1/…`): validated with these schemas, and the OpenAPI
+ * 3.1 document at `/admin/v1/openapi.json` is generated from the same ones (services/admin/openApi.ts).
+ */
+
+/** Yuan as a decimal string, at most 6 decimals: money never passes through a float on its way in. */
+export const YuanText = z
+  .string()
+  .regex(/^\d{1,13}(\.\d{1,6})?$/, "amount is yuan as a decimal string with at most 6 decimals, such as \"12.50\"")
+  .describe("yuan as a decimal string with at most 6 decimals, such as \"12.50\"");
+
+export const AdminError = z.object({ error: z.object({ message: z.string(), code: z.string() }) });
+
+export const CreateAccountBody = z.strictObject({ name: AccountName });
+export const CreditBody = z.strictObject({ amount: YuanText, note: z.string().max(200).optional() });
+
+export const AccountSummary = z.object({
+  name: z.string(),
+  balance: z.string().describe("yuan"),
+  reserved: z.string().describe("yuan"),
+  available: z.string().describe("yuan"),
+});
+
+export const LedgerEntry = z.object({
+  sequence: z.number().int().describe("the entry's position in the ledger (use as `before` for the next page)"),
+  at: z.string(),
+  type: z.string(),
+  description: z.string(),
+  balance: z.string().describe("yuan, after the entry"),
+  actor: z.string().optional(),
+});
+export const LedgerPage = z.object({ entries: z.array(LedgerEntry), next_before: z.number().int().nullable() });
+export const LedgerQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(50),
+  before: z.coerce.number().int().positive().optional(),
+});
+
+export const ApiKeySummary = z.object({ id: z.string(), account: z.string(), created_at: z.string() });
+export const CreatedApiKey = ApiKeySummary.extend({ key: z.string().describe("shown only in this answer") });
+
+export const TaskStatusName = z.enum(["pending", "running", "success", "failed"]);
+export const TaskSummary = z.object({
+  task_id: z.number().int(),
+  account: z.string(),
+  model: z.string(),
+  status: TaskStatusName,
+  created_at: z.string(),
+  updated_at: z.string(),
+  total_tokens: z.number().int().optional(),
+  cost: z.string().optional().describe("yuan"),
+  reason: z.string().optional(),
+});
+export const TaskQuery = z.object({
+  account: AccountName.optional(),
+  status: TaskStatusName.optional(),
+  model: z.string().max(100).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  before: z.coerce.number().int().positive().optional(),
+});
+export const TaskPage = z.object({ tasks: z.array(TaskSummary), next_before: z.number().int().nullable() });
+export const TimelineEntry = z.object({
+  at: z.string(),
+  version: z.number().int(),
+  type: z.string(),
+  description: z.string(),
+  ledger: z.array(z.object({ type: z.string(), amount: z.string().describe("yuan") })),
+});
+export const TaskDetail = TaskSummary.extend({ provider_task_id: z.string().optional(), video_url: z.string().optional(), timeline: z.array(TimelineEntry) });
+
+export const ChannelsAnswer = z.object({
+  runners: z.array(z.object({ runner: z.string(), channels: z.array(z.record(z.string(), z.unknown())) })),
+});

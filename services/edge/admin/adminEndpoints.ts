@@ -1,0 +1,278 @@
+import { randomUUID } from "node:crypto";
+import { z } from "zod";
+import type { AdminAction } from "../../../contracts/admin.ts";
+import {
+  AccountSummary,
+  ApiKeySummary,
+  ChannelsAnswer,
+  CreateAccountBody,
+  CreatedApiKey,
+  CreditBody,
+  LedgerPage,
+  LedgerQuery,
+  TaskDetail,
+  TaskPage,
+  TaskQuery,
+  type TaskSummary,
+} from "../../../contracts/adminApi.ts";
+import { AccountName } from "../../../contracts/apiKey.ts";
+import { AccountBalance, type LedgerEvent } from "../../../contracts/ledger.ts";
+import type { TaskView } from "../../../contracts/videoTask.ts";
+import { STREAMS } from "../../../infra/jetstreamLayout.ts";
+import { availableMicros, type AccountState } from "../../billing/account.ts";
+import type { AccountLedger } from "../../billing/accountLedger.ts";
+import { describeLedgerEvent, readAccountHistory } from "../../billing/ledgerReader.ts";
+import { formatYuan, parseYuan } from "../../billing/pricing.ts";
+import { ApiKeyStore } from "../../shared/apiKeys.ts";
+import { gatherChannels } from "../../shared/channelReports.ts";
+import { NotFoundError, ValidationError } from "../../shared/errors.ts";
+import type { Nats } from "../../shared/nats.ts";
+import type { TaskLog } from "../../shared/taskLog.ts";
+import { listAccountTasks } from "../../tasks/taskIndex.ts";
+import type { TaskViewReader } from "../video/taskViewReader.ts";
+import { endpoint, type AdminEndpoint } from "./adminApi.ts";
+
+export interface AdminDeps {
+  nats: Nats;
+  ledger: AccountLedger;
+  views: TaskViewReader;
+  taskLog: TaskLog;
+  /** Where task videos are served (the edge's public base). */
+  videoBaseUrl: string;
+}
+
+/** A task list without an account filter walks task ids down from the newest: at most this many per page. */
+const MAX_IDS_SCANNED = 5_000;
+
+const summaryOf = (state: AccountState): z.infer<typeof AccountSummary> => ({
+  name: state.account,
+  balance: formatYuan(state.balanceMicros),
+  reserved: formatYuan(state.reservedMicros),
+  available: formatYuan(availableMicros(state)),
+});
+
+function taskSummaryOf(view: TaskView): z.infer<typeof TaskSummary> {
+  return {
+    task_id: view.taskId,
+    account: view.account,
+    model: view.model,
+    status: view.status,
+    created_at: view.createdAt,
+    updated_at: view.updatedAt,
+    ...(view.totalTokens === undefined ? {} : { total_tokens: view.totalTokens }),
+    ...(view.costMicros === undefined ? {} : { cost: formatYuan(view.costMicros) }),
+    ...(view.failureReason === undefined ? {} : { reason: view.failureReason }),
+  };
+}
+
+const accountOf = (name: string | undefined): string => {
+  const parsed = AccountName.safeParse(name);
+  if (!parsed.success) throw new ValidationError(parsed.error.issues[0]?.message ?? "bad account name");
+  return parsed.data;
+};
+
+/** Money a ledger event moved, for a task's timeline. */
+function ledgerEffect(event: LedgerEvent): { type: string; amount: string } {
+  switch (event.type) {
+    case "CostReserved":
+      return { type: "reserved", amount: formatYuan(event.data.amountMicros) };
+    case "ReservationSettled":
+      return { type: "charged", amount: formatYuan(event.data.costMicros) };
+    case "ReservationReleased":
+      return { type: "released", amount: formatYuan(event.data.reservedMicros) };
+    default:
+      return { type: event.type, amount: "0.000000" };
+  }
+}
+
+/** Every endpoint of the admin API (usage, events and the console are the next to come). */
+export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
+  const { nats, ledger } = deps;
+  const keys = new ApiKeyStore(nats.apiKeys);
+  /** Every change is an event with its actor: who credited whom stays in the log. */
+  const record = async (action: Omit<AdminAction, "at">): Promise<void> => {
+    const entry: AdminAction = { at: new Date().toISOString(), ...action };
+    await nats.js.publish(`adminlog.${action.action}`, JSON.stringify(entry));
+  };
+  const existing = async (name: string): Promise<AccountState> => {
+    const state = await ledger.current(accountOf(name));
+    if (!state.exists) throw new NotFoundError(`no account named ${name}`);
+    return state;
+  };
+  const taskView = async (taskId: number): Promise<TaskView | undefined> => deps.views.get(taskId);
+
+  return [
+    endpoint({
+      method: "GET",
+      path: "/accounts",
+      summary: "Every account with its balance, reserved and available yuan",
+      response: z.object({ accounts: z.array(AccountSummary) }),
+      async handle() {
+        const accounts: Array<z.infer<typeof AccountSummary>> = [];
+        for await (const key of await nats.balances.keys()) {
+          const entry = await nats.balances.get(key);
+          if (entry?.operation !== "PUT") continue;
+          const doc = AccountBalance.parse(entry.json());
+          accounts.push({ name: doc.account, balance: formatYuan(doc.balanceMicros), reserved: formatYuan(doc.reservedMicros), available: formatYuan(availableMicros(doc)) });
+        }
+        return { accounts: accounts.sort((a, b) => a.name.localeCompare(b.name)) };
+      },
+    }),
+    endpoint({
+      method: "POST",
+      path: "/accounts",
+      summary: "Open an account (balance 0)",
+      body: CreateAccountBody,
+      response: AccountSummary,
+      status: 201,
+      async handle({ actor, body }) {
+        const before = await ledger.current(body.name);
+        if (before.exists) throw new ValidationError(`account ${body.name} already exists`);
+        const state = await ledger.execute(body.name, { type: "open" });
+        await record({ actor, action: "account.create", target: body.name });
+        return summaryOf(state);
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/accounts/{name}",
+      summary: "One account's balance, reserved and available yuan",
+      response: AccountSummary,
+      handle: async ({ params }) => summaryOf(await existing(params.name ?? "")),
+    }),
+    endpoint({
+      method: "POST",
+      path: "/accounts/{name}/credit",
+      summary: "Add prepaid balance (yuan as a decimal string, exact to the micro-yuan)",
+      body: CreditBody,
+      response: AccountSummary,
+      async handle({ actor, body, params }) {
+        const account = (await existing(params.name ?? "")).account;
+        let micros: number;
+        try {
+          micros = parseYuan(body.amount);
+        } catch (error) {
+          throw new ValidationError((error as Error).message);
+        }
+        if (micros <= 0) throw new ValidationError("amount must be more than 0");
+        const state = await ledger.execute(account, { type: "credit", amountMicros: micros, creditId: randomUUID(), note: body.note ?? "admin API credit", actor });
+        await record({ actor, action: "account.credit", target: account, detail: { amount: formatYuan(micros) } });
+        return summaryOf(state);
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/accounts/{name}/ledger",
+      summary: "An account's ledger, newest first, with the balance after each entry",
+      query: LedgerQuery,
+      response: LedgerPage,
+      async handle({ params, query }) {
+        const account = (await existing(params.name ?? "")).account;
+        const history = (await readAccountHistory(nats.js, nats.jsm, account)).filter((entry) => query.before === undefined || entry.sequence < query.before).reverse();
+        const page = history.slice(0, query.limit);
+        return {
+          entries: page.map((entry) => ({
+            sequence: entry.sequence,
+            at: entry.event.meta.at,
+            type: entry.event.type,
+            description: describeLedgerEvent(entry.event, formatYuan),
+            balance: formatYuan(entry.after.balanceMicros),
+            ...(entry.event.type === "AccountCredited" && entry.event.data.actor ? { actor: entry.event.data.actor } : {}),
+          })),
+          next_before: history.length > query.limit ? (page.at(-1)?.sequence ?? null) : null,
+        };
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/accounts/{name}/keys",
+      summary: "An account's API keys (ids only: keys are never stored)",
+      response: z.object({ keys: z.array(ApiKeySummary) }),
+      async handle({ params }) {
+        const account = (await existing(params.name ?? "")).account;
+        return { keys: (await keys.list(account)).map((key) => ({ id: key.keyId, account: key.account, created_at: key.createdAt })) };
+      },
+    }),
+    endpoint({
+      method: "POST",
+      path: "/accounts/{name}/keys",
+      summary: "Create an API key for the account; the key is in this answer only",
+      response: CreatedApiKey,
+      status: 201,
+      async handle({ actor, params }) {
+        const account = (await existing(params.name ?? "")).account;
+        const { key, keyId } = await keys.create(account);
+        await record({ actor, action: "key.create", target: keyId, detail: { account } });
+        return { id: keyId, account, created_at: new Date().toISOString(), key };
+      },
+    }),
+    endpoint({
+      method: "DELETE",
+      path: "/keys/{id}",
+      summary: "Revoke an API key (edges refuse it within seconds)",
+      response: ApiKeySummary,
+      async handle({ actor, params }) {
+        const revoked = await keys.revoke(params.id ?? "");
+        await record({ actor, action: "key.revoke", target: revoked.keyId, detail: { account: revoked.account } });
+        return { id: revoked.keyId, account: revoked.account, created_at: revoked.createdAt };
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/tasks",
+      summary: "Tasks, newest first, filtered by account, status and model",
+      query: TaskQuery,
+      response: TaskPage,
+      async handle({ query }) {
+        const matches = (view: TaskView | undefined): view is TaskView =>
+          view !== undefined && (query.status === undefined || view.status === query.status) && (query.model === undefined || view.model === query.model) && (query.account === undefined || view.account === query.account);
+        const tasks: Array<z.infer<typeof TaskSummary>> = [];
+        if (query.account !== undefined) {
+          // The account's own index: only its tasks are read.
+          const { ids, more } = await listAccountTasks(nats.accountTasks, query.account, { limit: query.limit, ...(query.before === undefined ? {} : { before: query.before }), ...(query.status === undefined ? {} : { status: query.status }) });
+          for (const view of await Promise.all(ids.map(taskView))) if (matches(view)) tasks.push(taskSummaryOf(view));
+          return { tasks, next_before: more ? (ids.at(-1) ?? null) : null };
+        }
+        const newest = (await nats.jsm.streams.info(STREAMS.taskIds.name)).state.last_seq;
+        let id = Math.min(query.before === undefined ? newest : query.before - 1, newest);
+        const lowest = Math.max(1, id - MAX_IDS_SCANNED + 1);
+        for (; id >= lowest && tasks.length < query.limit; id--) {
+          const view = await taskView(id);
+          if (matches(view)) tasks.push(taskSummaryOf(view));
+        }
+        return { tasks, next_before: id >= 1 ? id + 1 : null };
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/tasks/{id}",
+      summary: "One task: its view and its event timeline with the ledger effects",
+      response: TaskDetail,
+      async handle({ params }) {
+        const taskId = Number(params.id);
+        if (!Number.isSafeInteger(taskId) || taskId <= 0) throw new ValidationError(`task id must be a positive integer, got "${String(params.id).slice(0, 20)}"`);
+        const view = await taskView(taskId);
+        if (!view) throw new NotFoundError(`no task ${taskId}`);
+        const { events } = await deps.taskLog.read(taskId);
+        const ledgerEntries = (await readAccountHistory(nats.js, nats.jsm, view.account)).filter((entry) => "taskId" in entry.event.data && entry.event.data.taskId === taskId);
+        const timeline = [
+          ...events.map((event) => ({ at: event.meta.at, version: event.meta.version, type: event.type, description: JSON.stringify(event.data).slice(0, 500), ledger: [] as Array<{ type: string; amount: string }> })),
+          ...ledgerEntries.map((entry) => ({ at: entry.event.meta.at, version: 0, type: `ledger:${entry.event.type}`, description: describeLedgerEvent(entry.event, formatYuan), ledger: [ledgerEffect(entry.event)] })),
+        ].sort((a, b) => a.at.localeCompare(b.at) || a.version - b.version);
+        return {
+          ...taskSummaryOf(view),
+          ...(view.providerTaskId === undefined ? {} : { provider_task_id: view.providerTaskId }),
+          ...(view.video ? { video_url: `${deps.videoBaseUrl}/videos/${encodeURIComponent(view.video.object)}` } : {}),
+          timeline,
+        };
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/channels",
+      summary: "Each runner's upstream channels: in rotation or cooling down, tasks in flight and waiting, recent errors",
+      response: ChannelsAnswer,
+      handle: async () => ({ runners: (await gatherChannels(nats)).map((report) => ({ runner: report.runner, channels: report.channels as Array<Record<string, unknown>> })) }),
+    }),
+  ];
+}

@@ -1,0 +1,26 @@
+import type { Logger } from "../../shared/log.ts";
+import { AdminTokenStore } from "../../shared/adminTokens.ts";
+import { NotFoundError } from "../../shared/errors.ts";
+import { HttpApp } from "../http/httpApp.ts";
+import { jsonReply, writeReply } from "../http/reply.ts";
+import { ADMIN_BASE, registerAdminEndpoints } from "./adminApi.ts";
+import { adminEndpoints, type AdminDeps } from "./adminEndpoints.ts";
+import { adminErrorReply } from "./adminErrors.ts";
+import { openApiDocument } from "./openApi.ts";
+
+/**
+ * The admin API on a listener of its own, on loopback unless REELAY_ADMIN_HOST says otherwise: operators'
+ * routes never share a port with customers', so exposing the public API never exposes these.
+ */
+export async function startAdminListener(deps: AdminDeps & { host: string; port: number; log: Logger }): Promise<{ port: number; close(): Promise<void> }> {
+  const errorReply = adminErrorReply(deps.log);
+  const app = new HttpApp({ allowedOrigins: [] }, (_path, error) => errorReply(error), false);
+  const endpoints = adminEndpoints(deps);
+  registerAdminEndpoints(app, endpoints, { tokens: new AdminTokenStore(deps.nats.adminTokens), log: deps.log });
+  const document = JSON.stringify(openApiDocument(endpoints));
+  // The description of the API is public on this (loopback) listener: clients generate from it before they hold a token.
+  app.get(`${ADMIN_BASE}/openapi.json`, (_req, res) => writeReply(res, { status: 200, headers: { "content-type": "application/json" }, body: document }));
+  app.get("/", (_req, res) => writeReply(res, jsonReply(404, { error: { message: new NotFoundError(`the admin API is under ${ADMIN_BASE}/`).message, code: "not_found" } })));
+  const port = await app.listen(deps.host, deps.port);
+  return { port, close: () => app.close() };
+}

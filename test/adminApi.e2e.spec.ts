@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AdminAction } from "../contracts/admin.ts";
+import { STREAMS } from "../infra/jetstreamLayout.ts";
+import { reelayInProcess } from "./helpers/cliInProcess.ts";
+import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+import { VideoClient } from "./helpers/videoClient.ts";
+
+/**
+ * The admin API on its own loopback listener: admin tokens from the CLI, every route with zod-checked input
+ * and `{"error": {"message", "code"}}` errors, changes recorded with the token's name, OpenAPI generated
+ * from the same schemas. Customer keys never open admin routes and admin tokens never open customer routes.
+ */
+describe("admin API", () => {
+  let app: TestApp;
+  let token: string;
+
+  beforeAll(async () => {
+    app = await startTestApp({ admin: true });
+    const created = await reelayInProcess(app, "admin", "tokens", "create", "--name", "ops-alice");
+    token = created.stdout.trim().split("\n").at(-1) ?? "";
+  });
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  const admin = async (method: string, path: string, body?: unknown, bearer: string = token) => {
+    const answer = await fetch(`${app.adminUrl}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${bearer}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    return { status: answer.status, body: (await answer.json()) as Record<string, unknown> & { error?: { message: string; code: string } } };
+  };
+
+  it("an admin token is printed alone on the last line, listed by id, and listens only on loopback", async () => {
+    expect(token).toMatch(/^rla_[A-Za-z0-9_-]{32}$/);
+    expect(app.adminUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/admin\/v1$/);
+    const listed = await reelayInProcess(app, "admin", "tokens", "list");
+    expect(listed.stdout).toMatch(/^[0-9a-f]{12}\tops-alice\t/m);
+    expect(listed.stdout).not.toContain(token);
+  });
+
+  it("without an admin token, with a customer key or a revoked token: 401 in the admin shape; an admin token opens no customer route", async () => {
+    const customerKey = await app.keyFor("someone", 1);
+    for (const bearer of ["", customerKey, "rla_not-a-token"]) {
+      const answer = await admin("GET", "/accounts", undefined, bearer);
+      expect(answer.status).toBe(401);
+      expect(answer.body.error?.code).toBe("invalid_admin_token");
+    }
+    expect((await new VideoClient(app.baseUrl, token).query(1)).status).toBe(401);
+    const spare = (await reelayInProcess(app, "admin", "tokens", "create", "--name", "ops-temp")).stdout.trim().split("\n").at(-1) ?? "";
+    expect((await admin("GET", "/accounts", undefined, spare)).status).toBe(200);
+    await reelayInProcess(app, "admin", "tokens", "revoke", "ops-temp");
+    expect((await admin("GET", "/accounts", undefined, spare)).status).toBe(401);
+  });
+
+  it("accounts: create, credit exactly, show, list, and the ledger names who credited", async () => {
+    expect(await admin("POST", "/accounts", { name: "acme" })).toMatchObject({ status: 201, body: { name: "acme", balance: "0.000000" } });
+    expect((await admin("POST", "/accounts", { name: "acme" })).body.error?.message).toMatch(/already exists/);
+    expect(await admin("POST", "/accounts/acme/credit", { amount: "12.345678" })).toMatchObject({ status: 200, body: { balance: "12.345678", available: "12.345678" } });
+    expect(await admin("GET", "/accounts/acme")).toMatchObject({ status: 200, body: { name: "acme", balance: "12.345678", reserved: "0.000000" } });
+    await expect.poll(async () => ((await admin("GET", "/accounts")).body.accounts as Array<{ name: string }>).map((a) => a.name)).toContain("acme");
+    const ledger = await admin("GET", "/accounts/acme/ledger?limit=1");
+    expect(ledger.body.entries).toMatchObject([{ type: "AccountCredited", balance: "12.345678", actor: "ops-alice", description: expect.stringMatching(/credited 12\.345678 .* by ops-alice/) }]);
+    expect(ledger.body.next_before).toEqual(expect.any(Number));
+    const older = await admin("GET", `/accounts/acme/ledger?before=${String(ledger.body.next_before)}`);
+    expect((older.body.entries as Array<{ type: string }>).map((e) => e.type)).toEqual(["AccountOpened"]);
+
+    const actions: AdminAction[] = [];
+    const consumer = await app.nats.js.consumers.get(STREAMS.adminLog.name);
+    const last = (await app.nats.jsm.streams.info(STREAMS.adminLog.name)).state.last_seq;
+    for await (const msg of await consumer.consume()) {
+      actions.push(AdminAction.parse(msg.json()));
+      if (msg.seq >= last) break;
+    }
+    expect(actions.map((a) => [a.actor, a.action, a.target])).toEqual([
+      ["ops-alice", "account.create", "acme"],
+      ["ops-alice", "account.credit", "acme"],
+    ]);
+  });
+
+  it.each([
+    ["more than 6 decimals", { amount: "1.1234567" }],
+    ["a negative amount", { amount: "-5" }],
+    ["a number instead of a decimal string", { amount: 5 }],
+    ["zero", { amount: "0" }],
+    ["an unknown field", { amount: "1", currency: "USD" }],
+  ])("credit refuses %s with a 400 naming the field, and credits nothing", async (_name, body) => {
+    await admin("POST", "/accounts", { name: "strict" });
+    const answer = await admin("POST", "/accounts/strict/credit", body);
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toMatchObject({ code: "invalid_request", message: expect.stringMatching(/amount|currency|body/) });
+    expect((await admin("GET", "/accounts/strict")).body.balance).toBe("0.000000");
+  });
+
+  it("keys: create (shown once) works on the customer API; list shows ids; delete revokes it", async () => {
+    await admin("POST", "/accounts", { name: "keyed" });
+    await admin("POST", "/accounts/keyed/credit", { amount: "100" });
+    const created = await admin("POST", "/accounts/keyed/keys");
+    expect(created).toMatchObject({ status: 201, body: { account: "keyed", key: expect.stringMatching(/^rly_/) } });
+    const client = new VideoClient(app.baseUrl, String(created.body.key));
+    const task = await client.create({ model: "VideoModel-2.0-mini", prompt: "from an admin-made key", duration: 4 });
+    expect(task.status).toBe(200);
+    expect((await admin("GET", "/accounts/keyed/keys")).body.keys).toEqual([{ id: created.body.id, account: "keyed", created_at: expect.any(String) }]);
+    expect(await admin("DELETE", `/keys/${String(created.body.id)}`)).toMatchObject({ status: 200, body: { id: created.body.id } });
+    await expect.poll(async () => (await client.query(1)).status, { timeout: 5_000 }).toBe(401);
+    expect((await admin("DELETE", `/keys/${String(created.body.id)}`)).status).toBe(404);
+  });
+
+  it("tasks: listed by account and across accounts, one task with its timeline and ledger effects", async () => {
+    const client = new VideoClient(app.baseUrl, await app.keyFor("watched", 100));
+    const taskId = (await client.create({ model: "VideoModel-2.0-mini", prompt: "admin watches", duration: 4 })).body.data?.task_id as number;
+    await client.waitForFinal(taskId, 30_000);
+    await expect.poll(async () => (await app.ledger.current("watched")).reservedMicros).toBe(0);
+    await expect.poll(async () => ((await admin("GET", "/tasks?account=watched")).body.tasks as Array<{ task_id: number; status: string }>)[0]).toMatchObject({ task_id: taskId, status: "success" });
+    const everyone = await admin("GET", "/tasks?status=success&limit=50");
+    expect((everyone.body.tasks as Array<{ task_id: number }>).map((t) => t.task_id)).toContain(taskId);
+    const detail = await admin("GET", `/tasks/${taskId}`);
+    expect(detail.body).toMatchObject({ task_id: taskId, account: "watched", status: "success", video_url: expect.stringMatching(/\/videos\/.+\.mp4$/) });
+    const types = (detail.body.timeline as Array<{ type: string }>).map((entry) => entry.type);
+    expect(types).toEqual(expect.arrayContaining(["TaskSubmitted", "GenerationSucceeded", "ledger:CostReserved", "ledger:ReservationSettled"]));
+    expect((await admin("GET", "/tasks/999999")).status).toBe(404);
+    expect((await admin("GET", "/tasks?limit=5000")).body.error?.message).toMatch(/limit/);
+  });
+
+  it("channels: every runner's report", async () => {
+    const answer = await admin("GET", "/channels");
+    expect(answer.status).toBe(200);
+    expect((answer.body.runners as Array<{ channels: unknown[] }>)[0]?.channels.length).toBeGreaterThan(0);
+  });
+
+  it("OpenAPI 3.1 is generated from the same schemas; unknown paths answer in the admin shape", async () => {
+    const document = (await (await fetch(`${app.adminUrl}/openapi.json`)).json()) as { openapi: string; paths: Record<string, Record<string, { requestBody?: unknown; parameters?: unknown[] }>> };
+    expect(document.openapi).toBe("3.1.0");
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining(["/admin/v1/accounts", "/admin/v1/accounts/{name}/credit", "/admin/v1/accounts/{name}/ledger", "/admin/v1/keys/{id}", "/admin/v1/tasks", "/admin/v1/tasks/{id}", "/admin/v1/channels"]),
+    );
+    expect(JSON.stringify(document.paths["/admin/v1/accounts/{name}/credit"]?.post?.requestBody)).toContain("decimal string");
+    const unknown = await fetch(`${app.adminUrl}/nothing-here`, { headers: { authorization: `Bearer ${token}` } });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { error: { code: string } }).error.code).toBe("not_found");
+  });
+});
