@@ -70,6 +70,28 @@ export const TimelineEntry = z.object({
 });
 export const TaskDetail = TaskSummary.extend({ provider_task_id: z.string().optional(), video_url: z.string().optional(), timeline: z.array(TimelineEntry) });
 
+const DayText = z.string().regex(/^\d{4}-\d{2}-\d{2}$/, "a day is YYYY-MM-DD (UTC)");
+
+export const UsageQuery = z.object({
+  from: DayText.optional().describe("first day, UTC (default: 29 days before `to`)"),
+  to: DayText.optional().describe("last day, UTC (default: today)"),
+  group_by: z.enum(["account", "model", "day"]).default("account"),
+});
+export const UsageRow = z.object({
+  key: z.string().describe("the account, model or day"),
+  tasks_created: z.number().int(),
+  tasks_succeeded: z.number().int(),
+  tasks_failed: z.number().int(),
+  tokens: z.number().int(),
+  charged: z.string().describe("yuan"),
+});
+export const UsageAnswer = z.object({ from: z.string(), to: z.string(), group_by: z.string(), rows: z.array(UsageRow) });
+
+export const StatsAnswer = z.object({
+  tasks: z.object({ pending: z.number().int(), running: z.number().int(), success: z.number().int(), failed: z.number().int() }),
+  hours: z.array(z.object({ hour: z.string(), created: z.number().int(), succeeded: z.number().int(), failed: z.number().int(), tokens: z.number().int(), charged: z.string() })),
+});
+
 export const ChannelsAnswer = z.object({
   runners: z.array(z.object({ runner: z.string(), channels: z.array(z.record(z.string(), z.unknown())) })),
 });

@@ -72,6 +72,8 @@ export const BUCKETS = {
   webhookProgress: "webhook_progress",
   /** Operators' admin tokens, stored as hashes (contracts/admin.ts). */
   adminTokens: "admin_tokens",
+  /** Task counters by status, hour and day/account/model for the admin dashboard and usage (contracts/taskStats.ts). */
+  taskStats: "task_stats",
 } as const;
 
 /** Longest a webhook is retried (config `webhooks.retryForMs` is capped below it): progress records live this long. */
@@ -101,6 +103,8 @@ export const CONSUMERS = {
   webhooks: "webhooks",
   /** Keeps each account's task index (`account_tasks`) for the task list. */
   taskIndex: "projector_task_index",
+  /** Keeps the task counters (`task_stats`) the admin dashboard reads. */
+  taskStats: "projector_task_stats",
 } as const;
 
 export interface LayoutOptions {
@@ -166,6 +170,7 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
     durableConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.taskIndex, options.leaseMs),
+    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskStats, options.leaseMs),
   ];
 }
 

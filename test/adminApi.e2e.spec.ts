@@ -123,6 +123,31 @@ describe("admin API", () => {
     expect((await admin("GET", "/tasks?limit=5000")).body.error?.message).toMatch(/limit/);
   });
 
+  it("stats and usage come from counters: tasks by status now, per hour over 24 h, and per account, model or day (also as CSV)", async () => {
+    const client = new VideoClient(app.baseUrl, await app.keyFor("counted", 100));
+    const taskId = (await client.create({ model: "VideoModel-2.0-mini", prompt: "counted", duration: 4 })).body.data?.task_id as number;
+    await client.waitForFinal(taskId, 30_000);
+    const today = new Date().toISOString().slice(0, 10);
+    // VideoModel-2.0-mini, 4 s, 16:9: 87,300 tokens at 23 yuan per million.
+    await expect
+      .poll(async () => ((await admin("GET", `/usage?group_by=account&from=${today}&to=${today}`)).body.rows as Array<{ key: string }>).find((row) => row.key === "counted"))
+      .toEqual({ key: "counted", tasks_created: 1, tasks_succeeded: 1, tasks_failed: 0, tokens: 87_300, charged: "2.007900" });
+    const stats = await admin("GET", "/stats");
+    expect(stats.body.tasks).toMatchObject({ success: expect.any(Number), pending: expect.any(Number) });
+    expect((stats.body.tasks as { success: number }).success).toBeGreaterThanOrEqual(1);
+    const hours = stats.body.hours as Array<{ hour: string; created: number; charged: string }>;
+    expect(hours).toHaveLength(24);
+    expect(hours.at(-1)?.created).toBeGreaterThanOrEqual(1);
+    const byModel = await admin("GET", "/usage?group_by=model");
+    expect((byModel.body.rows as Array<{ key: string }>).map((row) => row.key)).toContain("VideoModel-2.0-mini");
+    const csv = await fetch(`${app.adminUrl}/usage?group_by=account&from=${today}&to=${today}`, { headers: { authorization: `Bearer ${token}`, accept: "text/csv" } });
+    expect(csv.headers.get("content-type")).toMatch(/^text\/csv/);
+    const lines = (await csv.text()).trim().split("\n");
+    expect(lines[0]).toBe("account,tasks_created,tasks_succeeded,tasks_failed,tokens,charged_yuan");
+    expect(lines).toContain("counted,1,1,0,87300,2.007900");
+    expect((await admin("GET", "/usage?from=2026-13-01")).status).toBe(400);
+  });
+
   it("channels: every runner's report", async () => {
     const answer = await admin("GET", "/channels");
     expect(answer.status).toBe(200);
@@ -133,7 +158,7 @@ describe("admin API", () => {
     const document = (await (await fetch(`${app.adminUrl}/openapi.json`)).json()) as { openapi: string; paths: Record<string, Record<string, { requestBody?: unknown; parameters?: unknown[] }>> };
     expect(document.openapi).toBe("3.1.0");
     expect(Object.keys(document.paths)).toEqual(
-      expect.arrayContaining(["/admin/v1/accounts", "/admin/v1/accounts/{name}/credit", "/admin/v1/accounts/{name}/ledger", "/admin/v1/keys/{id}", "/admin/v1/tasks", "/admin/v1/tasks/{id}", "/admin/v1/channels"]),
+      expect.arrayContaining(["/admin/v1/accounts", "/admin/v1/stats", "/admin/v1/usage", "/admin/v1/accounts/{name}/credit", "/admin/v1/accounts/{name}/ledger", "/admin/v1/keys/{id}", "/admin/v1/tasks", "/admin/v1/tasks/{id}", "/admin/v1/channels"]),
     );
     expect(JSON.stringify(document.paths["/admin/v1/accounts/{name}/credit"]?.post?.requestBody)).toContain("decimal string");
     const unknown = await fetch(`${app.adminUrl}/nothing-here`, { headers: { authorization: `Bearer ${token}` } });

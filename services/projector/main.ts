@@ -4,6 +4,7 @@ import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { WebhookDispatcher } from "../webhooks/webhookDispatcher.ts";
 import { TaskIndexer } from "../tasks/taskIndex.ts";
+import { TaskStatsReactor } from "../tasks/taskStats.ts";
 import { ProjectorService } from "./projectorService.ts";
 
 /**
@@ -18,11 +19,14 @@ export async function startProjector(nats: Nats, config: ReelayConfig, log: Logg
     log.child({ part: "webhooks" }),
   );
   const taskIndex = new TaskIndexer(nats, log.child({ part: "task index" }));
+  const taskStats = new TaskStatsReactor(nats, log.child({ part: "task stats" }));
   await projector.start();
   await webhooks.start();
   await taskIndex.start();
+  await taskStats.start();
   return {
     stop: async () => {
+      await taskStats.stop();
       await taskIndex.stop();
       await webhooks.stop();
       await projector.stop();

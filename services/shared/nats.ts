@@ -21,6 +21,7 @@ export interface Nats {
   webhookProgress: KV;
   accountTasks: KV;
   adminTokens: KV;
+  taskStats: KV;
   videos: ObjectStore;
 }
 
@@ -53,6 +54,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     webhookProgress: await kvm.open(BUCKETS.webhookProgress),
     accountTasks: await kvm.open(BUCKETS.accountTasks),
     adminTokens: await kvm.open(BUCKETS.adminTokens),
+    taskStats: await kvm.open(BUCKETS.taskStats),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
   };
 }

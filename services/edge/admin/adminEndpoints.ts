@@ -12,9 +12,14 @@ import {
   LedgerQuery,
   TaskDetail,
   TaskPage,
+  StatsAnswer,
   TaskQuery,
+  UsageAnswer,
+  UsageQuery,
   type TaskSummary,
+  type UsageRow,
 } from "../../../contracts/adminApi.ts";
+import { DayUsage, HourStats, hourKey, StatusCounts } from "../../../contracts/taskStats.ts";
 import { AccountName } from "../../../contracts/apiKey.ts";
 import { AccountBalance, type LedgerEvent } from "../../../contracts/ledger.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
@@ -30,7 +35,10 @@ import type { Nats } from "../../shared/nats.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { listAccountTasks } from "../../tasks/taskIndex.ts";
 import type { TaskViewReader } from "../video/taskViewReader.ts";
-import { endpoint, type AdminEndpoint } from "./adminApi.ts";
+import { endpoint, rawReply, type AdminEndpoint } from "./adminApi.ts";
+
+/** A CSV field: quoted when it holds a comma, quote or line break (account and model names rarely do). */
+const csvField = (value: string): string => (/[",\n\r]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);
 
 export interface AdminDeps {
   nats: Nats;
@@ -265,6 +273,62 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
           ...(view.video ? { video_url: `${deps.videoBaseUrl}/videos/${encodeURIComponent(view.video.object)}` } : {}),
           timeline,
         };
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/stats",
+      summary: "The dashboard's numbers: tasks in each status now, and tasks and spend per hour over the last 24 hours (counters, not scans)",
+      response: StatsAnswer,
+      async handle() {
+        const counts = await nats.taskStats.get("status");
+        const tasks = counts?.operation === "PUT" ? StatusCounts.parse(counts.json()) : { pending: 0, running: 0, success: 0, failed: 0 };
+        const now = Date.now();
+        const hours = await Promise.all(
+          Array.from({ length: 24 }, async (_, i) => {
+            const start = new Date(Math.floor(now / 3_600_000) * 3_600_000 - (23 - i) * 3_600_000).toISOString();
+            const entry = await nats.taskStats.get(hourKey(start));
+            const doc = entry?.operation === "PUT" ? HourStats.parse(entry.json()) : undefined;
+            return { hour: start, created: doc?.created ?? 0, succeeded: doc?.succeeded ?? 0, failed: doc?.failed ?? 0, tokens: doc?.tokens ?? 0, charged: formatYuan(doc?.chargedMicros ?? 0) };
+          }),
+        );
+        return { tasks: { pending: tasks.pending, running: tasks.running, success: tasks.success, failed: tasks.failed }, hours };
+      },
+    }),
+    endpoint({
+      method: "GET",
+      path: "/usage",
+      summary: "Tokens, charged yuan and tasks by outcome per account, model or day (UTC); CSV with Accept: text/csv",
+      query: UsageQuery,
+      response: UsageAnswer,
+      async handle({ query, request }) {
+        const to = query.to ?? new Date().toISOString().slice(0, 10);
+        const from = query.from ?? new Date(Date.parse(to) - 29 * 86_400_000).toISOString().slice(0, 10);
+        if (from > to) throw new ValidationError(`from (${from}) is after to (${to})`);
+        const [first, last] = [from.replace(/-/g, ""), to.replace(/-/g, "")];
+        const rows = new Map<string, z.infer<typeof UsageRow> & { micros: number }>();
+        for await (const key of await nats.taskStats.keys("day.>")) {
+          const day = key.split(".")[1] ?? "";
+          if (day < first || day > last) continue;
+          const entry = await nats.taskStats.get(key);
+          if (entry?.operation !== "PUT") continue;
+          const doc = DayUsage.parse(entry.json());
+          const group = query.group_by === "account" ? doc.account : query.group_by === "model" ? doc.model : doc.day;
+          const row = rows.get(group) ?? { key: group, tasks_created: 0, tasks_succeeded: 0, tasks_failed: 0, tokens: 0, charged: "", micros: 0 };
+          row.tasks_created += doc.created;
+          row.tasks_succeeded += doc.succeeded;
+          row.tasks_failed += doc.failed;
+          row.tokens += doc.tokens;
+          row.micros += doc.chargedMicros;
+          rows.set(group, row);
+        }
+        const sorted = [...rows.values()].sort((a, b) => a.key.localeCompare(b.key)).map(({ micros, ...row }) => ({ ...row, charged: formatYuan(micros) }));
+        if (/text\/csv/i.test(request.header("accept"))) {
+          const lines = [[query.group_by, "tasks_created", "tasks_succeeded", "tasks_failed", "tokens", "charged_yuan"].join(",")];
+          for (const row of sorted) lines.push([csvField(row.key), row.tasks_created, row.tasks_succeeded, row.tasks_failed, row.tokens, row.charged].join(","));
+          return rawReply({ status: 200, headers: { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="usage-${from}-${to}-by-${query.group_by}.csv"` }, body: `${lines.join("\n")}\n` });
+        }
+        return { from, to, group_by: query.group_by, rows: sorted };
       },
     }),
     endpoint({

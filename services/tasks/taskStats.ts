@@ -1,0 +1,171 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import type { KV } from "@nats-io/kv";
+import { LRUCache } from "lru-cache";
+import { dayKey, DayUsage, HourStats, hourKey, StatusCounts } from "../../contracts/taskStats.ts";
+import { TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
+import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import { costMicros } from "../billing/pricing.ts";
+import type { Logger } from "../shared/log.ts";
+import type { Nats } from "../shared/nats.ts";
+import { pullLoop } from "../shared/pullLoop.ts";
+import { TaskLog } from "../shared/taskLog.ts";
+
+/** What the counters need to know of a task between its events. */
+export interface TaskFacts {
+  account: string;
+  model: string;
+  pricePerMillionTokens: number;
+  status: TaskView["status"];
+}
+
+/** One counter change an event means: which document, which fields by how much. */
+export type StatsChange =
+  | { doc: "status"; delta: Partial<Record<TaskView["status"], number>> }
+  | { doc: "hour"; at: string; delta: Partial<Record<"created" | "succeeded" | "failed" | "tokens" | "chargedMicros", number>> }
+  | { doc: "day"; at: string; account: string; model: string; delta: Partial<Record<"created" | "succeeded" | "failed" | "tokens" | "chargedMicros", number>> };
+
+/**
+ * The counter changes one task event means, given what is known of its task before it, and what is known
+ * after. Pure: the reactor applies the changes; replaying a log through it gives the same counters.
+ */
+export function statsOf(before: TaskFacts | undefined, event: TaskEvent): { facts: TaskFacts | undefined; changes: StatsChange[] } {
+  const at = event.meta.at;
+  if (event.type === "TaskSubmitted") {
+    if (before) return { facts: before, changes: [] };
+    const { account, job } = event.data;
+    const facts: TaskFacts = { account, model: job.model, pricePerMillionTokens: job.pricePerMillionTokens, status: "pending" };
+    return {
+      facts,
+      changes: [
+        { doc: "status", delta: { pending: 1 } },
+        { doc: "hour", at, delta: { created: 1 } },
+        { doc: "day", at, account, model: job.model, delta: { created: 1 } },
+      ],
+    };
+  }
+  if (!before || before.status === "success" || before.status === "failed") return { facts: before, changes: [] };
+  const moved = (status: TaskView["status"]) => ({ ...before, status });
+  switch (event.type) {
+    case "GenerationStarted":
+      if (before.status !== "pending") return { facts: before, changes: [] };
+      return { facts: moved("running"), changes: [{ doc: "status", delta: { pending: -1, running: 1 } }] };
+    case "GenerationSucceeded": {
+      const tokens = event.data.totalTokens;
+      const charged = costMicros([{ tokens, pricePerMillionTokens: before.pricePerMillionTokens }]);
+      const delta = { succeeded: 1, tokens, chargedMicros: charged };
+      return {
+        facts: moved("success"),
+        changes: [
+          { doc: "status", delta: { [before.status]: -1, success: 1 } },
+          { doc: "hour", at, delta },
+          { doc: "day", at, account: before.account, model: before.model, delta },
+        ],
+      };
+    }
+    case "GenerationFailed":
+      return {
+        facts: moved("failed"),
+        changes: [
+          { doc: "status", delta: { [before.status]: -1, failed: 1 } },
+          { doc: "hour", at, delta: { failed: 1 } },
+          { doc: "day", at, account: before.account, model: before.model, delta: { failed: 1 } },
+        ],
+      };
+    default:
+      return { facts: before, changes: [] };
+  }
+}
+
+const ZERO_OUTCOMES = { created: 0, succeeded: 0, failed: 0, tokens: 0, chargedMicros: 0 };
+
+/**
+ * Keeps `task_stats` from the task log: a reactor (durable consumer `projector_task_stats`), one event at a
+ * time in log order. A task's facts are remembered as its events pass, and folded from its log when a task
+ * is first met mid-way (after a restart). Each document carries the sequence it was last changed at, so a
+ * redelivered event changes nothing twice.
+ */
+export class TaskStatsReactor {
+  private readonly facts = new LRUCache<number, TaskFacts>({ max: 100_000 });
+  private readonly taskLog: TaskLog;
+  private readonly stopping = new AbortController();
+  private loop: Promise<void> | undefined;
+  private chain: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly nats: Nats,
+    private readonly log: Logger,
+  ) {
+    this.taskLog = new TaskLog(nats.js, nats.jsm);
+  }
+
+  async start(): Promise<void> {
+    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.taskStats);
+    this.loop = pullLoop(consumer, {
+      signal: this.stopping.signal,
+      room: () => 100,
+      take: (msg) => {
+        this.chain = this.chain.then(() => this.apply(msg));
+      },
+      log: this.log,
+      what: "task stats",
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await this.loop;
+    await this.chain;
+  }
+
+  private async apply(msg: JsMsg): Promise<void> {
+    try {
+      const parsed = TaskEvent.safeParse(msg.json());
+      if (!parsed.success) return msg.ack();
+      const event = parsed.data;
+      const taskId = event.meta.taskId;
+      const before = this.facts.get(taskId) ?? (event.type === "TaskSubmitted" ? undefined : await this.factsBefore(event));
+      const { facts, changes } = statsOf(before, event);
+      for (const change of changes) await this.change(change, msg.seq);
+      if (facts) this.facts.set(taskId, facts);
+      msg.ack();
+    } catch (error) {
+      this.log.warn({ err: error, seq: msg.seq }, "task stats update failed; retrying");
+      msg.nak(1000);
+    }
+  }
+
+  /** A task met mid-way: its facts folded from the events before this one. */
+  private async factsBefore(event: TaskEvent): Promise<TaskFacts | undefined> {
+    const { events } = await this.taskLog.read(event.meta.taskId);
+    let facts: TaskFacts | undefined;
+    for (const earlier of events) {
+      if (earlier.meta.version >= event.meta.version) break;
+      facts = statsOf(facts, earlier).facts;
+    }
+    return facts;
+  }
+
+  private async change(change: StatsChange, seq: number): Promise<void> {
+    const bucket = this.nats.taskStats;
+    if (change.doc === "status") {
+      await update(bucket, "status", (raw) => StatusCounts.parse(raw ?? { pending: 0, running: 0, success: 0, failed: 0, seq: 0 }), change.delta, seq);
+    } else if (change.doc === "hour") {
+      const key = hourKey(change.at);
+      await update(bucket, key, (raw) => HourStats.parse(raw ?? { hour: key.slice(5), ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
+    } else {
+      const key = dayKey(change.at, change.account, change.model);
+      const day = change.at.slice(0, 10);
+      await update(bucket, key, (raw) => DayUsage.parse(raw ?? { day, account: change.account, model: change.model, ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
+    }
+  }
+}
+
+/** Adds `delta` to a counter document unless it already holds this event (its `seq` is at or past it). */
+async function update<T extends { seq: number }>(bucket: KV, key: string, read: (raw: unknown) => T, delta: Partial<Record<string, number>>, seq: number): Promise<void> {
+  const entry = await bucket.get(key);
+  const doc = read(entry?.operation === "PUT" ? entry.json() : undefined);
+  if (doc.seq >= seq) return;
+  const next: Record<string, unknown> = { ...doc, seq };
+  for (const [field, by] of Object.entries(delta)) next[field] = ((doc as Record<string, unknown>)[field] as number) + (by ?? 0);
+  await bucket.put(key, JSON.stringify(next));
+}
