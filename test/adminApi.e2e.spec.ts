@@ -148,6 +148,30 @@ describe("admin API", () => {
     expect((await admin("GET", "/usage?from=2026-13-01")).status).toBe(400);
   });
 
+  it("events: every task and ledger event from now on, as SSE", async () => {
+    const controller = new AbortController();
+    const answer = await fetch(`${app.adminUrl}/events`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+    expect(answer.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    const reader = (answer.body as ReadableStream<Uint8Array>).getReader();
+    let text = "";
+    const seen = (async () => {
+      while (!(text.includes("event: ledger") && text.includes('"type":"GenerationSucceeded"'))) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += Buffer.from(value).toString("utf8");
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const client = new VideoClient(app.baseUrl, await app.keyFor("streamed", 10));
+    const taskId = (await client.create({ model: "VideoModel-2.0-mini", prompt: "streamed", duration: 4 })).body.data?.task_id as number;
+    await Promise.race([seen, new Promise((resolve) => setTimeout(resolve, 20_000))]);
+    controller.abort();
+    expect(text).toContain("event: task");
+    expect(text).toContain(`"taskId":${taskId}`);
+    expect(text).toMatch(/event: ledger\ndata: \{"type":"(AccountCredited|CostReserved)"/);
+    expect((await fetch(`${app.adminUrl}/events`)).status).toBe(401);
+  });
+
   it("channels: every runner's report", async () => {
     const answer = await admin("GET", "/channels");
     expect(answer.status).toBe(200);

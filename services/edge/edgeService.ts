@@ -81,7 +81,7 @@ export class EdgeService {
     this.boundPort = await app.listen(this.options.host, this.options.port);
     if (this.options.admin) {
       const videoBaseUrl = this.options.publicUrl ?? `http://localhost:${this.boundPort}`;
-      this.admin = await startAdminListener({ ...this.options.admin, nats: this.nats, ledger: this.ledger, views: this.views, taskLog: this.taskLog, videoBaseUrl, log: this.log.child({ part: "admin" }) });
+      this.admin = await startAdminListener({ ...this.options.admin, nats: this.nats, ledger: this.ledger, views: this.views, taskLog: this.taskLog, videoBaseUrl, keepaliveMs: this.config.limits.sseKeepaliveMs, log: this.log.child({ part: "admin" }) });
     }
     return this.boundPort;
   }

@@ -57,7 +57,7 @@ export function registerAdminEndpoints(app: HttpApp, endpoints: readonly AdminEn
     const names = [...endpoint.path.matchAll(/\{(\w+)\}/g)].map((match) => match[1] ?? "");
     const handler = route(
       async (request, body) => {
-        const actor = await authenticate(deps.tokens, request.header("authorization"));
+        const actor = await authenticateAdmin(deps.tokens, request.header("authorization"));
         const params = paramsOf(pattern, request.url, names);
         const query = endpoint.query ? parse(endpoint.query, Object.fromEntries(new URLSearchParams(request.query)), "query") : undefined;
         const parsedBody = endpoint.body ? parse(endpoint.body, jsonOf(body), "body") : undefined;
@@ -72,11 +72,11 @@ export function registerAdminEndpoints(app: HttpApp, endpoints: readonly AdminEn
   }
 }
 
-async function authenticate(tokens: AdminTokenStore, authorization: string): Promise<string> {
+/** The admin token's name, or a 401: customer API keys never open admin routes (they are not in its bucket). */
+export async function authenticateAdmin(tokens: AdminTokenStore, authorization: string): Promise<string> {
   const token = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1];
   if (!token) throw new AuthError("missing admin token: send Authorization: Bearer <admin token> (reelay admin tokens create --name <you>)");
   const record = await tokens.lookup(token);
-  // Customer API keys never open admin routes: they are not in the admin tokens' bucket.
   if (!record) throw new AuthError("invalid admin token");
   return record.name;
 }

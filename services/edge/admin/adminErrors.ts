@@ -14,16 +14,27 @@ const CODES: Partial<Record<number, string>> = {
   503: "service_unavailable",
 };
 
+export interface AdminErrorAnswer {
+  status: number;
+  body: { error: { message: string; code: string } };
+  headers: Record<string, string>;
+}
+
 /** The one place admin errors become `{"error": {"message", "code"}}` with a matching HTTP status. */
+export function adminError(error: unknown, log: Logger): AdminErrorAnswer {
+  const unavailable = error instanceof ReelayError ? undefined : asServiceUnavailable(error);
+  const known = error instanceof ReelayError ? error : unavailable;
+  if (!known) {
+    log.error({ err: error }, "admin API request failed");
+    return { status: 500, body: { error: { message: "internal error; see the edge's log", code: "internal_error" } }, headers: {} };
+  }
+  const headers: Record<string, string> = known.status === 401 ? { "www-authenticate": 'Bearer realm="reelay admin"' } : {};
+  return { status: known.status, body: { error: { message: known.message, code: CODES[known.status] ?? "error" } }, headers };
+}
+
 export function adminErrorReply(log: Logger): (error: unknown) => HttpReply {
   return (error) => {
-    const unavailable = error instanceof ReelayError ? undefined : asServiceUnavailable(error);
-    const known = error instanceof ReelayError ? error : unavailable;
-    if (!known) {
-      log.error({ err: error }, "admin API request failed");
-      return jsonReply(500, { error: { message: "internal error; see the edge's log", code: "internal_error" } });
-    }
-    const headers: Record<string, string> = known.status === 401 ? { "www-authenticate": 'Bearer realm="reelay admin"' } : {};
-    return jsonReply(known.status, { error: { message: known.message, code: CODES[known.status] ?? "error" } }, headers);
+    const answer = adminError(error, log);
+    return jsonReply(answer.status, answer.body, answer.headers);
   };
 }

@@ -6,17 +6,20 @@ import { jsonReply, writeReply } from "../http/reply.ts";
 import { ADMIN_BASE, registerAdminEndpoints } from "./adminApi.ts";
 import { adminEndpoints, type AdminDeps } from "./adminEndpoints.ts";
 import { adminErrorReply } from "./adminErrors.ts";
+import { registerAdminEvents } from "./adminEvents.ts";
 import { openApiDocument } from "./openApi.ts";
 
 /**
  * The admin API on a listener of its own, on loopback unless REELAY_ADMIN_HOST says otherwise: operators'
  * routes never share a port with customers', so exposing the public API never exposes these.
  */
-export async function startAdminListener(deps: AdminDeps & { host: string; port: number; log: Logger }): Promise<{ port: number; close(): Promise<void> }> {
+export async function startAdminListener(deps: AdminDeps & { host: string; port: number; keepaliveMs: number; log: Logger }): Promise<{ port: number; close(): Promise<void> }> {
   const errorReply = adminErrorReply(deps.log);
   const app = new HttpApp({ allowedOrigins: [] }, (_path, error) => errorReply(error), false);
   const endpoints = adminEndpoints(deps);
-  registerAdminEndpoints(app, endpoints, { tokens: new AdminTokenStore(deps.nats.adminTokens), log: deps.log });
+  const tokens = new AdminTokenStore(deps.nats.adminTokens);
+  registerAdminEndpoints(app, endpoints, { tokens, log: deps.log });
+  registerAdminEvents(app, { nats: deps.nats, tokens, log: deps.log, keepaliveMs: deps.keepaliveMs });
   const document = JSON.stringify(openApiDocument(endpoints));
   // The description of the API is public on this (loopback) listener: clients generate from it before they hold a token.
   app.get(`${ADMIN_BASE}/openapi.json`, (_req, res) => writeReply(res, { status: 200, headers: { "content-type": "application/json" }, body: document }));

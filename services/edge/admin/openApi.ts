@@ -39,6 +39,13 @@ export function openApiDocument(endpoints: readonly AdminEndpoint[]): Record<str
       },
     };
   }
+  paths[`${ADMIN_BASE}/events`] = {
+    get: {
+      summary: "Every task and ledger event from now on, as Server-Sent Events (`event: task` / `event: ledger`, `data:` the stored event)",
+      security: [{ adminToken: [] }],
+      responses: { "200": { description: "an event stream", content: { "text/event-stream": { schema: { type: "string" } } } } },
+    },
+  };
   return {
     openapi: "3.1.0",
     info: { title: "reelay admin API", version: "1", description: "Operators' API: accounts, balances, keys, tasks and channels. Bearer admin tokens from `reelay admin tokens create`." },

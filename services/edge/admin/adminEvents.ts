@@ -1,0 +1,60 @@
+import { DeliverPolicy } from "@nats-io/jetstream";
+import { STREAMS } from "../../../infra/jetstreamLayout.ts";
+import type { AdminTokenStore } from "../../shared/adminTokens.ts";
+import type { Logger } from "../../shared/log.ts";
+import type { Nats } from "../../shared/nats.ts";
+import { streamRoute } from "../chat/streamRoute.ts";
+import type { HttpApp } from "../http/httpApp.ts";
+import { ADMIN_BASE, authenticateAdmin } from "./adminApi.ts";
+import { adminError } from "./adminErrors.ts";
+
+/** A console that stops reading is cut off after this many unsent bytes (it reconnects), never buffered for. */
+const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
+
+/**
+ * `GET /admin/v1/events`: every task event and every ledger event from now on, as Server-Sent Events
+ * (`event: task` / `event: ledger`, `data:` the event as stored), for the console's live views. Two ordered
+ * consumers from "new"; nothing is kept per stream beyond what the socket has not sent yet, within a bound.
+ */
+export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: AdminTokenStore; log: Logger; keepaliveMs: number }): void {
+  app.get(
+    `${ADMIN_BASE}/events`,
+    streamRoute(
+      async (request, _body, sink) => {
+        await authenticateAdmin(deps.tokens, request.header("authorization"));
+        sink.write("retry: 2000\n\n");
+        const keepalive = setInterval(() => sink.write(": keepalive\n\n"), deps.keepaliveMs);
+        const stops: Array<() => void> = [() => clearInterval(keepalive)];
+        sink.onAbort(() => stops.splice(0).forEach((stop) => stop()));
+        // Bytes written since the socket last said it was full: a console that stops reading is cut off.
+        let unsent = 0;
+        const follow = async (stream: string, subjects: string, kind: string) => {
+          const consumer = await deps.nats.js.consumers.get(stream, { filter_subjects: subjects, deliver_policy: DeliverPolicy.New });
+          const messages = await consumer.consume();
+          stops.push(() => void messages.stop());
+          for await (const msg of messages) {
+            if (!sink.open) break;
+            const frame = `event: ${kind}\ndata: ${msg.string()}\n\n`;
+            if (!sink.write(frame) || unsent > 0) {
+              if (unsent === 0) sink.onDrain(() => (unsent = 0));
+              unsent += frame.length;
+            }
+            if (unsent > MAX_BUFFERED_BYTES) {
+              sink.end();
+              break;
+            }
+          }
+        };
+        await Promise.all([follow(STREAMS.tasks.name, STREAMS.tasks.subjects[0], "task"), follow(STREAMS.ledger.name, STREAMS.ledger.subjects[0], "ledger")]);
+      },
+      {
+        log: deps.log,
+        closeDelimited: true,
+        errors: {
+          reply: (error) => adminError(error, deps.log),
+          event: (error) => `event: error\ndata: ${JSON.stringify(adminError(error, deps.log).body)}\n\n`,
+        },
+      },
+    ),
+  );
+}
