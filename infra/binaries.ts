@@ -10,6 +10,8 @@ export interface RequiredProgram {
 }
 
 export const FFMPEG: RequiredProgram = { command: "ffmpeg", envVar: "FFMPEG_BIN", debianPackage: "ffmpeg" };
+/** Debian's Chromium: only the console's browser test drives it (Playwright), never the product. */
+export const CHROMIUM: RequiredProgram = { command: "chromium", envVar: "CHROMIUM_BIN", debianPackage: "chromium" };
 
 export class MissingProgramError extends Error {}
 

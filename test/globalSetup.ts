@@ -1,8 +1,8 @@
-import { FFMPEG, locateProgram } from "../infra/binaries.ts";
+import { CHROMIUM, FFMPEG, locateProgram } from "../infra/binaries.ts";
 import { locateNatsServer } from "../infra/natsServerBinary.ts";
 
 /**
- * Finds (or fetches, once) the nats-server and ffmpeg the whole run uses, exactly as `npm start` does, and
+ * Finds (or fetches, once) the nats-server, ffmpeg and Chromium the whole run uses, exactly as `npm start` does, and
  * hands them to every test worker and child process through NATS_SERVER_BIN and FFMPEG_BIN: one look-up,
  * one install at most, before any test starts (an install racing the tests made renders fail).
  */
@@ -12,4 +12,6 @@ export default function setup(): void {
   say(`nats-server ${server.version} (${server.source}: ${server.path})`);
   process.env.NATS_SERVER_BIN = server.path;
   process.env.FFMPEG_BIN = locateProgram(FFMPEG, say);
+  // The console's browser test drives Debian's Chromium through Playwright (installed like ffmpeg when missing).
+  process.env.CHROMIUM_BIN = locateProgram(CHROMIUM, say);
 }

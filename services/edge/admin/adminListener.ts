@@ -1,16 +1,16 @@
 import type { Logger } from "../../shared/log.ts";
 import { AdminTokenStore } from "../../shared/adminTokens.ts";
-import { NotFoundError } from "../../shared/errors.ts";
 import { HttpApp } from "../http/httpApp.ts";
-import { jsonReply, writeReply } from "../http/reply.ts";
+import { writeReply } from "../http/reply.ts";
 import { ADMIN_BASE, registerAdminEndpoints } from "./adminApi.ts";
 import { adminEndpoints, type AdminDeps } from "./adminEndpoints.ts";
 import { adminErrorReply } from "./adminErrors.ts";
 import { registerAdminEvents } from "./adminEvents.ts";
+import { bundleConsole } from "./consoleAssets.ts";
 import { openApiDocument } from "./openApi.ts";
 
 /**
- * The admin API on a listener of its own, on loopback unless REELAY_ADMIN_HOST says otherwise: operators'
+ * The admin API and the console (`/console/`) on a listener of its own, on loopback unless REELAY_ADMIN_HOST says otherwise: operators'
  * routes never share a port with customers', so exposing the public API never exposes these.
  */
 export async function startAdminListener(deps: AdminDeps & { host: string; port: number; keepaliveMs: number; log: Logger }): Promise<{ port: number; close(): Promise<void> }> {
@@ -23,7 +23,15 @@ export async function startAdminListener(deps: AdminDeps & { host: string; port:
   const document = JSON.stringify(openApiDocument(endpoints));
   // The description of the API is public on this (loopback) listener: clients generate from it before they hold a token.
   app.get(`${ADMIN_BASE}/openapi.json`, (_req, res) => writeReply(res, { status: 200, headers: { "content-type": "application/json" }, body: document }));
-  app.get("/", (_req, res) => writeReply(res, jsonReply(404, { error: { message: new NotFoundError(`the admin API is under ${ADMIN_BASE}/`).message, code: "not_found" } })));
+  // The console: bundled at start, served from memory; the token stays in the browser tab (no cookies).
+  const assets = await bundleConsole();
+  const security = { "content-security-policy": "default-src 'self'; media-src *; img-src 'self' data:", "x-content-type-options": "nosniff", "cache-control": "no-cache" };
+  app.get("/console/", (_req, res) => writeReply(res, { status: 200, headers: { ...security, "content-type": "text/html; charset=utf-8" }, body: assets.html }));
+  app.get("/console/app.js", (_req, res) => writeReply(res, { status: 200, headers: { ...security, "content-type": "text/javascript; charset=utf-8" }, body: assets.js }));
+  app.get("/console/console.css", (_req, res) => writeReply(res, { status: 200, headers: { ...security, "content-type": "text/css; charset=utf-8" }, body: assets.css }));
+  const toConsole = { status: 302, headers: { location: "/console/" }, body: "" };
+  app.get("/", (_req, res) => writeReply(res, toConsole));
+  app.get("/console", (_req, res) => writeReply(res, toConsole));
   const port = await app.listen(deps.host, deps.port);
   return { port, close: () => app.close() };
 }
