@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AdminAction } from "../contracts/admin.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
+import { arkSampleVideo } from "./fakes/arkUpstream.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
@@ -15,7 +17,8 @@ describe("admin API", () => {
   let token: string;
 
   beforeAll(async () => {
-    app = await startTestApp({ admin: true });
+    // Tasks run on the instant scripted vendor (a real MP4, no render): this file is about the admin side.
+    app = await startTestApp({ admin: true, providers: () => new ScriptedVendor({}, arkSampleVideo()) });
     const created = await reelayInProcess(app, "admin", "tokens", "create", "--name", "ops-alice");
     token = created.stdout.trim().split("\n").at(-1) ?? "";
   });

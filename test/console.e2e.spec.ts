@@ -1,6 +1,8 @@
 import { mkdirSync } from "node:fs";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { arkSampleVideo } from "./fakes/arkUpstream.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
@@ -21,7 +23,8 @@ describe("operator console (Chromium)", () => {
   let token: string;
 
   beforeAll(async () => {
-    app = await startTestApp({ admin: true });
+    // Tasks run on the instant scripted vendor (a real MP4, no render): this file is about the admin side.
+    app = await startTestApp({ admin: true, providers: () => new ScriptedVendor({}, arkSampleVideo()) });
     token = (await reelayInProcess(app, "admin", "tokens", "create", "--name", "console-test")).stdout.trim().split("\n").at(-1) ?? "";
     browser = await chromium.launch({ executablePath: process.env.CHROMIUM_BIN ?? "chromium", args: ["--no-sandbox", "--disable-gpu"] });
     page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
