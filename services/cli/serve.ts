@@ -73,8 +73,9 @@ async function bootstrapAdminToken(nats: Nats, adminPort: number): Promise<void>
   const { token } = await store.create("admin");
   process.stdout.write(
     [
-      `Admin API (this machine only) at http://localhost:${adminPort}/admin/v1/ (OpenAPI: /admin/v1/openapi.json); admin token (shown once):`,
+      `Console (this machine only): http://localhost:${adminPort}/console/ — sign in with this admin token (shown once; reelay admin tokens create --name <you> makes more):`,
       `  ${token}`,
+      `Admin API: http://localhost:${adminPort}/admin/v1/ (OpenAPI: /admin/v1/openapi.json)`,
       `  curl -s http://localhost:${adminPort}/admin/v1/accounts -H "Authorization: Bearer ${token}"`,
       "",
     ].join("\n"),
@@ -126,7 +127,7 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
     stops.unshift({ service: "edge", stop: edge.stop });
     if (!externalNatsUrl()) await bootstrapDemoKey(nats, edge.port);
     if (!externalNatsUrl() && edge.adminPort !== undefined) await bootstrapAdminToken(nats, edge.adminPort);
-    log.info({ url: `http://localhost:${edge.port}`, ...(edge.adminPort === undefined ? {} : { admin: `http://localhost:${edge.adminPort}/admin/v1/` }) }, "reelay is ready");
+    log.info({ url: `http://localhost:${edge.port}`, ...(edge.adminPort === undefined ? {} : { console: `http://localhost:${edge.adminPort}/console/` }) }, "reelay is ready");
   } else {
     log.info({ services: selected }, "reelay services ready");
   }
