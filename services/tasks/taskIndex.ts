@@ -4,7 +4,7 @@ import { TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { pullLoop } from "../shared/pullLoop.ts";
+import { startInOrderReactor } from "../shared/inOrderReactor.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { statusChangeOf } from "./statusChanges.ts";
 import { TaskDirectory } from "./taskDirectory.ts";
@@ -20,9 +20,7 @@ export const taskIdOfIndexKey = (key: string): number => Number(key.slice(key.la
  */
 export class TaskIndexer {
   private readonly directory: TaskDirectory;
-  private readonly stopping = new AbortController();
-  private loop: Promise<void> | undefined;
-  private chain: Promise<void> = Promise.resolve();
+  private reactor: { stop(): Promise<void> } | undefined;
 
   constructor(
     private readonly nats: Nats,
@@ -32,22 +30,11 @@ export class TaskIndexer {
   }
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.taskIndex);
-    this.loop = pullLoop(consumer, {
-      signal: this.stopping.signal,
-      room: () => 100,
-      take: (msg) => {
-        this.chain = this.chain.then(() => this.index(msg));
-      },
-      log: this.log,
-      what: "task index",
-    });
+    this.reactor = await startInOrderReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskIndex, what: "task index", log: this.log, handle: (msg) => this.index(msg) });
   }
 
   async stop(): Promise<void> {
-    this.stopping.abort();
-    await this.loop;
-    await this.chain;
+    await this.reactor?.stop();
   }
 
   private async index(msg: JsMsg): Promise<void> {

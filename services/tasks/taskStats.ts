@@ -7,7 +7,7 @@ import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { costMicros } from "../billing/pricing.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { pullLoop } from "../shared/pullLoop.ts";
+import { startInOrderReactor } from "../shared/inOrderReactor.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 
 /** What the counters need to know of a task between its events. */
@@ -87,9 +87,7 @@ const ZERO_OUTCOMES = { created: 0, succeeded: 0, failed: 0, tokens: 0, chargedM
 export class TaskStatsReactor {
   private readonly facts = new LRUCache<number, TaskFacts>({ max: 100_000 });
   private readonly taskLog: TaskLog;
-  private readonly stopping = new AbortController();
-  private loop: Promise<void> | undefined;
-  private chain: Promise<void> = Promise.resolve();
+  private reactor: { stop(): Promise<void> } | undefined;
 
   constructor(
     private readonly nats: Nats,
@@ -99,22 +97,11 @@ export class TaskStatsReactor {
   }
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.taskStats);
-    this.loop = pullLoop(consumer, {
-      signal: this.stopping.signal,
-      room: () => 100,
-      take: (msg) => {
-        this.chain = this.chain.then(() => this.apply(msg));
-      },
-      log: this.log,
-      what: "task stats",
-    });
+    this.reactor = await startInOrderReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskStats, what: "task stats", log: this.log, handle: (msg) => this.apply(msg) });
   }
 
   async stop(): Promise<void> {
-    this.stopping.abort();
-    await this.loop;
-    await this.chain;
+    await this.reactor?.stop();
   }
 
   private async apply(msg: JsMsg): Promise<void> {
