@@ -44,6 +44,7 @@ const SUITES: Suite[] = [
   optionalSuite("instant", "suites/instantTasks.ts", "instantTasksBench"),
   optionalSuite("ark", "suites/arkTasks.ts", "arkTasksBench"),
   optionalSuite("openai-videos", "suites/openAiVideosCreate.ts", "openAiVideosCreateBench"),
+  optionalSuite("console", "suites/consoleLoad.ts", "consoleLoadBench"),
 ];
 
 async function main(): Promise<number> {
