@@ -1,8 +1,11 @@
 import { chromium } from "playwright-core";
 import { CHROMIUM, FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { locateNatsServer } from "../../infra/natsServerBinary.ts";
-import { taskSubject, type TaskEvent } from "../../contracts/videoTask.ts";
-import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import { dayKey, hourKey } from "../../contracts/taskStats.ts";
+import { taskSubject, type TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
+import { taskIndexKey } from "../../services/tasks/taskIndex.ts";
+import { statsOf, type StatsChange, type TaskFacts } from "../../services/tasks/taskStats.ts";
+import { evolveTaskView, taskViewKey } from "../../services/tasks/taskView.ts";
 import { reelayInProcess } from "../../test/helpers/cliInProcess.ts";
 import { sampleJob } from "../../test/helpers/fixtures.ts";
 import { startTestApp } from "../../test/helpers/testApp.ts";
@@ -15,19 +18,37 @@ const say = (line: string) => process.stderr.write(`[${SUITE}] ${line}\n`);
 
 /**
  * The console's dashboard with 100,000 finished tasks in the store (issue 13: usable within 1 s on loopback).
- * Tasks are written straight into the task log (TaskSubmitted and GenerationSucceeded each: the read models
- * take a success without its start),
- * the projector catches up (views, index, counters), then Chromium signs in and the time until the dashboard
- * shows its numbers is measured, beside the admin API's own answers for the same pages.
+ * Each task is written into the task log (TaskSubmitted and GenerationSucceeded) and into the read models
+ * the projector would keep for it (its view, the account index, the dashboard's counters, folded with the
+ * projector's own functions); then Chromium signs in and the time until the dashboard shows its numbers is
+ * measured, beside the admin API's own answers for the same pages.
  */
+
+/** Sums one counter change into the documents the stats reactor would have written. */
+function addChange(counters: Map<string, Record<string, unknown>>, change: StatsChange, seq: number): void {
+  const key = change.doc === "status" ? "status" : change.doc === "hour" ? hourKey(change.at) : dayKey(change.at, change.account, change.model);
+  const base: Record<string, unknown> =
+    change.doc === "status"
+      ? { pending: 0, running: 0, success: 0, failed: 0 }
+      : change.doc === "hour"
+        ? { hour: key.slice(5), created: 0, succeeded: 0, failed: 0, tokens: 0, chargedMicros: 0 }
+        : { day: change.at.slice(0, 10), account: change.account, model: change.model, created: 0, succeeded: 0, failed: 0, tokens: 0, chargedMicros: 0 };
+  const doc = counters.get(key) ?? base;
+  for (const [field, by] of Object.entries(change.delta)) doc[field] = (doc[field] as number) + (by ?? 0);
+  doc.seq = seq;
+  counters.set(key, doc);
+}
+
 export async function consoleLoadBench(): Promise<BenchRow[]> {
   process.env.NATS_SERVER_BIN ??= locateNatsServer({ say }).path;
   process.env.FFMPEG_BIN ??= locateProgram(FFMPEG, say);
   const chromiumPath = locateProgram(CHROMIUM, say);
-  const app = await startTestApp({ admin: true });
+  // No projector: the read models are written here in bulk, as the projector would leave them (folding 200,000
+  // events through the in-order reactors takes minutes on this machine; that rate is issue 7's to raise).
+  const app = await startTestApp({ admin: true, services: ["edge", "runner"] });
   try {
     const token = (await reelayInProcess(app, "admin", "tokens", "create", "--name", "bench")).stdout.trim().split("\n").at(-1) ?? "";
-    say(`writing ${TASKS} tasks into the task log`);
+    say(`writing ${TASKS} tasks into the task log and the read models`);
     const seeded = performance.now();
     const at = new Date().toISOString();
     const video = { object: "bench.mp4", bytes: 1, contentType: "video/mp4" };
@@ -35,26 +56,31 @@ export async function consoleLoadBench(): Promise<BenchRow[]> {
       { type: "TaskSubmitted", data: { account: `acct-${taskId % 50}`, job: sampleJob, ignoredFields: [], deadlineAt: at, clientReference: `reelay-task-${taskId}` }, meta: { schema: 1, taskId, version: 1, at } },
       { type: "GenerationSucceeded", data: { video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 }, meta: { schema: 1, taskId, version: 2, at } },
     ];
+    const counters = new Map<string, Record<string, unknown>>();
     let pending: Array<Promise<unknown>> = [];
     for (let taskId = 1; taskId <= TASKS; taskId++) {
       pending.push(app.nats.js.publish("task-ids"));
-      for (const event of events(taskId)) pending.push(app.nats.js.publish(taskSubject(taskId), JSON.stringify(event)));
+      let view: TaskView | null = null;
+      let facts: TaskFacts | undefined;
+      for (const event of events(taskId)) {
+        pending.push(app.nats.js.publish(taskSubject(taskId), JSON.stringify(event)));
+        view = evolveTaskView(view, event);
+        const folded = statsOf(facts, event);
+        facts = folded.facts;
+        for (const change of folded.changes) addChange(counters, change, taskId);
+      }
+      if (view) {
+        pending.push(app.nats.taskViews.put(taskViewKey(taskId), JSON.stringify(view)));
+        pending.push(app.nats.accountTasks.put(taskIndexKey(view.account, taskId), view.status));
+      }
       if (pending.length >= IN_FLIGHT) {
         await Promise.all(pending);
         pending = [];
       }
     }
+    for (const [key, doc] of counters) pending.push(app.nats.taskStats.put(key, JSON.stringify(doc)));
     await Promise.all(pending);
-    say(`written in ${((performance.now() - seeded) / 1000).toFixed(1)} s; waiting for the projector`);
-    for (const durable of [CONSUMERS.taskViewProjector, CONSUMERS.taskIndex, CONSUMERS.taskStats]) {
-      for (;;) {
-        const info = await app.nats.jsm.consumers.info(STREAMS.tasks.name, durable);
-        if (info.num_pending === 0 && info.num_ack_pending === 0) break;
-        await new Promise((resolve) => setTimeout(resolve, 1000));
-      }
-    }
-    const caughtUpS = (performance.now() - seeded) / 1000;
-    say(`caught up after ${caughtUpS.toFixed(1)} s`);
+    say(`written in ${((performance.now() - seeded) / 1000).toFixed(1)} s`);
 
     const timed = async (path: string) => {
       const started = performance.now();
@@ -79,7 +105,6 @@ export async function consoleLoadBench(): Promise<BenchRow[]> {
     return [
       { suite: SUITE, metric: `dashboard usable after sign-in, ${TASKS} tasks in the store (Chromium)`, value: dashboardMs, unit: "ms", target: "< 1000" },
       { suite: SUITE, metric: `task list page shown, ${TASKS} tasks (Chromium)`, value: taskListMs, unit: "ms" },
-      { suite: SUITE, metric: `read models caught up with ${TASKS * 2} task events (views, index, counters, webhooks)`, value: (TASKS * 2) / caughtUpS, unit: "events/s" },
       { suite: SUITE, metric: "GET /admin/v1/stats", value: await best("/stats"), unit: "ms" },
       { suite: SUITE, metric: "GET /admin/v1/tasks?limit=50", value: await best("/tasks?limit=50"), unit: "ms" },
       { suite: SUITE, metric: "GET /admin/v1/usage?group_by=account", value: await best("/usage?group_by=account"), unit: "ms" },
