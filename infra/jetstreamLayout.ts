@@ -136,8 +136,12 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
   };
 }
 
-/** A durable that reads a whole stream in order, from the beginning, acknowledging each message. */
-function durableConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
+/**
+ * A durable that reads a whole stream in order, from the beginning, acknowledging each message.
+ * `maxAckPending` 1 hands out one message at a time across every process that reads it: strict log order
+ * even with several projector processes, for readers whose result depends on it (counters).
+ */
+function durableConsumer(stream: string, durable: string, ackWaitMs: number, maxAckPending = 20_000): { stream: string; config: Partial<ConsumerConfig> } {
   return {
     stream,
     config: {
@@ -145,7 +149,7 @@ function durableConsumer(stream: string, durable: string, ackWaitMs: number): { 
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       ack_wait: nanos(ackWaitMs),
-      max_ack_pending: 20_000,
+      max_ack_pending: maxAckPending,
       max_deliver: -1,
     },
   };
@@ -170,7 +174,7 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
     durableConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.taskIndex, options.leaseMs),
-    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskStats, options.leaseMs),
+    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskStats, options.leaseMs, 1),
   ];
 }
 

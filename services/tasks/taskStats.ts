@@ -79,8 +79,8 @@ export function statsOf(before: TaskFacts | undefined, event: TaskEvent): { fact
 const ZERO_OUTCOMES = { created: 0, succeeded: 0, failed: 0, tokens: 0, chargedMicros: 0 };
 
 /**
- * Keeps `task_stats` from the task log: a reactor (durable consumer `projector_task_stats`), one event at a
- * time in log order. A task's facts are remembered as its events pass, and folded from its log when a task
+ * Keeps `task_stats` from the task log: a reactor (durable consumer `projector_task_stats`, which hands out one
+ * event at a time across every projector process), one event at a time in log order. A task's facts are remembered as its events pass, and folded from its log when a task
  * is first met mid-way (after a restart). Each document carries the sequence it was last changed at, so a
  * redelivered event changes nothing twice.
  */
