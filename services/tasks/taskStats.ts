@@ -86,6 +86,8 @@ const ZERO_OUTCOMES = { created: 0, succeeded: 0, failed: 0, tokens: 0, chargedM
  */
 export class TaskStatsReactor {
   private readonly facts = new LRUCache<number, TaskFacts>({ max: 100_000 });
+  /** The counter documents as last written here, with their revisions: most changes need no read first. */
+  private readonly docs = new LRUCache<string, { doc: Record<string, unknown>; revision: number }>({ max: 10_000 });
   private readonly taskLog: TaskLog;
   private reactor: { stop(): Promise<void> } | undefined;
 
@@ -133,26 +135,46 @@ export class TaskStatsReactor {
   }
 
   private async change(change: StatsChange, seq: number): Promise<void> {
-    const bucket = this.nats.taskStats;
     if (change.doc === "status") {
-      await update(bucket, "status", (raw) => StatusCounts.parse(raw ?? { pending: 0, running: 0, success: 0, failed: 0, seq: 0 }), change.delta, seq);
+      await this.update("status", (raw) => StatusCounts.parse(raw ?? { pending: 0, running: 0, success: 0, failed: 0, seq: 0 }), change.delta, seq);
     } else if (change.doc === "hour") {
       const key = hourKey(change.at);
-      await update(bucket, key, (raw) => HourStats.parse(raw ?? { hour: key.slice(5), ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
+      await this.update(key, (raw) => HourStats.parse(raw ?? { hour: key.slice(5), ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
     } else {
       const key = dayKey(change.at, change.account, change.model);
       const day = change.at.slice(0, 10);
-      await update(bucket, key, (raw) => DayUsage.parse(raw ?? { day, account: change.account, model: change.model, ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
+      await this.update(key, (raw) => DayUsage.parse(raw ?? { day, account: change.account, model: change.model, ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
+    }
+  }
+
+  /**
+   * Adds `delta` to a counter document unless it already holds this event (its `seq` is at or past it). The
+   * write is a compare-and-set on the revision this process last saw: when another projector process wrote
+   * in between, the document is read again and the change applied to it.
+   */
+  private async update(key: string, read: (raw: unknown) => { seq: number }, delta: Partial<Record<string, number>>, seq: number): Promise<void> {
+    const bucket = this.nats.taskStats;
+    for (let attempt = 0; ; attempt++) {
+      const known = attempt === 0 ? this.docs.get(key) : undefined;
+      const current = known ?? (await load(bucket, key, read));
+      if ((current.doc.seq as number) >= seq) return;
+      const next: Record<string, unknown> = { ...current.doc, seq };
+      for (const [field, by] of Object.entries(delta)) next[field] = (current.doc[field] as number) + (by ?? 0);
+      try {
+        const value = JSON.stringify(next);
+        const revision = current.revision === 0 ? await bucket.create(key, value) : await bucket.update(key, value, current.revision);
+        this.docs.set(key, { doc: next, revision });
+        return;
+      } catch (error) {
+        this.docs.delete(key);
+        if (attempt >= 3) throw error;
+      }
     }
   }
 }
 
-/** Adds `delta` to a counter document unless it already holds this event (its `seq` is at or past it). */
-async function update<T extends { seq: number }>(bucket: KV, key: string, read: (raw: unknown) => T, delta: Partial<Record<string, number>>, seq: number): Promise<void> {
+async function load(bucket: KV, key: string, read: (raw: unknown) => { seq: number }): Promise<{ doc: Record<string, unknown>; revision: number }> {
   const entry = await bucket.get(key);
-  const doc = read(entry?.operation === "PUT" ? entry.json() : undefined);
-  if (doc.seq >= seq) return;
-  const next: Record<string, unknown> = { ...doc, seq };
-  for (const [field, by] of Object.entries(delta)) next[field] = ((doc as Record<string, unknown>)[field] as number) + (by ?? 0);
-  await bucket.put(key, JSON.stringify(next));
+  const doc = read(entry?.operation === "PUT" ? entry.json() : undefined) as Record<string, unknown> & { seq: number };
+  return { doc, revision: entry?.operation === "PUT" ? entry.revision : (entry?.revision ?? 0) };
 }
