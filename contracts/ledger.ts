@@ -102,19 +102,3 @@ export type TaskCharge = z.infer<typeof TaskCharge>;
 
 export const ledgerSubject = (account: string): string => `ledger.${account}`;
 
-/**
- * Work item on the SETTLEMENTS queue: a finished video task whose reservation must be settled (success)
- * or released (failure). Queued by the runner before it lets go of the task, so none is forgotten.
- */
-export const SettleVideoTask = z.object({
-  type: z.literal("SettleVideoTask"),
-  taskId: z.number().int().positive(),
-  account: AccountName,
-  model: z.string(),
-  pricePerMillionTokens: z.number().positive(),
-  outcome: z.discriminatedUnion("kind", [
-    z.object({ kind: z.literal("succeeded"), totalTokens: z.number().int().nonnegative() }),
-    z.object({ kind: z.literal("failed"), reason: z.string() }),
-  ]),
-});
-export type SettleVideoTask = z.infer<typeof SettleVideoTask>;

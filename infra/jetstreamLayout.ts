@@ -19,8 +19,6 @@ export const STREAMS = {
   tasks: { name: "TASKS", subjects: ["tasks.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /** Submitted video jobs waiting for, or held by, a runner: task N's job is on work.video.N. */
   work: { name: "WORK", subjects: ["work.video.>"], retention: RetentionPolicy.Workqueue, allow_direct: true },
-  /** Finished tasks waiting to be settled or released on the ledger. */
-  settlements: { name: "SETTLEMENTS", subjects: ["settle.video"], retention: RetentionPolicy.Workqueue, allow_direct: false },
   /** Every money movement of account A is an event on ledger.A. */
   ledger: { name: "LEDGER", subjects: ["ledger.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /**
@@ -97,8 +95,8 @@ export const CONSUMERS = {
   taskViewProjector: "projector_task_views",
   balancesProjector: "projector_balances",
   taskChargesProjector: "projector_task_charges",
-  /** Turns finished tasks into settlements and releases. */
-  settlers: "settlers",
+  /** Settles or releases each finished task's reservation (a reactor on the task log). */
+  settlement: "settlement",
   /** Delivers task status changes to callback URLs. */
   webhooks: "webhooks",
   /** Keeps each account's task index (`account_tasks`) for the task list. */
@@ -169,7 +167,7 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
       },
     },
     durableConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector, options.leaseMs),
-    durableConsumer(STREAMS.settlements.name, CONSUMERS.settlers, options.leaseMs),
+    durableConsumer(STREAMS.tasks.name, CONSUMERS.settlement, options.leaseMs),
     durableConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
     durableConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),

@@ -303,7 +303,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
     slowArk.down = true;
     const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
-    slowArk.down = false;
+    slowArk.down = false; console.log("DOWNOFF", Date.now(), slowArk.calls.join(" | "));
     expect(final.body).toEqual({ code: 500, msg: "timed out: not finished within 2 seconds" });
     await expect.poll(() => available(slow, "down"), { timeout: 5_000 }).toBe(before);
   });
@@ -314,7 +314,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
     slowArk.generation = { kind: "never" };
     const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
-    const providerTaskId = slowArk.taskFor(`reelay-task-${taskId}`)?.id ?? "none";
+    const providerTaskId = slowArk.taskFor(`reelay-task-${taskId}`)?.id ?? "none"; console.log("DBG", Date.now(), providerTaskId, slowArk.calls.join(" | "));
     slowArk.generation = { kind: "succeed", afterPolls: 1 };
     expect(final.body.msg).toMatch(/timed out/);
     await expect.poll(() => slowArk.tasks.get(providerTaskId)?.status).toBe("cancelled");

@@ -56,7 +56,7 @@ describe("traces across NATS", () => {
     const spans = ofTrace();
     const named = (name: string) => spans.find((span) => span.name === name);
     expect(spans.map((span) => span.name)).toEqual(expect.arrayContaining(wanted));
-    // Parent links: client → edge → task (over the WORK message) → upstream call and settlement (over SETTLEMENTS).
+    // Parent links: client → edge → task (over the WORK message) → upstream call and settlement (over the final task event's headers).
     expect(named("POST /api/compat/videosGenerations")?.parentSpanId).toBe(clientSpan);
     expect(named("video task")?.parentSpanId).toBe(named("POST /api/compat/videosGenerations")?.spanId);
     expect(named("provider submit")?.parentSpanId).toBe(named("video task")?.spanId);

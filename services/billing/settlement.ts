@@ -1,38 +1,49 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { SettleVideoTask } from "../../contracts/ledger.ts";
+import { LRUCache } from "lru-cache";
+import { TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
+import { TaskLog } from "../shared/taskLog.ts";
 import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
 
+/** What settling a task needs that only its first event (TaskSubmitted) says. */
+interface Billing {
+  account: string;
+  model: string;
+  pricePerMillionTokens: number;
+}
+
 /**
- * Settles what finished tasks cost: a success charges its real cost against the reservation, a failure
- * releases it (failed work is free). Runners queue each finished task on SETTLEMENTS before letting go of
- * it; an item stays there until its ledger write is done, so a crash anywhere delivers it again, and the
+ * Settles what finished tasks cost, as a reactor on the task log (durable consumer `settlement`): a task's
+ * success charges its real cost against the reservation, a failure releases it (failed work is free). The
+ * event stays unacknowledged until its ledger write is done, so a crash anywhere delivers it again, and the
  * ledger's decision (no open reservation → nothing to do) plus the cause-derived msgID make the repeat
- * charge nothing twice.
+ * charge nothing twice. Account, model and price come from the task's TaskSubmitted, remembered as it
+ * passes (or read from the task's log for a task first met at its end).
  */
 export class Settlement {
   private readonly stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly billing = new LRUCache<number, Billing>({ max: 100_000 });
+  private readonly taskLog: TaskLog;
 
-  constructor(private readonly nats: Nats, private readonly ledger: AccountLedger, private readonly log: Logger) {}
+  constructor(private readonly nats: Nats, private readonly ledger: AccountLedger, private readonly log: Logger) {
+    this.taskLog = new TaskLog(nats.js, nats.jsm);
+  }
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.settlements.name, CONSUMERS.settlers);
+    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.settlement);
     this.loop = pullLoop(consumer, {
       signal: this.stopping.signal,
       room: () => 256,
-      take: (msg) => {
-        const work = this.handle(msg).finally(() => this.inFlight.delete(work));
-        this.inFlight.add(work);
-      },
+      take: (msg) => this.take(msg),
       log: this.log,
       what: "settlement",
     });
@@ -44,32 +55,50 @@ export class Settlement {
     await Promise.allSettled(this.inFlight);
   }
 
-  private async handle(msg: JsMsg): Promise<void> {
-    const parsed = SettleVideoTask.safeParse(msg.json());
-    if (!parsed.success) {
-      this.log.error({ seq: msg.seq, issues: parsed.error.issues }, "unreadable settlement item; parking it");
-      msg.term("unreadable settlement item");
-      return;
+  /** Called in log order: a task's TaskSubmitted is remembered before its final event is handled. */
+  private take(msg: JsMsg): void {
+    const parsed = TaskEvent.safeParse(msg.json());
+    if (!parsed.success) return msg.ack();
+    const event = parsed.data;
+    if (event.type === "TaskSubmitted") {
+      const { account, job } = event.data;
+      this.billing.set(event.meta.taskId, { account, model: job.model, pricePerMillionTokens: job.pricePerMillionTokens });
+      return msg.ack();
     }
+    if (event.type !== "GenerationSucceeded" && event.type !== "GenerationFailed") return msg.ack();
+    const work = this.handle(msg, event).finally(() => this.inFlight.delete(work));
+    this.inFlight.add(work);
+  }
+
+  private async handle(msg: JsMsg, event: Extract<TaskEvent, { type: "GenerationSucceeded" | "GenerationFailed" }>): Promise<void> {
     try {
-      const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": parsed.data.taskId } };
-      await inSpan("settle video task", span, () => this.settle(parsed.data));
+      const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": event.meta.taskId } };
+      await inSpan("settle video task", span, () => this.settle(event));
       msg.ack();
     } catch (error) {
-      this.log.error({ err: error, taskId: parsed.data.taskId }, "settling a task failed; retrying");
+      this.log.error({ err: error, taskId: event.meta.taskId }, "settling a task failed; retrying");
       msg.nak(1000);
     }
   }
 
-  private async settle(item: SettleVideoTask): Promise<void> {
-    const { taskId, account, model, outcome } = item;
+  private async settle(event: Extract<TaskEvent, { type: "GenerationSucceeded" | "GenerationFailed" }>): Promise<void> {
+    const taskId = event.meta.taskId;
+    const billing = this.billing.get(taskId) ?? (await this.billingFromLog(taskId));
+    if (!billing) throw new Error(`task ${taskId} has no TaskSubmitted in its log`);
     failpoint("settlement:before-append");
-    if (outcome.kind === "succeeded") {
-      const cost = costMicros([{ tokens: outcome.totalTokens, pricePerMillionTokens: item.pricePerMillionTokens }]);
-      await this.ledger.execute(account, { type: "settle", taskId, costMicros: cost, totalTokens: outcome.totalTokens, model });
+    if (event.type === "GenerationSucceeded") {
+      const cost = costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: billing.pricePerMillionTokens }]);
+      await this.ledger.execute(billing.account, { type: "settle", taskId, costMicros: cost, totalTokens: event.data.totalTokens, model: billing.model });
     } else {
-      await this.ledger.execute(account, { type: "release", taskId, reason: outcome.reason });
+      await this.ledger.execute(billing.account, { type: "release", taskId, reason: event.data.reason });
     }
     failpoint("settlement:after-append");
+    this.billing.delete(taskId);
+  }
+
+  private async billingFromLog(taskId: number): Promise<Billing | undefined> {
+    const first = (await this.taskLog.read(taskId)).events[0];
+    if (first?.type !== "TaskSubmitted") return undefined;
+    return { account: first.data.account, model: first.data.job.model, pricePerMillionTokens: first.data.job.pricePerMillionTokens };
   }
 }

@@ -1,9 +1,7 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
-import type { SettleVideoTask } from "../../contracts/ledger.ts";
 import { estimateVideoTokens, jobChannels, SubmissionOutcome, type SubmitVideoTask, type TaskEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
-import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { isFinal, type ProviderReport } from "../../machines/videoTask.ts";
 import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
@@ -14,7 +12,6 @@ import { pollDelay, retryDelay } from "./policy/schedule.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
 import { copyResult, ResultGone, ResultUnusable } from "./resultCopy.ts";
 import { withSignal } from "./scopedSignal.ts";
-import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 
 export interface TaskActorDeps {
   nc: NatsConnection;
@@ -134,7 +131,7 @@ export class TaskActor {
         }
       }
       if (this.stopping) return "stopped";
-      await this.queueSettlement();
+      // The final event is in the log: settlement reacts to it (services/billing/settlement.ts).
       await this.forgetUpstream();
       return "final";
     } catch (error) {
@@ -442,24 +439,6 @@ export class TaskActor {
     await withSignal(new AbortController().signal, 5_000, (signal) => forget(this.accepted(providerTaskId, signal))).catch(() => undefined);
   }
 
-  /** Idempotent (msgID per task): a runner that restores a final task queues it again harmlessly. */
-  private async queueSettlement(): Promise<void> {
-    const task = this.task;
-    if (!isFinal(task)) throw new Error(`task ${this.taskId} is not final`);
-    const { account, job } = this.command;
-    const item: SettleVideoTask = {
-      type: "SettleVideoTask",
-      taskId: this.taskId,
-      account,
-      model: job.model,
-      pricePerMillionTokens: job.pricePerMillionTokens,
-      outcome: task.outcome,
-    };
-    // The settlement continues the task's trace (the actor runs inside the task's span).
-    const headers = traceHeaders();
-    await this.deps.js.publish(STREAMS.settlements.subjects[0], JSON.stringify(item), { msgID: `settle-task-${this.taskId}`, ...(headers ? { headers } : {}) });
-  }
-
   private async restore(redelivered: boolean): Promise<void> {
     // A first delivery has no history yet: skip the read; the append fence catches the rare surprise.
     const history = redelivered ? await this.deps.taskLog.read(this.taskId) : { events: [], lastSequence: 0 };
@@ -489,10 +468,7 @@ export class TaskActor {
     const history = await this.deps.taskLog.read(this.taskId);
     this.state = foldTask(history.events);
     this.log.info({ state: this.task.status }, "another runner wrote to this task; stepping aside");
-    if (!isFinal(this.task)) return "steppedAside";
-    // The other writer queues the settlement too; queueing it again is harmless and covers a lost ack.
-    await this.queueSettlement();
-    return "final";
+    return isFinal(this.task) ? "final" : "steppedAside";
   }
 }
 

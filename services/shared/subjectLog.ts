@@ -1,4 +1,5 @@
 import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import type { MsgHdrs } from "@nats-io/transport-node";
 import { ConcurrencyError } from "./errors.ts";
 
 const WRONG_LAST_SEQUENCE = 10071;
@@ -54,9 +55,9 @@ export class SubjectLog<Event> {
    * think they are current cannot both write. `msgID` makes a retried publish (lost ack) land once; the
    * server checks it before the fence, so a duplicate may hide another writer's event: callers re-read.
    */
-  async append(subject: string, event: Event, msgID: string, expectedLastSequence: number): Promise<number> {
+  async append(subject: string, event: Event, msgID: string, expectedLastSequence: number, headers?: MsgHdrs): Promise<number> {
     try {
-      const ack = await this.js.publish(subject, JSON.stringify(event), { msgID, expect: { lastSubjectSequence: expectedLastSequence } });
+      const ack = await this.js.publish(subject, JSON.stringify(event), { msgID, expect: { lastSubjectSequence: expectedLastSequence }, ...(headers ? { headers } : {}) });
       if (ack.duplicate) throw new DuplicateAppendError(`${subject}: ${msgID} was already written`);
       return ack.seq;
     } catch (error) {

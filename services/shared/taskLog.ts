@@ -2,6 +2,7 @@ import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { TaskEvent, taskSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { SubjectLog } from "./subjectLog.ts";
+import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
 
 export interface TaskHistory {
   events: TaskEvent[];
@@ -31,7 +32,8 @@ export class TaskLog {
   async append(taskId: number, event: NewTaskEvent, version: number, expectedLastSequence: number): Promise<{ event: TaskEvent; sequence: number }> {
     // Built from typed parts: no parse needed on the way out (events are parsed where they are read back).
     const full = { ...event, meta: { schema: 1, taskId, version, at: new Date().toISOString() } } as TaskEvent;
-    const sequence = await this.log.append(taskSubject(taskId), full, `task-${taskId}-v${version}`, expectedLastSequence);
+    // The event carries the writer's trace (W3C headers): reactors on the log (settlement) continue it.
+    const sequence = await this.log.append(taskSubject(taskId), full, `task-${taskId}-v${version}`, expectedLastSequence, traceHeaders());
     return { event: full, sequence };
   }
 }
