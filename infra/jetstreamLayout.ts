@@ -134,12 +134,8 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
   };
 }
 
-/**
- * A durable that reads a whole stream in order, from the beginning, acknowledging each message.
- * `maxAckPending` 1 hands out one message at a time across every process that reads it: strict log order
- * even with several projector processes, for readers whose result depends on it (counters).
- */
-function durableConsumer(stream: string, durable: string, ackWaitMs: number, maxAckPending = 20_000): { stream: string; config: Partial<ConsumerConfig> } {
+/** A durable that reads a whole stream in order, from the beginning, acknowledging each message. */
+function durableConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
   return {
     stream,
     config: {
@@ -147,8 +143,34 @@ function durableConsumer(stream: string, durable: string, ackWaitMs: number, max
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       ack_wait: nanos(ackWaitMs),
-      max_ack_pending: maxAckPending,
+      max_ack_pending: 20_000,
       max_deliver: -1,
+    },
+  };
+}
+
+/** The priority group every reactor consumer has: its pinned process is the only one that reads. */
+export const REACTOR_GROUP = "reactors";
+
+/**
+ * A durable for a batch reactor (services/shared/batchReactor.ts): the whole stream in order, one
+ * acknowledgement per batch (`ack_policy: all`), and a pinned-client priority group, so one process reads
+ * at a time and acknowledging a batch can never acknowledge another process's messages; when the pinned
+ * process stops pulling for `ackWaitMs`, another one is pinned and takes over from the last acknowledgement.
+ */
+function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
+  return {
+    stream,
+    config: {
+      durable_name: durable,
+      ack_policy: AckPolicy.All,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: nanos(ackWaitMs),
+      max_ack_pending: 20_000,
+      max_deliver: -1,
+      priority_groups: [REACTOR_GROUP],
+      priority_policy: "pinned_client",
+      priority_timeout: nanos(ackWaitMs),
     },
   };
 }
@@ -166,13 +188,13 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
         max_deliver: -1,
       },
     },
-    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector, options.leaseMs),
-    durableConsumer(STREAMS.tasks.name, CONSUMERS.settlement, options.leaseMs),
-    durableConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
-    durableConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
+    reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector, options.leaseMs),
+    reactorConsumer(STREAMS.tasks.name, CONSUMERS.settlement, options.leaseMs),
+    reactorConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
+    reactorConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),
-    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskIndex, options.leaseMs),
-    durableConsumer(STREAMS.tasks.name, CONSUMERS.taskStats, options.leaseMs, 1),
+    reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskIndex, options.leaseMs),
+    reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskStats, options.leaseMs),
   ];
 }
 

@@ -1,6 +1,7 @@
 /**
  * Which NATS messages a create costs, by subject: `node --import tsx bench/tools/msgBreakdown.ts [model] [tasks] [settle-ms]`
- * (defaults: the bench's parked model, 200 creates, 3 s). Starts nats-server and `reelay serve`, creates the
+ * (defaults: the bench's parked model, 200 creates, 3 s; model `instant`: the instant suite's whole life, on the
+ * fake OpenAI-compatible upstream finishing at the first status call). Starts nats-server and `reelay serve`, creates the
  * tasks at once, and counts what a `>` subscriber sees per subject pattern (ids folded to N) — publishes
  * and their deliveries to consumers — beside nats-server's in+out message counters. The subscriber's own
  * copies double the server counters; the per-subject counts are what to compare. For issue 7's hop count.
@@ -13,19 +14,21 @@ import { startNatsServer } from "../../infra/natsServer.ts";
 import { varz, varzDelta } from "../lib/natsStats.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { benchConfig } from "../suites/videoPath.ts";
+import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 
 const model = process.argv[2] ?? "Bench-parked";
 const tasks = Number(process.argv[3] ?? 200);
 const settleMs = Number(process.argv[4] ?? 3000);
 const workDir = mkdtempSync(join(tmpdir(), "reelay-msgs-"));
 const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
-const config = benchConfig();
+const instant = model === "instant" ? await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 }) : undefined;
+const config = instant?.config ?? benchConfig();
 const key = await prepareAccount(nats.url, workDir, config);
-const reelay = await startReelay({ natsUrl: nats.url, config, workDir });
+const reelay = await startReelay({ natsUrl: nats.url, config, workDir, ...(instant ? { env: instant.env } : {}) });
 const nc = await connect({ servers: nats.url });
 const counts = new Map<string, number>();
 const pattern = (subject: string) =>
-  subject.startsWith("_INBOX") ? "_INBOX (replies, publish acks)" : subject.replace(/\d+/g, "N").replace(/_reelay\.edge\.[0-9a-f]+/, "_reelay.edge.X").split(".").slice(0, 5).join(".");
+  subject.startsWith("_INBOX") ? "_INBOX (replies, publish acks)" : subject.startsWith("$O.") ? subject.split(".").slice(0, 3).join(".") : subject.replace(/\d+/g, "N").replace(/_reelay\.edge\.[0-9a-f]+/, "_reelay.edge.X").split(".").slice(0, 5).join(".");
 const subscription = nc.subscribe(">", {
   callback: (_error, msg) => {
     const key = pattern(msg.subject);
@@ -35,7 +38,7 @@ const subscription = nc.subscribe(">", {
 await new Promise((resolve) => setTimeout(resolve, 500));
 counts.clear();
 const before = await varz(nats.url);
-const body = JSON.stringify({ model, prompt: "a fox", duration: 4 });
+const body = JSON.stringify({ model: instant ? "VideoModel-2.0-mini" : model, prompt: "a fox", duration: 4, ...(instant ? { generate_audio: false } : {}) });
 await Promise.all(
   Array.from({ length: tasks }, async () => {
     const response = await fetch(`${reelay.baseUrl}/api/compat/videosGenerations`, {
@@ -54,4 +57,5 @@ subscription.unsubscribe();
 await nc.close();
 await reelay.proc.stop(5000);
 await nats.stop();
+await instant?.upstream.stop();
 rmSync(workDir, { recursive: true, force: true });

@@ -5,7 +5,7 @@ import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { pullLoop } from "../shared/pullLoop.ts";
+import { startBatchReactor } from "../shared/batchReactor.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
@@ -20,17 +20,16 @@ interface Billing {
 }
 
 /**
- * Settles what finished tasks cost, as a reactor on the task log (durable consumer `settlement`): a task's
- * success charges its real cost against the reservation, a failure releases it (failed work is free). The
- * event stays unacknowledged until its ledger write is done, so a crash anywhere delivers it again, and the
- * ledger's decision (no open reservation → nothing to do) plus the cause-derived msgID make the repeat
+ * Settles what finished tasks cost, as a batch reactor on the task log (durable consumer `settlement`): a
+ * task's success charges its real cost against the reservation, a failure releases it (failed work is free).
+ * A batch stays unacknowledged until its ledger writes are done, so a crash anywhere delivers it again, and
+ * the ledger's decision (no open reservation → nothing to do) plus the cause-derived msgID make the repeat
  * charge nothing twice. Account, model and price come from the task's TaskSubmitted, remembered as it
- * passes (or read from the task's log for a task first met at its end).
+ * passes (or read from the task's log for a task first met at its end); a settled task's are kept (the
+ * cache is bounded) so a batch tried again still finds them.
  */
 export class Settlement {
-  private readonly stopping = new AbortController();
-  private loop: Promise<void> | undefined;
-  private readonly inFlight = new Set<Promise<void>>();
+  private reactor: { stop(): Promise<void> } | undefined;
   private readonly billing = new LRUCache<number, Billing>({ max: 100_000 });
   private readonly taskLog: TaskLog;
 
@@ -39,46 +38,31 @@ export class Settlement {
   }
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.settlement);
-    this.loop = pullLoop(consumer, {
-      signal: this.stopping.signal,
-      room: () => 256,
-      take: (msg) => this.take(msg),
-      log: this.log,
-      what: "settlement",
-    });
+    this.reactor = await startBatchReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.settlement, what: "settlement", log: this.log, handle: (batch) => this.settleBatch(batch) });
   }
 
   async stop(): Promise<void> {
-    this.stopping.abort();
-    await this.loop;
-    await Promise.allSettled(this.inFlight);
+    await this.reactor?.stop();
   }
 
-  /** Called in log order: a task's TaskSubmitted is remembered before its final event is handled. */
-  private take(msg: JsMsg): void {
-    const parsed = TaskEvent.safeParse(msg.json());
-    if (!parsed.success) return msg.ack();
-    const event = parsed.data;
-    if (event.type === "TaskSubmitted") {
-      const { account, job } = event.data;
-      this.billing.set(event.meta.taskId, { account, model: job.model, pricePerMillionTokens: job.pricePerMillionTokens });
-      return msg.ack();
+  /** A batch in log order: a task's TaskSubmitted is remembered before its final event; tasks settle in parallel. */
+  private async settleBatch(batch: readonly JsMsg[]): Promise<void> {
+    const settling: Array<Promise<void>> = [];
+    for (const msg of batch) {
+      const parsed = TaskEvent.safeParse(msg.json());
+      if (!parsed.success) continue;
+      const event = parsed.data;
+      if (event.type === "TaskSubmitted") {
+        const { account, job } = event.data;
+        this.billing.set(event.meta.taskId, { account, model: job.model, pricePerMillionTokens: job.pricePerMillionTokens });
+      } else if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") {
+        const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": event.meta.taskId } };
+        settling.push(inSpan("settle video task", span, () => this.settle(event)));
+      }
     }
-    if (event.type !== "GenerationSucceeded" && event.type !== "GenerationFailed") return msg.ack();
-    const work = this.handle(msg, event).finally(() => this.inFlight.delete(work));
-    this.inFlight.add(work);
-  }
-
-  private async handle(msg: JsMsg, event: Extract<TaskEvent, { type: "GenerationSucceeded" | "GenerationFailed" }>): Promise<void> {
-    try {
-      const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": event.meta.taskId } };
-      await inSpan("settle video task", span, () => this.settle(event));
-      msg.ack();
-    } catch (error) {
-      this.log.error({ err: error, taskId: event.meta.taskId }, "settling a task failed; retrying");
-      msg.nak(1000);
-    }
+    const failed = (await Promise.allSettled(settling)).find((result) => result.status === "rejected");
+    // The whole batch is handed over again: tasks settled already are no-ops for the ledger.
+    if (failed) throw failed.reason;
   }
 
   private async settle(event: Extract<TaskEvent, { type: "GenerationSucceeded" | "GenerationFailed" }>): Promise<void> {
@@ -93,7 +77,6 @@ export class Settlement {
       await this.ledger.execute(billing.account, { type: "release", taskId, reason: event.data.reason });
     }
     failpoint("settlement:after-append");
-    this.billing.delete(taskId);
   }
 
   private async billingFromLog(taskId: number): Promise<Billing | undefined> {

@@ -1,4 +1,3 @@
-import type { Consumer } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
@@ -42,9 +41,8 @@ export class ProjectorService {
   }
 
   private async run<Event, Doc>(projection: Projection<Event, Doc>, durable: string, bucket: KV): Promise<Stoppable> {
-    const consumer: Consumer = await this.nats.js.consumers.get(projection.stream, durable);
-    const runner = new ProjectionRunner(projection, consumer, bucket, this.log.child({ projection: projection.name }), this.nats.js);
-    runner.start();
+    const runner = new ProjectionRunner(projection, this.nats, durable, bucket, this.log.child({ projection: projection.name }));
+    await runner.start();
     return runner;
   }
 }

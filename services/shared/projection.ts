@@ -1,10 +1,11 @@
-import type { Consumer, JetStreamClient, JsMsg } from "@nats-io/jetstream";
+import type { JsMsg } from "@nats-io/jetstream";
 import { headers as natsHeaders } from "@nats-io/transport-node";
 import { deadLetterSubject } from "../../infra/jetstreamLayout.ts";
 import type { KV } from "@nats-io/kv";
 import type { z } from "zod";
 import type { Logger } from "./log.ts";
-import { pullLoop } from "./pullLoop.ts";
+import { startBatchReactor } from "./batchReactor.ts";
+import type { Nats } from "./nats.ts";
 
 /** An event arrived before the one it follows (several projector instances, or a redelivery): retry later. */
 export class EventOutOfOrder extends Error {}
@@ -33,62 +34,53 @@ const CACHE_LIMIT = 50_000;
 const NEW_DOC = { doc: null, revision: 0 } as const;
 
 /**
- * Runs a projection from a durable pull consumer into a KV bucket: explicit acks (a crash replays
- * unacked events, which the idempotent evolve absorbs), compare-and-set writes (several instances can't
- * clobber each other), events for different documents in parallel, events for one document in order —
- * and those that arrive while the document's previous write is in flight are folded into one write.
+ * Runs a projection from a durable consumer into a KV bucket, as a batch reactor: each batch's events are
+ * grouped by document, documents are written in parallel (compare-and-set, so several instances can't
+ * clobber each other), each once with all of its events folded in order. A batch is acknowledged once every
+ * write is done; a crash or a failed write replays it, which the idempotent evolve absorbs.
  */
 export class ProjectionRunner<Event, Doc> {
   private readonly cache = new Map<string, CachedDoc<Doc>>();
-  /** Events waiting for their document, per key, and the drain working through each key. */
-  private readonly pending = new Map<string, Array<{ event: Event; msg: JsMsg }>>();
-  private readonly draining = new Map<string, Promise<void>>();
-  private readonly stopping = new AbortController();
-  private loop: Promise<void> | undefined;
+  private reactor: { stop(): Promise<void> } | undefined;
 
   constructor(
     private readonly projection: Projection<Event, Doc>,
-    private readonly consumer: Consumer,
+    private readonly nats: Nats,
+    private readonly durable: string,
     private readonly bucket: KV,
     private readonly log: Logger,
-    /** Where undecodable events are parked (stream DEAD_LETTERS). */
-    private readonly deadLetters: JetStreamClient,
   ) {}
 
-  start(): void {
-    this.loop = pullLoop(this.consumer, {
-      signal: this.stopping.signal,
-      room: () => 512,
-      take: (msg) => this.enqueue(msg),
-      log: this.log,
-      what: this.projection.name,
-    });
+  async start(): Promise<void> {
+    const { projection } = this;
+    this.reactor = await startBatchReactor(this.nats, { stream: projection.stream, durable: this.durable, what: projection.name, log: this.log, handle: (batch) => this.applyBatch(batch) });
   }
 
   async stop(): Promise<void> {
-    this.stopping.abort();
-    await this.loop;
-    await Promise.allSettled(this.draining.values());
+    await this.reactor?.stop();
   }
 
-  private enqueue(msg: JsMsg): void {
-    let event: Event;
-    try {
-      event = this.projection.decode(msg.json());
-    } catch (error) {
-      // An event we cannot read would block this document forever: park it for an operator, move on.
-      void this.deadLetter(msg, error);
-      return;
+  private async applyBatch(batch: readonly JsMsg[]): Promise<void> {
+    const byKey = new Map<string, Array<{ event: Event; seq: number }>>();
+    const parked: Array<Promise<void>> = [];
+    for (const msg of batch) {
+      let event: Event;
+      try {
+        event = this.projection.decode(msg.json());
+      } catch (error) {
+        // An event we cannot read would block this document forever: park it for an operator, move on.
+        parked.push(this.deadLetter(msg, error));
+        continue;
+      }
+      const key = this.projection.keyOf(event);
+      if (key === undefined) continue;
+      const events = byKey.get(key);
+      if (events) events.push({ event, seq: msg.seq });
+      else byKey.set(key, [{ event, seq: msg.seq }]);
     }
-    const key = this.projection.keyOf(event);
-    if (key === undefined) {
-      msg.ack();
-      return;
-    }
-    const queued = this.pending.get(key);
-    if (queued) queued.push({ event, msg });
-    else this.pending.set(key, [{ event, msg }]);
-    if (!this.draining.has(key)) this.draining.set(key, this.drain(key));
+    const results = await Promise.allSettled([...parked, ...[...byKey].map(([key, events]) => this.apply(key, events))]);
+    const failed = results.find((result) => result.status === "rejected");
+    if (failed) throw failed.reason;
   }
 
   private async deadLetter(msg: JsMsg, error: unknown): Promise<void> {
@@ -99,47 +91,28 @@ export class ProjectionRunner<Event, Doc> {
     headers.set("Reelay-Sequence", String(msg.seq));
     headers.set("Reelay-Subject", msg.subject);
     headers.set("Reelay-Error", reason.replace(/[\r\n]+/g, " "));
+    // The msgID makes parking it again (the batch tried again, a crash) store it once.
+    await this.nats.js.publish(deadLetterSubject(this.projection.name), msg.data, { headers, msgID: `${this.projection.name}-${msg.info.stream}-${msg.seq}` });
+  }
+
+  private async apply(key: string, events: ReadonlyArray<{ event: Event; seq: number }>, attempt = 1): Promise<void> {
     try {
-      await this.deadLetters.publish(deadLetterSubject(this.projection.name), msg.data, { headers, msgID: `${this.projection.name}-${msg.info.stream}-${msg.seq}` });
-      msg.ack();
-    } catch (publishError) {
-      this.log.warn({ err: publishError, seq: msg.seq }, "could not park the undecodable event; will try again");
-      msg.nak(1000);
-    }
-  }
-
-  private async drain(key: string): Promise<void> {
-    for (let batch = this.take(key); batch.length > 0; batch = this.take(key)) await this.apply(key, batch);
-    // Synchronous with the empty take: an event enqueued after this starts a new drain.
-    this.draining.delete(key);
-  }
-
-  private take(key: string): Array<{ event: Event; msg: JsMsg }> {
-    const batch = this.pending.get(key) ?? [];
-    this.pending.delete(key);
-    return batch;
-  }
-
-  private async apply(key: string, batch: Array<{ event: Event; msg: JsMsg }>, attempt = 1): Promise<void> {
-    try {
-      const first = batch[0]?.event;
+      const first = events[0]?.event;
       // A document's first event needs no read: create() fails if it exists (a redelivery), then we read.
       const startsDocument = first !== undefined && this.projection.startsDocument?.(first) === true;
       const current = this.cache.get(key) ?? (startsDocument && attempt === 1 ? NEW_DOC : await this.load(key));
       let doc = current.doc;
-      for (const { event, msg } of batch) doc = this.projection.evolve(doc, event, msg.seq);
+      for (const { event, seq } of events) doc = this.projection.evolve(doc, event, seq);
       if (doc !== current.doc && doc !== null) {
         const value = JSON.stringify(doc);
         const revision =
           current.revision === 0 ? await this.bucket.create(key, value) : await this.bucket.update(key, value, current.revision);
         this.remember(key, { doc, revision });
       }
-      for (const { msg } of batch) msg.ack();
     } catch (error) {
       this.cache.delete(key);
-      if (attempt === 1) return this.apply(key, batch, 2);
-      this.log.debug({ err: error, key }, `${this.projection.name}: retrying events later`);
-      for (const { msg } of batch) msg.nak(200);
+      if (attempt === 1) return this.apply(key, events, 2);
+      throw error;
     }
   }
 

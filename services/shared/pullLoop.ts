@@ -13,7 +13,15 @@ import type { Logger } from "./log.ts";
  */
 export async function pullLoop(
   consumer: Consumer,
-  options: { signal: AbortSignal; room: () => number; take: (msg: JsMsg) => void; log: Logger; what: string },
+  options: {
+    signal: AbortSignal;
+    room: () => number;
+    take: (msg: JsMsg) => void;
+    log: Logger;
+    what: string;
+    /** The consumer's priority group, when it has one (pinned client: one process reads at a time). */
+    group?: string;
+  },
 ): Promise<void> {
   const { signal } = options;
   while (!signal.aborted) {
@@ -23,7 +31,7 @@ export async function pullLoop(
       continue;
     }
     try {
-      const batch = await consumer.fetch({ max_messages: room, expires: 1000 });
+      const batch = await consumer.fetch({ max_messages: room, expires: 1000, ...(options.group ? { group: options.group } : {}) });
       const stopBatch = () => void batch.stop();
       signal.addEventListener("abort", stopBatch, { once: true });
       try {

@@ -4,7 +4,7 @@ import { TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { startInOrderReactor } from "../shared/inOrderReactor.ts";
+import { startBatchReactor } from "../shared/batchReactor.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { statusChangeOf } from "./statusChanges.ts";
 import { TaskDirectory } from "./taskDirectory.ts";
@@ -15,8 +15,9 @@ export const taskIdOfIndexKey = (key: string): number => Number(key.slice(key.la
 
 /**
  * Keeps `account_tasks`: one key per task under its account, holding its status, so an account's tasks can
- * be listed (newest first) and filtered by status without reading every view. A reactor on the task log
- * (durable consumer `projector_task_index`), one event at a time in log order, so a status never goes back.
+ * be listed (newest first) and filtered by status without reading every view. A batch reactor on the task
+ * log (durable consumer `projector_task_index`), batches in log order, so a status never goes back; a task
+ * that changes several times within a batch is written once, with its last status.
  */
 export class TaskIndexer {
   private readonly directory: TaskDirectory;
@@ -30,29 +31,29 @@ export class TaskIndexer {
   }
 
   async start(): Promise<void> {
-    this.reactor = await startInOrderReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskIndex, what: "task index", log: this.log, handle: (msg) => this.index(msg) });
+    this.reactor = await startBatchReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskIndex, what: "task index", log: this.log, handle: (batch) => this.index(batch) });
   }
 
   async stop(): Promise<void> {
     await this.reactor?.stop();
   }
 
-  private async index(msg: JsMsg): Promise<void> {
-    try {
+  private async index(batch: readonly JsMsg[]): Promise<void> {
+    const latest = new Map<number, string>();
+    for (const msg of batch) {
       const parsed = TaskEvent.safeParse(msg.json());
-      if (!parsed.success) return msg.ack();
+      if (!parsed.success) continue;
       const event = parsed.data;
       this.directory.learn(event);
       const status = statusChangeOf(event);
-      if (status !== undefined) {
-        const owner = await this.directory.ownerOf(event.meta.taskId);
-        if (owner) await this.nats.accountTasks.put(taskIndexKey(owner.account, event.meta.taskId), status);
-      }
-      msg.ack();
-    } catch (error) {
-      this.log.warn({ err: error, seq: msg.seq }, "task index update failed; retrying");
-      msg.nak(1000);
+      if (status !== undefined) latest.set(event.meta.taskId, status);
     }
+    await Promise.all(
+      [...latest].map(async ([taskId, status]) => {
+        const owner = await this.directory.ownerOf(taskId);
+        if (owner) await this.nats.accountTasks.put(taskIndexKey(owner.account, taskId), status);
+      }),
+    );
   }
 }
 

@@ -7,7 +7,7 @@ import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { costMicros } from "../billing/pricing.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { startInOrderReactor } from "../shared/inOrderReactor.ts";
+import { startBatchReactor } from "../shared/batchReactor.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 
 /** What the counters need to know of a task between its events. */
@@ -78,11 +78,18 @@ export function statsOf(before: TaskFacts | undefined, event: TaskEvent): { fact
 
 const ZERO_OUTCOMES = { created: 0, succeeded: 0, failed: 0, tokens: 0, chargedMicros: 0 };
 
+/** A counter document's key, how to read it, and the changes a batch brings it (each with its event's sequence). */
+interface DocChanges {
+  read: (raw: unknown) => { seq: number };
+  deltas: Array<{ delta: Partial<Record<string, number>>; seq: number }>;
+}
+
 /**
- * Keeps `task_stats` from the task log: a reactor (durable consumer `projector_task_stats`, which hands out one
- * event at a time across every projector process), one event at a time in log order. A task's facts are remembered as its events pass, and folded from its log when a task
- * is first met mid-way (after a restart). Each document carries the sequence it was last changed at, so a
- * redelivered event changes nothing twice.
+ * Keeps `task_stats` from the task log: a batch reactor (durable consumer `projector_task_stats`, read by one
+ * projector process at a time), batches in log order, each counter document written once per batch with
+ * the sum of its changes. A task's facts are remembered as its events pass, and folded from its log when a
+ * task is first met mid-way (after a restart). Each document carries the sequence it was last changed at, so
+ * a redelivered event changes nothing twice.
  */
 export class TaskStatsReactor {
   private readonly facts = new LRUCache<number, TaskFacts>({ max: 100_000 });
@@ -99,28 +106,34 @@ export class TaskStatsReactor {
   }
 
   async start(): Promise<void> {
-    this.reactor = await startInOrderReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskStats, what: "task stats", log: this.log, handle: (msg) => this.apply(msg) });
+    this.reactor = await startBatchReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskStats, what: "task stats", log: this.log, handle: (batch) => this.apply(batch) });
   }
 
   async stop(): Promise<void> {
     await this.reactor?.stop();
   }
 
-  private async apply(msg: JsMsg): Promise<void> {
-    try {
+  private async apply(batch: readonly JsMsg[]): Promise<void> {
+    // Facts learned here are kept only once the batch is written: a batch tried again starts from before it.
+    const learned = new Map<number, TaskFacts | undefined>();
+    const docs = new Map<string, DocChanges>();
+    for (const msg of batch) {
       const parsed = TaskEvent.safeParse(msg.json());
-      if (!parsed.success) return msg.ack();
+      if (!parsed.success) continue;
       const event = parsed.data;
       const taskId = event.meta.taskId;
-      const before = this.facts.get(taskId) ?? (event.type === "TaskSubmitted" ? undefined : await this.factsBefore(event));
+      const before = learned.has(taskId) ? learned.get(taskId) : (this.facts.get(taskId) ?? (event.type === "TaskSubmitted" ? undefined : await this.factsBefore(event)));
       const { facts, changes } = statsOf(before, event);
-      for (const change of changes) await this.change(change, msg.seq);
-      if (facts) this.facts.set(taskId, facts);
-      msg.ack();
-    } catch (error) {
-      this.log.warn({ err: error, seq: msg.seq }, "task stats update failed; retrying");
-      msg.nak(1000);
+      learned.set(taskId, facts);
+      for (const change of changes) {
+        const { key, read } = documentOf(change);
+        const doc = docs.get(key) ?? { read, deltas: [] };
+        doc.deltas.push({ delta: change.delta, seq: msg.seq });
+        docs.set(key, doc);
+      }
     }
+    await Promise.all([...docs].map(([key, doc]) => this.update(key, doc)));
+    for (const [taskId, facts] of learned) if (facts) this.facts.set(taskId, facts);
   }
 
   /** A task met mid-way: its facts folded from the events before this one. */
@@ -134,32 +147,20 @@ export class TaskStatsReactor {
     return facts;
   }
 
-  private async change(change: StatsChange, seq: number): Promise<void> {
-    if (change.doc === "status") {
-      await this.update("status", (raw) => StatusCounts.parse(raw ?? { pending: 0, running: 0, success: 0, failed: 0, seq: 0 }), change.delta, seq);
-    } else if (change.doc === "hour") {
-      const key = hourKey(change.at);
-      await this.update(key, (raw) => HourStats.parse(raw ?? { hour: key.slice(5), ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
-    } else {
-      const key = dayKey(change.at, change.account, change.model);
-      const day = change.at.slice(0, 10);
-      await this.update(key, (raw) => DayUsage.parse(raw ?? { day, account: change.account, model: change.model, ...ZERO_OUTCOMES, seq: 0 }), change.delta, seq);
-    }
-  }
-
   /**
-   * Adds `delta` to a counter document unless it already holds this event (its `seq` is at or past it). The
-   * write is a compare-and-set on the revision this process last saw: when another projector process wrote
-   * in between, the document is read again and the change applied to it.
+   * Adds the changes of events the document does not hold yet (those past its `seq`) and moves its `seq`
+   * to the last of them. The write is a compare-and-set on the revision this process last saw: when another
+   * projector process wrote in between, the document is read again and the changes applied to it.
    */
-  private async update(key: string, read: (raw: unknown) => { seq: number }, delta: Partial<Record<string, number>>, seq: number): Promise<void> {
+  private async update(key: string, { read, deltas }: DocChanges): Promise<void> {
     const bucket = this.nats.taskStats;
     for (let attempt = 0; ; attempt++) {
       const known = attempt === 0 ? this.docs.get(key) : undefined;
       const current = known ?? (await load(bucket, key, read));
-      if ((current.doc.seq as number) >= seq) return;
-      const next: Record<string, unknown> = { ...current.doc, seq };
-      for (const [field, by] of Object.entries(delta)) next[field] = (current.doc[field] as number) + (by ?? 0);
+      const fresh = deltas.filter(({ seq }) => seq > (current.doc.seq as number));
+      if (fresh.length === 0) return;
+      const next: Record<string, unknown> = { ...current.doc, seq: fresh.at(-1)?.seq };
+      for (const { delta } of fresh) for (const [field, by] of Object.entries(delta)) next[field] = (next[field] as number) + (by ?? 0);
       try {
         const value = JSON.stringify(next);
         const revision = current.revision === 0 ? await bucket.create(key, value) : await bucket.update(key, value, current.revision);
@@ -171,6 +172,20 @@ export class TaskStatsReactor {
       }
     }
   }
+}
+
+/** Which counter document a change goes to, and how that document reads when it does not exist yet. */
+function documentOf(change: StatsChange): { key: string; read: (raw: unknown) => { seq: number } } {
+  if (change.doc === "status") {
+    return { key: "status", read: (raw) => StatusCounts.parse(raw ?? { pending: 0, running: 0, success: 0, failed: 0, seq: 0 }) };
+  }
+  if (change.doc === "hour") {
+    const key = hourKey(change.at);
+    return { key, read: (raw) => HourStats.parse(raw ?? { hour: key.slice(5), ...ZERO_OUTCOMES, seq: 0 }) };
+  }
+  const key = dayKey(change.at, change.account, change.model);
+  const day = change.at.slice(0, 10);
+  return { key, read: (raw) => DayUsage.parse(raw ?? { day, account: change.account, model: change.model, ...ZERO_OUTCOMES, seq: 0 }) };
 }
 
 async function load(bucket: KV, key: string, read: (raw: unknown) => { seq: number }): Promise<{ doc: Record<string, unknown>; revision: number }> {

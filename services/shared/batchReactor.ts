@@ -1,0 +1,113 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
+import type { Logger } from "./log.ts";
+import type { Nats } from "./nats.ts";
+import { pullLoop } from "./pullLoop.ts";
+
+/** Messages handed to one call of `handle` at most. */
+const MAX_BATCH = 512;
+/**
+ * With `ack_policy: all`, handled batches are acknowledged together at most this often: small batches come
+ * one after another when events trickle in, and one acknowledgement covers them all. Far below any ack wait;
+ * a crash before it only hands the last few batches over again.
+ */
+const ACK_EVERY_MS = 20;
+/** The longest pause between two attempts at a batch that keeps failing. */
+const MAX_RETRY_PAUSE_MS = 5_000;
+
+export interface BatchReactorOptions {
+  stream: string;
+  durable: string;
+  what: string;
+  log: Logger;
+  /**
+   * Handles the messages that arrived since the last call, in stream order. Throwing hands the same batch
+   * over again after a pause, so it must be idempotent (a crash redelivers it too); nothing after it is
+   * handled meanwhile. The reactor acknowledges the batch once this resolves.
+   */
+  handle: (batch: readonly JsMsg[]) => Promise<void>;
+}
+
+/**
+ * A reactor on one durable consumer that handles its messages in batches, one batch at a time in stream
+ * order: what folds many events into one write (counters, indexes, views) and acknowledges them together.
+ *
+ * On a consumer with `ack_policy: all` one acknowledgement per batch covers it (the layout makes reactor
+ * consumers so, with a pinned-client priority group: one process reads at a time, another takes over when
+ * it stops pulling, so no other process's messages are ever acknowledged with ours). A consumer made by an
+ * older reelay (explicit acks, no group) still works: every message is acknowledged on its own.
+ */
+export async function startBatchReactor(nats: Nats, options: BatchReactorOptions): Promise<{ stop(): Promise<void> }> {
+  const consumer = await nats.js.consumers.get(options.stream, options.durable);
+  const { config } = await consumer.info(true);
+  const ackAll = config.ack_policy === AckPolicy.All;
+  const group = config.priority_policy === "pinned_client" ? config.priority_groups?.[0] : undefined;
+  const stopping = new AbortController();
+  const buffer: JsMsg[] = [];
+  let wake: (() => void) | undefined;
+
+  const loop = pullLoop(consumer, {
+    signal: stopping.signal,
+    room: () => 2 * MAX_BATCH - buffer.length,
+    take: (msg) => {
+      buffer.push(msg);
+      wake?.();
+    },
+    log: options.log,
+    what: options.what,
+    ...(group ? { group } : {}),
+  });
+
+  let unacknowledged: JsMsg | undefined;
+  let ackTimer: NodeJS.Timeout | undefined;
+  const flushAck = () => {
+    clearTimeout(ackTimer);
+    ackTimer = undefined;
+    unacknowledged?.ack();
+    unacknowledged = undefined;
+  };
+  const acknowledge = (batch: readonly JsMsg[]) => {
+    if (!ackAll) {
+      for (const msg of batch) msg.ack();
+      return;
+    }
+    unacknowledged = batch.at(-1) ?? unacknowledged;
+    ackTimer ??= setTimeout(flushAck, ACK_EVERY_MS);
+  };
+
+  const work = (async () => {
+    while (!stopping.signal.aborted) {
+      if (buffer.length === 0) {
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          stopping.signal.addEventListener("abort", () => resolve(), { once: true });
+        });
+        wake = undefined;
+        continue;
+      }
+      const batch = buffer.splice(0, MAX_BATCH);
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await options.handle(batch);
+          acknowledge(batch);
+          break;
+        } catch (error) {
+          options.log.warn({ err: error, attempt, firstSeq: batch[0]?.seq, messages: batch.length }, `${options.what}: batch failed; trying it again`);
+          // Stopping leaves the batch unacknowledged: it is delivered again, here or to another process.
+          if (stopping.signal.aborted) return;
+          await sleep(Math.min(MAX_RETRY_PAUSE_MS, 100 * 2 ** attempt), undefined, { signal: stopping.signal }).catch(() => undefined);
+          if (stopping.signal.aborted) return;
+        }
+      }
+    }
+  })();
+
+  return {
+    stop: async () => {
+      stopping.abort();
+      await loop;
+      await work;
+      flushAck();
+    },
+  };
+}

@@ -1,0 +1,94 @@
+import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REACTOR_GROUP } from "../infra/jetstreamLayout.ts";
+import { startBatchReactor } from "../services/shared/batchReactor.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import { silentLog } from "./helpers/testApp.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+const STREAM = "BATCHES";
+const seqs = (batch: readonly JsMsg[]) => batch.map((msg) => msg.seq);
+
+describe("batch reactor", () => {
+  let server: { url: string; stop(): Promise<void> };
+  let first: Nats;
+  let second: Nats;
+  beforeAll(async () => {
+    server = await startTestNats();
+    first = await connectNats(server.url, "reactor-a", { replicas: 1, leaseMs: 1000 });
+    second = await connectNats(server.url, "reactor-b");
+    await first.jsm.streams.add({ name: STREAM, subjects: ["batch.>"] });
+  });
+  afterAll(async () => {
+    await Promise.all([first?.nc.close(), second?.nc.close()]);
+    await server?.stop();
+  });
+
+  const addConsumer = async (durable: string, pinned: boolean) =>
+    first.jsm.consumers.add(STREAM, {
+      durable_name: durable,
+      ack_policy: pinned ? AckPolicy.All : AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      ack_wait: 1_000_000_000,
+      max_deliver: -1,
+      ...(pinned ? { priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client" as const, priority_timeout: 1_000_000_000 } : {}),
+    });
+  const publish = async (subject: string, count: number) => {
+    for (let i = 0; i < count; i++) await first.js.publish(`batch.${subject}`, JSON.stringify({ i }));
+  };
+
+  it("with a pinned group, one process reads, in order, and another takes over from the last acknowledged batch when it stops", async () => {
+    await addConsumer("pinned", true);
+    const seenA: number[] = [];
+    const seenB: number[] = [];
+    const a = await startBatchReactor(first, { stream: STREAM, durable: "pinned", what: "a", log: silentLog, handle: async (batch) => void seenA.push(...seqs(batch)) });
+    await publish("pinned", 50);
+    await expect.poll(() => seenA.length).toBe(50);
+    const b = await startBatchReactor(second, { stream: STREAM, durable: "pinned", what: "b", log: silentLog, handle: async (batch) => void seenB.push(...seqs(batch)) });
+    await publish("pinned", 50);
+    await expect.poll(() => seenA.length).toBe(100);
+    expect(seenB).toEqual([]);
+    expect(seenA).toEqual([...seenA].sort((x, y) => x - y));
+
+    await a.stop();
+    await publish("pinned", 20);
+    // Pinned after the first one's pin times out (1 s here): it starts where the acknowledgements ended.
+    await expect.poll(() => seenB.length, { timeout: 10_000 }).toBe(20);
+    expect(Math.min(...seenB)).toBe(Math.max(...seenA) + 1);
+    await b.stop();
+  });
+
+  it("a batch that fails is handed over again, whole, until it goes through, then acknowledged", async () => {
+    await addConsumer("retrying", true);
+    const handled: number[][] = [];
+    let failures = 2;
+    const reactor = await startBatchReactor(first, {
+      stream: STREAM,
+      durable: "retrying",
+      what: "retrying",
+      log: silentLog,
+      handle: async (batch) => {
+        handled.push(seqs(batch).filter((seq) => seq > 120));
+        if (batch.some((msg) => msg.subject === "batch.poison") && failures-- > 0) throw new Error("not yet");
+      },
+    });
+    await publish("poison", 1);
+    await expect.poll(() => handled.filter((batch) => batch.length > 0).length, { timeout: 5_000 }).toBeGreaterThanOrEqual(3);
+    const withPoison = handled.filter((batch) => batch.length > 0);
+    expect(withPoison[0]).toEqual(withPoison[1]);
+    expect(withPoison[1]).toEqual(withPoison[2]);
+    // One acknowledgement covered the stream's earlier messages too.
+    await expect.poll(async () => (await first.jsm.consumers.info(STREAM, "retrying")).num_ack_pending).toBe(0);
+    await reactor.stop();
+  });
+
+  it("a consumer made by an older reelay (explicit acks, no group) has every message acknowledged", async () => {
+    await addConsumer("legacy", false);
+    let seen = 0;
+    const reactor = await startBatchReactor(first, { stream: STREAM, durable: "legacy", what: "legacy", log: silentLog, handle: async (batch) => void (seen += batch.length) });
+    const total = (await first.jsm.streams.info(STREAM)).state.messages;
+    await expect.poll(() => seen).toBe(total);
+    await expect.poll(async () => (await first.jsm.consumers.info(STREAM, "legacy")).num_ack_pending).toBe(0);
+    await reactor.stop();
+  });
+});
