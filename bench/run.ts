@@ -45,6 +45,7 @@ const SUITES: Suite[] = [
   optionalSuite("ark", "suites/arkTasks.ts", "arkTasksBench"),
   optionalSuite("openai-videos", "suites/openAiVideosCreate.ts", "openAiVideosCreateBench"),
   optionalSuite("console", "suites/consoleLoad.ts", "consoleLoadBench"),
+  optionalSuite("catchup", "suites/readModelCatchUp.ts", "readModelCatchUpBench"),
 ];
 
 async function main(): Promise<number> {

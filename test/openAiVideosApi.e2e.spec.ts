@@ -220,8 +220,8 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     const first = await idempotent.videos.create(params, { headers: { "Idempotency-Key": "create-once-1" } });
     const again = await idempotent.videos.create(params, { headers: { "Idempotency-Key": "create-once-1" } });
     expect(again.id).toBe(first.id);
-    const { ids } = await listAccountTasks(app.nats.accountTasks, account, { limit: 10 });
-    expect(ids).toEqual([Number(first.id.slice(6))]);
+    // The index is a read model: it lists the task once the projector has reached it.
+    await expect.poll(async () => (await listAccountTasks(app.nats.accountTasks, account, { limit: 10 })).ids).toEqual([Number(first.id.slice(6))]);
   });
 
   it("a task created through the spec's endpoint is a video object too", async () => {

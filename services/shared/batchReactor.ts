@@ -2,7 +2,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
 import type { Logger } from "./log.ts";
 import type { Nats } from "./nats.ts";
-import { pullLoop } from "./pullLoop.ts";
 
 /** Messages handed to one call of `handle` at most. */
 const MAX_BATCH = 512;
@@ -46,17 +45,32 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   const buffer: JsMsg[] = [];
   let wake: (() => void) | undefined;
 
-  const loop = pullLoop(consumer, {
-    signal: stopping.signal,
-    room: () => 2 * MAX_BATCH - buffer.length,
-    take: (msg) => {
-      buffer.push(msg);
-      wake?.();
-    },
-    log: options.log,
-    what: options.what,
-    ...(group ? { group } : {}),
-  });
+  // One long-lived pull (consume), not a fetch per batch: the client keeps the pin id it was given only
+  // for the life of one pull, and a fetch without it is refused while the pin lasts.
+  let drained: (() => void) | undefined;
+  const loop = (async () => {
+    while (!stopping.signal.aborted) {
+      try {
+        const messages = await consumer.consume({ max_messages: MAX_BATCH, ...(group ? { group } : {}) });
+        const stopPull = () => void messages.stop();
+        stopping.signal.addEventListener("abort", stopPull, { once: true });
+        try {
+          for await (const msg of messages) {
+            buffer.push(msg);
+            wake?.();
+            // Backpressure: no more pulls while the worker is two batches behind.
+            while (buffer.length >= 2 * MAX_BATCH && !stopping.signal.aborted) await new Promise<void>((resolve) => (drained = resolve));
+            if (stopping.signal.aborted) break;
+          }
+        } finally {
+          stopping.signal.removeEventListener("abort", stopPull);
+        }
+      } catch (error) {
+        if (!stopping.signal.aborted) options.log.warn({ err: error }, `${options.what}: pull failed; retrying`);
+        await sleep(500, undefined, { signal: stopping.signal }).catch(() => undefined);
+      }
+    }
+  })();
 
   let unacknowledged: JsMsg | undefined;
   let ackTimer: NodeJS.Timeout | undefined;
@@ -86,6 +100,8 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
         continue;
       }
       const batch = buffer.splice(0, MAX_BATCH);
+      drained?.();
+      drained = undefined;
       for (let attempt = 0; ; attempt++) {
         try {
           await options.handle(batch);
@@ -105,6 +121,7 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   return {
     stop: async () => {
       stopping.abort();
+      drained?.();
       await loop;
       await work;
       flushAck();

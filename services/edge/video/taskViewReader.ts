@@ -12,6 +12,7 @@ const CACHE_LIMIT = 100_000;
  * Answers "what is task N now" from the task_views read model. A watch keeps recently changed views in
  * memory, so polling clients cost no NATS round trip; older views come from the bucket. A task the
  * projector has not reached yet (created a moment ago) is folded from its log, so a fresh task never 404s.
+ * A view is only ever replaced by a newer version, so one edge never answers a task's status going back.
  */
 export class TaskViewReader {
   private readonly cache = new LRUCache<number, TaskView>({ max: CACHE_LIMIT });
@@ -45,7 +46,9 @@ export class TaskViewReader {
     const entry = await this.bucket.get(taskViewKey(taskId));
     if (entry && entry.operation === "PUT") return this.remember(TaskView.parse(entry.json()));
     const { events } = await this.taskLog.read(taskId);
-    return events.reduce<TaskView | null>(evolveTaskView, null) ?? undefined;
+    const folded = events.reduce<TaskView | null>(evolveTaskView, null);
+    // Kept, so the next read cannot answer an older view from a bucket the projector has not caught up on.
+    return folded ? this.remember(folded) : undefined;
   }
 
   private remember(view: TaskView): TaskView {
