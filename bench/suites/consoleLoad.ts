@@ -43,8 +43,8 @@ export async function consoleLoadBench(): Promise<BenchRow[]> {
   process.env.NATS_SERVER_BIN ??= locateNatsServer({ say }).path;
   process.env.FFMPEG_BIN ??= locateProgram(FFMPEG, say);
   const chromiumPath = locateProgram(CHROMIUM, say);
-  // No projector: the read models are written here in bulk, as the projector would leave them (folding 200,000
-  // events through the in-order reactors takes minutes on this machine; that rate is issue 7's to raise).
+  // No projector: the read models are written here in bulk, as the projector would leave them (quicker than
+  // folding 200,000 events, whose rate the catchup suite measures).
   const app = await startTestApp({ admin: true, services: ["edge", "runner"] });
   try {
     const token = (await reelayInProcess(app, "admin", "tokens", "create", "--name", "bench")).stdout.trim().split("\n").at(-1) ?? "";
