@@ -159,15 +159,12 @@ export const REACTOR_GROUP = "reactors";
  * process stops pulling for `ackWaitMs`, another one is pinned and takes over from the last acknowledgement.
  */
 function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
+  const { config } = durableConsumer(stream, durable, ackWaitMs);
   return {
     stream,
     config: {
-      durable_name: durable,
+      ...config,
       ack_policy: AckPolicy.All,
-      deliver_policy: DeliverPolicy.All,
-      ack_wait: nanos(ackWaitMs),
-      max_ack_pending: 20_000,
-      max_deliver: -1,
       priority_groups: [REACTOR_GROUP],
       priority_policy: "pinned_client",
       priority_timeout: nanos(ackWaitMs),

@@ -52,10 +52,8 @@ export class Settlement {
       const parsed = TaskEvent.safeParse(msg.json());
       if (!parsed.success) continue;
       const event = parsed.data;
-      if (event.type === "TaskSubmitted") {
-        const { account, job } = event.data;
-        this.billing.set(event.meta.taskId, { account, model: job.model, pricePerMillionTokens: job.pricePerMillionTokens });
-      } else if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") {
+      if (event.type === "TaskSubmitted") this.billing.set(event.meta.taskId, billingOf(event));
+      else if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") {
         const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": event.meta.taskId } };
         settling.push(inSpan("settle video task", span, () => this.settle(event)));
       }
@@ -81,7 +79,10 @@ export class Settlement {
 
   private async billingFromLog(taskId: number): Promise<Billing | undefined> {
     const first = (await this.taskLog.read(taskId)).events[0];
-    if (first?.type !== "TaskSubmitted") return undefined;
-    return { account: first.data.account, model: first.data.job.model, pricePerMillionTokens: first.data.job.pricePerMillionTokens };
+    return first?.type === "TaskSubmitted" ? billingOf(first) : undefined;
   }
+}
+
+function billingOf({ data: { account, job } }: Extract<TaskEvent, { type: "TaskSubmitted" }>): Billing {
+  return { account, model: job.model, pricePerMillionTokens: job.pricePerMillionTokens };
 }

@@ -43,11 +43,12 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   const group = config.priority_policy === "pinned_client" ? config.priority_groups?.[0] : undefined;
   const stopping = new AbortController();
   const buffer: JsMsg[] = [];
+  /** Resolves the worker's wait for messages, and the pull's wait for room; `stop` resolves both. */
   let wake: (() => void) | undefined;
+  let drained: (() => void) | undefined;
 
   // One long-lived pull (consume), not a fetch per batch: the client keeps the pin id it was given only
   // for the life of one pull, and a fetch without it is refused while the pin lasts.
-  let drained: (() => void) | undefined;
   const loop = (async () => {
     while (!stopping.signal.aborted) {
       try {
@@ -92,10 +93,7 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   const work = (async () => {
     while (!stopping.signal.aborted) {
       if (buffer.length === 0) {
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          stopping.signal.addEventListener("abort", () => resolve(), { once: true });
-        });
+        await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
         continue;
       }
@@ -121,6 +119,7 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   return {
     stop: async () => {
       stopping.abort();
+      wake?.();
       drained?.();
       await loop;
       await work;
