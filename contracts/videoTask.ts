@@ -74,7 +74,10 @@ export const VideoJobSpec = z.object({
 });
 export type VideoJobSpec = z.infer<typeof VideoJobSpec>;
 
-/** Command on the work queue: run this task (its cost is already reserved). */
+/**
+ * A job on the WORK queue of an older reelay (before edges wrote each task's first event): runners still
+ * read what is left there after an upgrade (services/runner/legacyWorkQueue.ts).
+ */
 export const SubmitVideoTask = z.object({
   type: z.literal("SubmitVideoTask"),
   taskId: z.number().int().positive(),
@@ -90,12 +93,6 @@ export const SubmitVideoTask = z.object({
 });
 export type SubmitVideoTask = z.infer<typeof SubmitVideoTask>;
 
-/** Sent to `notify` once the submission is decided. */
-export const SubmissionOutcome = z.discriminatedUnion("outcome", [
-  z.object({ outcome: z.literal("accepted"), taskId: z.number().int(), providerTaskId: z.string() }),
-  z.object({ outcome: z.literal("rejected"), taskId: z.number().int(), reason: z.string() }),
-]);
-export type SubmissionOutcome = z.infer<typeof SubmissionOutcome>;
 
 const EventMeta = z.object({
   schema: z.literal(1),
@@ -123,6 +120,11 @@ export const TaskSubmitted = z.object({
   }),
   meta: EventMeta,
 });
+export type TaskSubmittedEvent = z.infer<typeof TaskSubmitted>;
+
+/** What reelay sends upstream to name task N, where the upstream keeps such a reference (to find it again after a crash). */
+export const clientReference = (taskId: number): string => `reelay-task-${taskId}`;
+
 export const UpstreamAccepted = z.object({
   type: z.literal("UpstreamAccepted"),
   data: z.object({
@@ -252,7 +254,16 @@ export const TaskView = z.object({
 });
 export type TaskView = z.infer<typeof TaskView>;
 
+/**
+ * Where task N's first event (TaskSubmitted, written by the edge) is: runners take new tasks from the
+ * single-token filter `tasks.*`, which matches these subjects only. A task created by an older reelay has
+ * all of its early events here.
+ */
 export const taskSubject = (taskId: number): string => `tasks.${taskId}`;
+/** Where every later event of task N is (appends fence on this subject's last sequence). */
+export const laterTaskEventsSubject = (taskId: number): string => `tasks.${taskId}.next`;
+/** The filter that selects first events only: what runners consume. */
+export const FIRST_TASK_EVENTS = "tasks.*";
 
 /** design.md: width·height·(24·duration+1)/1024, rounded down, when the upstream reports no usage. */
 export const estimateVideoTokens = (width: number, height: number, durationSeconds: number): number =>

@@ -12,13 +12,15 @@ import {
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
+import { FIRST_TASK_EVENTS } from "../contracts/videoTask.ts";
 
 /** Every stream, bucket and durable consumer reelay uses, as data. `ensureJetStreamLayout` makes them exist. */
 export const STREAMS = {
-  /** The task log: every transition of task N is an event on tasks.N. */
+  /**
+   * The task log: every transition of task N is an event, the first (written by the edge) on tasks.N and
+   * the later ones on tasks.N.next. Runners take new tasks from the first events (consumer `runners`).
+   */
   tasks: { name: "TASKS", subjects: ["tasks.>"], retention: RetentionPolicy.Limits, allow_direct: true },
-  /** Submitted video jobs waiting for, or held by, a runner: task N's job is on work.video.N. */
-  work: { name: "WORK", subjects: ["work.video.>"], retention: RetentionPolicy.Workqueue, allow_direct: true },
   /** Every money movement of account A is an event on ledger.A. */
   ledger: { name: "LEDGER", subjects: ["ledger.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /**
@@ -86,7 +88,12 @@ export const deadLetterSubject = (reader: string): string => `deadletter.${reade
 
 export const webhookLogSubject = (account: string): string => `webhooklog.${account}`;
 
-export const workSubject = (taskId: number): string => `work.video.${taskId}`;
+/**
+ * The work queue of reelay before the edge wrote the first event itself: jobs on work.video.N, held by
+ * runners through the durable `runners`. No longer created; on a store that has it, runners drain what an
+ * older edge queued there (services/runner/legacyWorkQueue.ts).
+ */
+export const LEGACY_WORK = { stream: "WORK", durable: "runners", subject: (taskId: number): string => `work.video.${taskId}` } as const;
 
 export const OBJECT_STORES = { videos: "videos" } as const;
 
@@ -175,11 +182,15 @@ function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { 
 function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config: Partial<ConsumerConfig> }> {
   return [
     {
-      stream: STREAMS.work.name,
+      stream: STREAMS.tasks.name,
       config: {
         durable_name: CONSUMERS.runners,
+        // First events only: each is one task to run.
+        filter_subject: FIRST_TASK_EVENTS,
         ack_policy: AckPolicy.Explicit,
-        // A runner holds a job unacked until its task is final and heartbeats it with `working()`.
+        // Made on a store that already has tasks: those were queued on WORK by an older reelay, not here.
+        deliver_policy: DeliverPolicy.New,
+        // A runner holds a task's first event unacked until the task is final and heartbeats it with `working()`.
         ack_wait: nanos(options.leaseMs),
         max_ack_pending: 100_000,
         max_deliver: -1,

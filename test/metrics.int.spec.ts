@@ -76,20 +76,20 @@ describe("metrics", () => {
     let samples = await scrape();
     const settled = () =>
       sampleSum(samples, "reelay_video_tasks_in_flight", { provider: "local" }) === 1 &&
-      sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "WORK/runners" }) === 1;
+      sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "TASKS/runners" }) === 1;
     for (let i = 0; i < 100 && !settled(); i++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
       samples = await scrape();
     }
     expect(sampleSum(samples, "reelay_video_tasks_in_flight", { provider: "local" })).toBe(1);
     expect(sampleSum(samples, "reelay_video_tasks_past_deadline")).toBe(0);
-    // The runner holds the live task's job unacked: the runners' consumer owes one message.
-    expect(sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "WORK/runners" })).toBe(1);
+    // The runner holds the live task's job unacked: the runners' consumer owes one message (its first event).
+    expect(sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "TASKS/runners" })).toBe(1);
     // Its age: a job delivered within the same millisecond reads as 0, so only its presence is certain.
-    const age = samples.find((s) => s.name === "reelay_consumer_oldest_unacked_age_seconds" && s.labels.consumer === "WORK/runners");
+    const age = samples.find((s) => s.name === "reelay_consumer_oldest_unacked_age_seconds" && s.labels.consumer === "TASKS/runners");
     expect(age?.value).toBeGreaterThanOrEqual(0);
     const consumers = new Set(samples.filter((s) => s.name === "reelay_consumer_pending_messages").map((s) => s.labels.consumer));
-    expect([...consumers].sort()).toEqual(["LEDGER/projector_balances", "LEDGER/projector_task_charges", "TASKS/projector_task_index", "TASKS/projector_task_stats", "TASKS/projector_task_views", "TASKS/settlement", "TASKS/webhooks", "WORK/runners"]);
+    expect([...consumers].sort()).toEqual(["LEDGER/projector_balances", "LEDGER/projector_task_charges", "TASKS/projector_task_index", "TASKS/projector_task_stats", "TASKS/projector_task_views", "TASKS/runners", "TASKS/settlement", "TASKS/webhooks"]);
     expect(taskId).toBeGreaterThan(0);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { taskSubject } from "../contracts/videoTask.ts";
+import { laterTaskEventsSubject, taskSubject } from "../contracts/videoTask.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
@@ -44,8 +44,9 @@ describe("provider contract (scripted vendor)", () => {
   };
   const eventTypes = async (a: TestApp, taskId: number) => {
     const types: string[] = [];
-    const consumer = await a.nats.js.consumers.get(STREAMS.tasks.name, { filter_subjects: taskSubject(taskId) });
-    const last = (await a.nats.jsm.direct.getMessage(STREAMS.tasks.name, { last_by_subj: taskSubject(taskId) }))?.seq ?? 0;
+    const subjects = [taskSubject(taskId), laterTaskEventsSubject(taskId)];
+    const consumer = await a.nats.js.consumers.get(STREAMS.tasks.name, { filter_subjects: subjects });
+    const last = (await a.nats.jsm.direct.getMessage(STREAMS.tasks.name, { last_by_subj: laterTaskEventsSubject(taskId) }))?.seq ?? 0;
     for await (const msg of await consumer.consume()) {
       types.push((msg.json() as { type: string }).type);
       if (msg.seq >= last) break;

@@ -56,7 +56,7 @@ describe("runners that die", () => {
     const finals = await Promise.all(ids.map((id) => client.waitForFinal(id, 90_000)));
     for (const final of finals) expect(final.body).toMatchObject({ code: 200, msg: "success" });
     // The killed runner really held work: some jobs were delivered more than once.
-    const work = await app.nats.jsm.consumers.info(STREAMS.work.name, CONSUMERS.runners);
+    const work = await app.nats.jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.runners);
     expect(work.delivered.consumer_seq).toBeGreaterThan(ids.length);
     const log = new TaskLog(app.nats.js, app.nats.jsm);
     for (const id of ids) expectOneCleanLifecycle((await log.read(id)).events);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TaskEvent } from "../contracts/videoTask.ts";
+import { clientReference, type TaskEvent, type TaskSubmittedEvent } from "../contracts/videoTask.ts";
+import { decideTask, initialTaskState } from "../machines/videoTaskDecider.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
 import { TaskActor } from "../services/runner/taskActor.ts";
@@ -41,13 +42,18 @@ describe("a task actor", () => {
   const onlyChannel = (provider: VideoProvider) =>
     new ChannelPool(new Map([[job.provider, { kind: "custom", provider, weight: 1, coolDownMs: 60_000 }]]), silentLog);
 
-  const actorFor = (taskId: number, provider: VideoProvider, shutdown: AbortSignal, maxTaskMs = 10_000) =>
+  /** Writes the task's first event, as the edge's create does. */
+  async function created(taskId: number, maxTaskMs: number): Promise<TaskSubmittedEvent> {
+    const deadlineAt = new Date(Date.now() + maxTaskMs).toISOString();
+    const [submitted] = decideTask({ type: "SubmitTask", taskId, account: "acme", job, ignoredFields: [], deadlineAt, clientReference: clientReference(taskId) }, initialTaskState());
+    if (!submitted) throw new Error("no first event");
+    return (await new TaskLog(nats.js, nats.jsm).appendFirst(taskId, submitted)).event as TaskSubmittedEvent;
+  }
+
+  const actorFor = (submitted: TaskSubmittedEvent, provider: VideoProvider, shutdown: AbortSignal, maxTaskMs = 10_000) =>
     new TaskActor(
-      taskId,
-      { type: "SubmitVideoTask" as const, taskId, account: "acme", job, ignoredFields: [], receivedAt: new Date().toISOString() },
+      submitted,
       {
-        nc: nats.nc,
-        js: nats.js,
         videos: nats.videos,
         log: silentLog,
         taskLog: new TaskLog(nats.js, nats.jsm),
@@ -63,7 +69,8 @@ describe("a task actor", () => {
     const vendor = new ScriptedVendor();
     vendor.scriptSubmits("hang");
     const firstRunner = new AbortController();
-    const firstActor = actorFor(42, vendor, firstRunner.signal);
+    const submitted = await created(42, 10_000);
+    const firstActor = actorFor(submitted, vendor, firstRunner.signal);
     const first = firstActor.run(false);
     await expect.poll(() => vendor.submits.length).toBe(1);
     // The runner goes away while the upstream's answer is in flight (as RunnerService.stop does it).
@@ -71,7 +78,7 @@ describe("a task actor", () => {
     firstActor.stop();
     expect(await first).toBe("stopped");
 
-    expect(await actorFor(42, vendor, new AbortController().signal).run(true)).toBe("final");
+    expect(await actorFor(submitted, vendor, new AbortController().signal).run(true)).toBe("final");
     expect(vendor.submits).toHaveLength(1);
     const { events } = await new TaskLog(nats.js, nats.jsm).read(42);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
@@ -81,10 +88,7 @@ describe("a task actor", () => {
   it("retries a submit that keeps failing until the deadline, then fails with a timeout reason and is queued for release", async () => {
     const taskLog = new TaskLog(nats.js, nats.jsm);
     const upstream = failingUpstream();
-    const command = { type: "SubmitVideoTask" as const, taskId: 41, account: "acme", job, ignoredFields: [], receivedAt: new Date().toISOString() };
-    const actor = new TaskActor(41, command, {
-      nc: nats.nc,
-      js: nats.js,
+    const actor = new TaskActor(await created(41, 1_500), {
       videos: nats.videos,
       log: silentLog,
       taskLog,

@@ -6,9 +6,9 @@ import type { AccountLedger } from "./accountLedger.ts";
 
 /**
  * Frees money held by a reservation whose task never came to be: an edge that died between reserving and
- * queueing the job (a window of milliseconds). A reservation is an orphan when its task has neither a job
- * on WORK nor an event on TASKS; it is released only when found so on two sweeps in a row, so a create
- * that is between those two steps right now is never touched.
+ * writing the task's first event (a window of milliseconds). A reservation is an orphan when its task has
+ * no first event on TASKS (nor, on a store an older reelay used, a job on WORK); it is released only when
+ * found so on two sweeps in a row, so a create that is between those two steps right now is never touched.
  */
 export class ReservationSweeper {
   private round = 0;

@@ -62,7 +62,7 @@ export class EdgeService {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.views = new TaskViewReader(nats.taskViews, this.taskLog, log);
     this.hub = new TaskEventHub(nats.js, this.taskLog, log.child({ part: "event streams" }));
-    this.submitter = new TaskSubmitter(nats.nc, nats.js, config.limits.submitWaitMs, log);
+    this.submitter = new TaskSubmitter(this.taskLog, this.hub, { waitMs: config.limits.submitWaitMs, maxTaskMs: config.limits.maxTaskMs });
     this.ledger = new AccountLedger(nats);
     this.balances = new BalanceMirror(nats.balances, log);
     this.connection = watchConnection(nats.nc, log);
@@ -74,7 +74,6 @@ export class EdgeService {
     await this.views.start();
     await this.balances.start();
     await this.hub.start();
-    this.submitter.start();
     const app = new HttpApp(this.config.cors, apiErrorReply(this.log), environment().REELAY_METRICS === "on");
     this.registerRoutes(app);
     this.app = app;
@@ -96,7 +95,6 @@ export class EdgeService {
     this.admin = undefined;
     await this.app?.close();
     this.app = undefined;
-    this.submitter.stop();
     this.hub.stop();
     this.views.stop();
     this.balances.stop();

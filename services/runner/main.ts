@@ -78,7 +78,7 @@ function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, Vide
   return new ChannelPool(settings, log.child({ part: "channels" }));
 }
 
-/** Starts a runner: hosts video tasks from the WORK queue, settles finished tasks and sweeps orphaned reservations, until `stop`. */
+/** Starts a runner: hosts video tasks from the task log (their first events), settles finished tasks and sweeps orphaned reservations, until `stop`. */
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger, providerFactory?: ProviderFactory): Promise<{ stop(): Promise<void> }> {
   const providers = new Map([...createProviders(config, log, providerFactory)].map(([name, provider]) => [name, meteredProvider(name, provider)]));
   const channels = channelPoolOf(config, providers, log);

@@ -1,6 +1,6 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ReelayConfig } from "../../contracts/config.ts";
-import { jobChannels, SubmitVideoTask } from "../../contracts/videoTask.ts";
+import { jobChannels, TaskEvent, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import { reportLiveTasks, runnerHeartbeat, tasksFinished, type LiveTask } from "../shared/metrics/metrics.ts";
@@ -8,16 +8,18 @@ import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
+import { drainLegacyWorkQueue } from "./legacyWorkQueue.ts";
 import { TaskActor } from "./taskActor.ts";
 import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 
 /**
- * Takes video jobs from the WORK queue and hosts a TaskActor for each until its task is final. A job
- * stays unacked (and heartbeated) while its task lives, so if this process dies JetStream hands the job
- * to another runner after the lease, which rebuilds the task from its log and carries on. A runner holds
- * up to `runner.maxConcurrentTasks` jobs: those beyond its channels' free slots wait in the channel pool,
- * still pending, where accounts take turns (one account's burst cannot starve another's task).
+ * Takes new tasks from the task log (the first events, which edges write: consumer `runners`) and hosts a
+ * TaskActor for each until its task is final. A task's first event stays unacked (and heartbeated) while
+ * the task lives, so if this process dies JetStream hands it to another runner after the lease, which
+ * rebuilds the task from its log and carries on. A runner holds up to `runner.maxConcurrentTasks` tasks:
+ * those beyond its channels' free slots wait in the channel pool, still pending, where accounts take turns
+ * (one account's burst cannot starve another's task).
  */
 export class RunnerService {
   private readonly held = new Map<number, JsMsg>();
@@ -27,6 +29,7 @@ export class RunnerService {
   private readonly taskLog: TaskLog;
   private readonly shutdown = new AbortController();
   private loop: Promise<void> | undefined;
+  private legacyDrain: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly running = new Set<Promise<void>>();
 
@@ -40,7 +43,7 @@ export class RunnerService {
   }
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.work.name, CONSUMERS.runners);
+    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.runners);
     // Heartbeats well inside the lease, so a live runner never loses a task it is working on.
     this.heartbeat = setInterval(() => this.beat(), Math.max(100, Math.floor(this.config.runner.leaseMs / 3)));
     runnerHeartbeat.setToCurrentTime();
@@ -49,9 +52,16 @@ export class RunnerService {
     this.loop = pullLoop(consumer, {
       signal: this.shutdown.signal,
       room: () => this.room(),
-      take: (msg) => this.host(msg),
+      take: (msg) => this.take(msg),
       log: this.log,
       what: "runner",
+    });
+    this.legacyDrain = drainLegacyWorkQueue(this.nats, this.taskLog, {
+      signal: this.shutdown.signal,
+      room: () => this.room(),
+      maxTaskMs: this.config.limits.maxTaskMs,
+      host: (msg, submitted) => this.host(msg, submitted, true),
+      log: this.log,
     });
   }
 
@@ -62,6 +72,7 @@ export class RunnerService {
     for (const actor of this.actors.values()) actor.stop();
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
+    await this.legacyDrain;
     await Promise.allSettled(this.running);
     for (const msg of this.held.values()) msg.nak();
     this.held.clear();
@@ -101,14 +112,20 @@ export class RunnerService {
     }
   }
 
-  private host(msg: JsMsg): void {
-    const parsed = SubmitVideoTask.safeParse(msg.json());
-    if (!parsed.success) {
-      this.log.error({ seq: msg.seq, issues: parsed.error.issues }, "unreadable work item; dropping it");
-      msg.term("unreadable work item");
+  private take(msg: JsMsg): void {
+    const parsed = TaskEvent.safeParse(msg.json());
+    if (!parsed.success || parsed.data.type !== "TaskSubmitted") {
+      // The projections dead-letter it; a runner has nothing to run.
+      this.log.error({ seq: msg.seq, subject: msg.subject }, "a first task event that is not a readable TaskSubmitted; skipping it");
+      msg.term("not a readable TaskSubmitted");
       return;
     }
-    const { taskId } = parsed.data;
+    this.host(msg, parsed.data, msg.info.deliveryCount > 1);
+  }
+
+  /** Runs the task until it is final, holding `msg` (its first event, or a job an older edge queued) meanwhile. */
+  private host(msg: JsMsg, submitted: TaskSubmittedEvent, redelivered: boolean): void {
+    const { taskId } = submitted.meta;
     if (this.held.has(taskId)) {
       // Redelivered while we still work on it (its lease ran out during a NATS outage): keep working,
       // now holding (and heartbeating) the newer delivery. A second actor would do the work twice.
@@ -116,7 +133,7 @@ export class RunnerService {
       msg.working();
       return;
     }
-    const candidates = jobChannels(parsed.data.job);
+    const candidates = jobChannels(submitted.data.job);
     if (!candidates.some((channel) => this.channels.has(channel))) {
       // Another runner may have these providers configured: hand the job back after a pause.
       this.log.error({ taskId, channels: candidates }, "none of the task's channels is configured in this runner");
@@ -124,9 +141,7 @@ export class RunnerService {
       return;
     }
     this.held.set(taskId, msg);
-    const actor = new TaskActor(taskId, parsed.data, {
-      nc: this.nats.nc,
-      js: this.nats.js,
+    const actor = new TaskActor(submitted, {
       videos: this.nats.videos,
       log: this.log,
       taskLog: this.taskLog,
@@ -139,7 +154,7 @@ export class RunnerService {
     this.actors.set(taskId, actor);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
     const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } };
-    const work = inSpan("video task", span, () => actor.run(msg.info.deliveryCount > 1))
+    const work = inSpan("video task", span, () => actor.run(redelivered))
       .then((exit) => {
         if (exit === "stopped") return; // stop() hands the job back
         if (exit === "final") {

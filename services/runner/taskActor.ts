@@ -1,7 +1,5 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
-import type { NatsConnection } from "@nats-io/transport-node";
-import { estimateVideoTokens, jobChannels, SubmissionOutcome, type SubmitVideoTask, type TaskEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
+import { clientReference, estimateVideoTokens, jobChannels, type TaskEvent, type TaskSubmittedEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
 import { isFinal, type ProviderReport } from "../../machines/videoTask.ts";
 import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
@@ -14,8 +12,6 @@ import { copyResult, ResultGone, ResultUnusable } from "./resultCopy.ts";
 import { withSignal } from "./scopedSignal.ts";
 
 export interface TaskActorDeps {
-  nc: NatsConnection;
-  js: JetStreamClient;
   videos: ObjectStore;
   log: Logger;
   taskLog: TaskLog;
@@ -62,8 +58,11 @@ export class TaskActor {
   private readonly log: Logger;
   private readonly aborter = new AbortController();
   private readonly signal: AbortSignal;
-  /** This actor wrote TaskSubmitted: nothing can have been submitted for the task before its first attempt. */
-  private openedHere = false;
+  /**
+   * This is the first delivery of the task's first event: no runner had the task before, so nothing can have
+   * been submitted for it before this actor's first attempt.
+   */
+  private firstHolder = false;
   /** Ends the current pause early (on abort, or when the upstream said there is news). */
   private wake: (() => void) | undefined;
   /** The slot this task holds, and with it the channel it runs on. */
@@ -75,12 +74,17 @@ export class TaskActor {
   /** Channels where a submit of this actor's ended without an answer: they may have the task. */
   private readonly unsureChannels = new Set<string>();
 
+  private readonly taskId: number;
+  /** The task as its create submitted it (its first event's data). */
+  private readonly command: TaskSubmittedEvent["data"];
+
   constructor(
-    private readonly taskId: number,
-    private readonly command: SubmitVideoTask,
+    private readonly submitted: TaskSubmittedEvent,
     private readonly deps: TaskActorDeps,
   ) {
-    this.log = deps.log.child({ taskId });
+    this.taskId = submitted.meta.taskId;
+    this.command = submitted.data;
+    this.log = deps.log.child({ taskId: this.taskId });
     this.signal = this.aborter.signal;
     this.signal.addEventListener("abort", () => this.wake?.(), { once: true });
   }
@@ -113,13 +117,11 @@ export class TaskActor {
     return status === "success" || status === "failed" ? status : undefined;
   }
 
+  /** `redelivered`: another runner may have held the task (the first event was delivered before, or came from WORK). */
   async run(redelivered: boolean): Promise<TaskActorExit> {
     await this.restore(redelivered);
+    this.firstHolder = !redelivered;
     try {
-      if (this.task.status === "unsubmitted") {
-        await this.execute(this.submitCommand());
-        this.openedHere = true;
-      }
       if (!isFinal(this.task)) {
         // The task waits here, still pending, while every channel it may use is at its limit.
         const accepted = this.task.status === "pending" || this.task.status === "running" ? this.task.providerTaskId : undefined;
@@ -189,23 +191,8 @@ export class TaskActor {
     return channel === undefined ? undefined : this.deps.channels.provider(channel);
   }
 
-  private submitCommand(): TaskCommand {
-    const deadlineAt = new Date(Date.parse(this.command.receivedAt) + this.deps.maxTaskMs).toISOString();
-    const { account, job, ignoredFields, callbackUrl } = this.command;
-    return {
-      type: "SubmitTask",
-      taskId: this.taskId,
-      account,
-      job,
-      ignoredFields,
-      deadlineAt,
-      clientReference: clientReference(this.taskId),
-      ...(callbackUrl ? { callbackUrl } : {}),
-    };
-  }
-
   private deadline(): number {
-    return this.task.status === "unsubmitted" ? Date.now() + this.deps.maxTaskMs : Date.parse(this.task.task.deadlineAt);
+    return Date.parse(this.command.deadlineAt);
   }
 
   /**
@@ -264,14 +251,13 @@ export class TaskActor {
    */
   private async submitUpstream(): Promise<void> {
     const reference = clientReference(this.taskId);
-    let outcome: SubmissionOutcome | undefined;
+    let decided = false;
     let avoid: string | undefined;
-    for (let attempt = 0; outcome === undefined && !isFinal(this.task) && !this.stopping; attempt++) {
+    for (let attempt = 0; !decided && !isFinal(this.task) && !this.stopping; attempt++) {
       const channels = jobChannels(this.command.job);
       if (!this.deps.channels.anyInRotation(channels)) {
         this.log.error({ channels }, "no channel of this model is in rotation: the task fails; see reelay channels");
         await this.execute({ type: "RecordRejection", reason: MISCONFIGURED, detail: `no channel in rotation among ${channels.join(", ")}` });
-        outcome = { outcome: "rejected", taskId: this.taskId, reason: MISCONFIGURED };
         break;
       }
       const lease = await this.takeSlot(avoid === undefined ? {} : { avoid });
@@ -280,7 +266,7 @@ export class TaskActor {
       try {
         // An attempt that may follow an earlier submit asks the upstreams first: after a crash every channel
         // of the model, otherwise those where a submit got no answer (one that answered an error created nothing).
-        const found = this.openedHere && this.unsureChannels.size === 0 ? undefined : await this.findEarlierSubmit(this.openedHere ? [...this.unsureChannels] : undefined);
+        const found = this.firstHolder && this.unsureChannels.size === 0 ? undefined : await this.findEarlierSubmit(this.firstHolder ? [...this.unsureChannels] : undefined);
         // Found on another channel: the task is that channel's from now on, and waits for a slot there.
         if (found && found.channel !== channel && (await this.takeSlot({ on: found.channel })) === undefined) return;
         const accepted =
@@ -290,13 +276,14 @@ export class TaskActor {
             return { channel, providerTaskId: (await provider.submit({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal })).providerTaskId };
           }));
         if (accepted === undefined) return; // the deadline ended the task
+        // The creating edge learns the upstream's id from this event (its feed of the task log).
         await this.execute({ type: "RecordAcceptance", providerTaskId: accepted.providerTaskId, channel: accepted.channel });
-        outcome = { outcome: "accepted", taskId: this.taskId, providerTaskId: accepted.providerTaskId };
+        decided = true;
       } catch (error) {
         if (error instanceof ConcurrencyError || this.stopping) throw error;
         if (error instanceof ProviderRejected) {
           await this.execute({ type: "RecordRejection", reason: error.message, detail: error.message });
-          outcome = { outcome: "rejected", taskId: this.taskId, reason: error.message };
+          decided = true;
         } else if (error instanceof ProviderMisconfigured) {
           this.deps.channels.sideline(channel, error.message);
           avoid = channel;
@@ -312,7 +299,6 @@ export class TaskActor {
         }
       }
     }
-    if (outcome !== undefined && this.command.notify && !this.stopping) this.deps.nc.publish(this.command.notify, JSON.stringify(outcome));
   }
 
   /**
@@ -440,8 +426,8 @@ export class TaskActor {
   }
 
   private async restore(redelivered: boolean): Promise<void> {
-    // A first delivery has no history yet: skip the read; the append fence catches the rare surprise.
-    const history = redelivered ? await this.deps.taskLog.read(this.taskId) : { events: [], lastSequence: 0 };
+    // A first delivery has no later events yet: no read; the append fence catches the rare surprise.
+    const history = redelivered ? await this.deps.taskLog.read(this.taskId) : { events: [this.submitted], lastSequence: 0 };
     this.lastSequence = history.lastSequence;
     this.state = foldTask(history.events);
   }
@@ -472,4 +458,3 @@ export class TaskActor {
   }
 }
 
-export const clientReference = (taskId: number): string => `reelay-task-${taskId}`;

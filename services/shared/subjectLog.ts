@@ -1,4 +1,4 @@
-import { JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { JetStreamApiError, JetStreamError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { ConcurrencyError } from "./errors.ts";
 
@@ -48,6 +48,20 @@ export class SubjectLog<Event> {
       if (read === 0) break;
     }
     return { events, lastSequence: last.seq };
+  }
+
+  /** The subject's first message, with one direct get (none: undefined). */
+  async first(subject: string): Promise<{ event: Event; sequence: number } | undefined> {
+    try {
+      for await (const msg of await this.jsm.direct.getBatch(this.stream, { seq: 1, next_by_subj: subject, batch: 1 })) {
+        return { event: this.decode(msg.json()), sequence: msg.seq };
+      }
+    } catch (error) {
+      // A batch get with nothing to send ends in a 404 status.
+      // (JetStreamStatusError, which the package does not export by name.)
+      if (!(error instanceof JetStreamError && "code" in error && error.code === 404)) throw error;
+    }
+    return undefined;
   }
 
   /**

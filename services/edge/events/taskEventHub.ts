@@ -9,6 +9,9 @@ import { evolveTaskView } from "../../tasks/taskView.ts";
 
 export type StatusListener = (change: StatusChange) => void;
 
+/** How the upstream answered a task's submit, as its log tells. */
+export type SubmissionOutcome = { outcome: "accepted"; providerTaskId: string } | { outcome: "rejected"; reason: string } | { outcome: "ended" };
+
 /** Views the hub keeps to turn the next event of a task into a status change without reading its log. */
 const VIEWS_KEPT = 50_000;
 
@@ -21,6 +24,8 @@ export class TaskEventHub {
   private readonly views = new LRUCache<number, TaskView>({ max: VIEWS_KEPT });
   private readonly byTask = new Map<number, Set<StatusListener>>();
   private readonly byAccount = new Map<string, Set<StatusListener>>();
+  /** Creates on this edge waiting to hear the upstream's answer, by task id. */
+  private readonly submissions = new Map<number, (outcome: SubmissionOutcome) => void>();
   private stopFeed: (() => void) | undefined;
   /** Stream sequence of the last event processed. */
   position = 0;
@@ -38,6 +43,7 @@ export class TaskEventHub {
     void (async () => {
       for await (const msg of messages) {
         const parsed = TaskEvent.safeParse(msg.json());
+        if (parsed.success && this.submissions.size > 0) this.answerSubmission(parsed.data);
         if (parsed.success) await this.process(parsed.data, msg.seq).catch((error: unknown) => this.log.warn({ err: error, seq: msg.seq }, "task event not turned into a status change"));
         this.position = msg.seq;
       }
@@ -46,6 +52,25 @@ export class TaskEventHub {
 
   stop(): void {
     this.stopFeed?.();
+  }
+
+  /**
+   * The upstream's answer to task N's submit, from the first event after TaskSubmitted that tells it;
+   * undefined when none came within `waitMs`. Call before the task's first event is written.
+   */
+  async submissionOutcome(taskId: number, waitMs: number, written: Promise<unknown>): Promise<SubmissionOutcome | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = new Promise<SubmissionOutcome | undefined>((resolve) => {
+      this.submissions.set(taskId, resolve);
+      timer = setTimeout(() => resolve(undefined), waitMs);
+    });
+    try {
+      await written;
+      return await outcome;
+    } finally {
+      clearTimeout(timer);
+      this.submissions.delete(taskId);
+    }
   }
 
   subscribeTask(taskId: number, listener: StatusListener): () => void {
@@ -80,6 +105,15 @@ export class TaskEventHub {
     if (!change) return;
     for (const listener of this.byTask.get(taskId) ?? []) listener(change);
     for (const listener of this.byAccount.get(change.account) ?? []) listener(change);
+  }
+
+  private answerSubmission(event: TaskEvent): void {
+    const answer = this.submissions.get(event.meta.taskId);
+    if (!answer || event.type === "TaskSubmitted") return;
+    if (event.type === "UpstreamAccepted") answer({ outcome: "accepted", providerTaskId: event.data.providerTaskId });
+    else if (event.type === "GenerationFailed" && event.data.stage === "submit") answer({ outcome: "rejected", reason: event.data.reason });
+    // Anything else (the deadline, a deletion) ends the wait: the task is answered as it stands.
+    else answer({ outcome: "ended" });
   }
 
   /** The task's view just before `event`: kept in memory, or folded from its log. */
