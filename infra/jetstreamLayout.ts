@@ -99,17 +99,14 @@ export const OBJECT_STORES = { videos: "videos" } as const;
 
 export const CONSUMERS = {
   runners: "runners",
-  taskViewProjector: "projector_task_views",
+  /** The task read models: views (`task_views`), each account's task index (`account_tasks`), counters (`task_stats`). */
+  taskReadModels: "projector_task_read_models",
   balancesProjector: "projector_balances",
   taskChargesProjector: "projector_task_charges",
   /** Settles or releases each finished task's reservation (a reactor on the task log). */
   settlement: "settlement",
   /** Delivers task status changes to callback URLs. */
   webhooks: "webhooks",
-  /** Keeps each account's task index (`account_tasks`) for the task list. */
-  taskIndex: "projector_task_index",
-  /** Keeps the task counters (`task_stats`) the admin dashboard reads. */
-  taskStats: "projector_task_stats",
 } as const;
 
 export interface LayoutOptions {
@@ -179,7 +176,17 @@ function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { 
   };
 }
 
-function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config: Partial<ConsumerConfig> }> {
+/** The consumers of an older reelay that `projector_task_read_models` took over: it starts where they had all got to. */
+const TASK_READ_MODELS_BEFORE = ["projector_task_views", "projector_task_index", "projector_task_stats"];
+
+interface ConsumerDefinition {
+  stream: string;
+  config: Partial<ConsumerConfig>;
+  /** Consumers of an older reelay whose work this one does: made on such a store, it starts after the last message all of them acknowledged. */
+  replaces?: readonly string[];
+}
+
+function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
   return [
     {
       stream: STREAMS.tasks.name,
@@ -196,13 +203,11 @@ function consumerConfigs(options: LayoutOptions): Array<{ stream: string; config
         max_deliver: -1,
       },
     },
-    reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskViewProjector, options.leaseMs),
+    { ...reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskReadModels, options.leaseMs), replaces: TASK_READ_MODELS_BEFORE },
     reactorConsumer(STREAMS.tasks.name, CONSUMERS.settlement, options.leaseMs),
     reactorConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
     reactorConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
     durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),
-    reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskIndex, options.leaseMs),
-    reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskStats, options.leaseMs),
   ];
 }
 
@@ -217,6 +222,24 @@ const isNotFound = (error: unknown) =>
 async function allowMessageTtl(jsm: JetStreamManager, stream: string): Promise<void> {
   const { config } = await jsm.streams.info(stream);
   if (!config.allow_msg_ttl) await jsm.streams.update(stream, { ...config, allow_msg_ttl: true });
+}
+
+/**
+ * Where a consumer that replaces older ones starts: after the last message every one of them acknowledged
+ * (what one of them had not handled yet is handled again; read models are idempotent), or from the
+ * beginning when none exists (a new store, or one that never had them).
+ */
+async function startAfterPredecessors(jsm: JetStreamManager, stream: string, predecessors: readonly string[]): Promise<Partial<ConsumerConfig>> {
+  const floors: number[] = [];
+  for (const durable of predecessors) {
+    const info = await jsm.consumers.info(stream, durable).catch((error: unknown) => {
+      if (isNotFound(error)) return undefined;
+      throw error;
+    });
+    if (info) floors.push(info.ack_floor.stream_seq);
+  }
+  if (floors.length === 0) return {};
+  return { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.min(...floors) + 1 };
 }
 
 /** The backing stream's settings of each bucket and object store, as `planLayoutChanges` compares them. */
@@ -265,10 +288,10 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
   }
   // Each object (its chunks and its entry) ages out `videoRetentionMs` after it was stored.
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas, ...(options.videoRetentionMs ? { ttl: nanos(options.videoRetentionMs) } : {}) });
-  for (const { stream, config } of consumerConfigs(options)) {
+  for (const { stream, config, replaces } of consumerConfigs(options)) {
     await jsm.consumers.info(stream, config.durable_name ?? "").catch(async (error: unknown) => {
       if (!isNotFound(error)) throw error;
-      await jsm.consumers.add(stream, config);
+      await jsm.consumers.add(stream, { ...config, ...(await startAfterPredecessors(jsm, stream, replaces ?? [])) });
     });
   }
 }

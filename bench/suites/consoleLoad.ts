@@ -2,7 +2,7 @@ import { chromium } from "playwright-core";
 import { CHROMIUM, FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { locateNatsServer } from "../../infra/natsServerBinary.ts";
 import { dayKey, hourKey } from "../../contracts/taskStats.ts";
-import { taskSubject, type TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
+import { laterTaskEventsSubject, taskSubject, type TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
 import { taskIndexKey } from "../../services/tasks/taskIndex.ts";
 import { statsOf, type StatsChange, type TaskFacts } from "../../services/tasks/taskStats.ts";
 import { evolveTaskView, taskViewKey } from "../../services/tasks/taskView.ts";
@@ -63,7 +63,7 @@ export async function consoleLoadBench(): Promise<BenchRow[]> {
       let view: TaskView | null = null;
       let facts: TaskFacts | undefined;
       for (const event of events(taskId)) {
-        pending.push(app.nats.js.publish(taskSubject(taskId), JSON.stringify(event)));
+        pending.push(app.nats.js.publish(event.meta.version === 1 ? taskSubject(taskId) : laterTaskEventsSubject(taskId), JSON.stringify(event)));
         view = evolveTaskView(view, event);
         const folded = statsOf(facts, event);
         facts = folded.facts;

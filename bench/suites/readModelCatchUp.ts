@@ -1,7 +1,7 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { locateNatsServer } from "../../infra/natsServerBinary.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
-import { taskSubject, type TaskEvent } from "../../contracts/videoTask.ts";
+import { laterTaskEventsSubject, taskSubject, type TaskEvent } from "../../contracts/videoTask.ts";
 import type { Nats } from "../../services/shared/nats.ts";
 import { sampleJob } from "../../test/helpers/fixtures.ts";
 import { startProjector } from "../../services/projector/main.ts";
@@ -12,7 +12,7 @@ const SUITE = "catchup";
 const TASKS = Number(process.env.BENCH_CATCHUP_TASKS ?? 20_000);
 const IN_FLIGHT = 2_000;
 /** The projector's reactors on the task log (settlement and webhooks run elsewhere). */
-const REACTORS = [CONSUMERS.taskViewProjector, CONSUMERS.taskIndex, CONSUMERS.taskStats];
+const REACTORS = [CONSUMERS.taskReadModels];
 const say = (line: string) => process.stderr.write(`[${SUITE}] ${line}\n`);
 
 /**
@@ -54,7 +54,7 @@ async function writeTasks(nats: Nats): Promise<void> {
       { type: "TaskSubmitted", data: { account: `acct-${taskId % 50}`, job: sampleJob, ignoredFields: [], deadlineAt: at, clientReference: `reelay-task-${taskId}` }, meta: { schema: 1, taskId, version: 1, at } },
       { type: "GenerationSucceeded", data: { video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 }, meta: { schema: 1, taskId, version: 2, at } },
     ];
-    for (const event of events) pending.push(nats.js.publish(taskSubject(taskId), JSON.stringify(event)));
+    for (const event of events) pending.push(nats.js.publish(event.meta.version === 1 ? taskSubject(taskId) : laterTaskEventsSubject(taskId), JSON.stringify(event)));
     if (pending.length >= IN_FLIGHT) {
       await Promise.all(pending);
       pending = [];

@@ -3,13 +3,12 @@ import { environment } from "../shared/environment.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { WebhookDispatcher } from "../webhooks/webhookDispatcher.ts";
-import { TaskIndexer } from "../tasks/taskIndex.ts";
-import { TaskStatsReactor } from "../tasks/taskStats.ts";
 import { ProjectorService } from "./projectorService.ts";
+import { startTaskReadModels } from "./taskReadModels.ts";
 
 /**
- * Starts the projector: folds the event streams into the read models, keeps each account's task index,
- * and delivers task status changes to callback URLs (reactors on the same task log), until `stop`.
+ * Starts the projector: folds the event streams into the read models (the ledger's, and the task log's
+ * views, index and counters), and delivers task status changes to callback URLs (reactors on the same task log), until `stop`.
  */
 export async function startProjector(nats: Nats, config: ReelayConfig, log: Logger): Promise<{ stop(): Promise<void> }> {
   const projector = new ProjectorService(nats, log);
@@ -18,16 +17,12 @@ export async function startProjector(nats: Nats, config: ReelayConfig, log: Logg
     { config: config.webhooks, videoBaseUrl: videoBaseUrl(), leaseMs: config.runner.leaseMs },
     log.child({ part: "webhooks" }),
   );
-  const taskIndex = new TaskIndexer(nats, log.child({ part: "task index" }));
-  const taskStats = new TaskStatsReactor(nats, log.child({ part: "task stats" }));
   await projector.start();
   await webhooks.start();
-  await taskIndex.start();
-  await taskStats.start();
+  const taskReadModels = await startTaskReadModels(nats, log.child({ part: "task read models" }));
   return {
     stop: async () => {
-      await taskStats.stop();
-      await taskIndex.stop();
+      await taskReadModels.stop();
       await webhooks.stop();
       await projector.stop();
     },

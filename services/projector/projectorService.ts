@@ -21,7 +21,7 @@ interface Stoppable {
   stop(): Promise<void>;
 }
 
-/** Keeps every read model up to date from the event streams, each through its own durable consumer. */
+/** Keeps the ledger's read models up to date, each through its own durable consumer (the task log's: taskReadModels.ts). */
 export class ProjectorService {
   private runners: Stoppable[] = [];
 
@@ -30,7 +30,6 @@ export class ProjectorService {
   async start(): Promise<void> {
     const { nats } = this;
     this.runners = [
-      await this.run(taskViewProjection, CONSUMERS.taskViewProjector, nats.taskViews),
       await this.run(balancesProjection, CONSUMERS.balancesProjector, nats.balances),
       await this.run(taskChargesProjection, CONSUMERS.taskChargesProjector, nats.taskCharges),
     ];

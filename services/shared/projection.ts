@@ -53,14 +53,15 @@ export class ProjectionRunner<Event, Doc> {
 
   async start(): Promise<void> {
     const { projection } = this;
-    this.reactor = await startBatchReactor(this.nats, { stream: projection.stream, durable: this.durable, what: projection.name, log: this.log, handle: (batch) => this.applyBatch(batch) });
+    this.reactor = await startBatchReactor(this.nats, { stream: projection.stream, durable: this.durable, what: projection.name, log: this.log, handle: (batch) => this.handleBatch(batch) });
   }
 
   async stop(): Promise<void> {
     await this.reactor?.stop();
   }
 
-  private async applyBatch(batch: readonly JsMsg[]): Promise<void> {
+  /** Applies one batch (in stream order) and writes each changed document once; for a reactor shared with other read models. */
+  async handleBatch(batch: readonly JsMsg[]): Promise<void> {
     const byKey = new Map<string, Array<{ event: Event; seq: number }>>();
     const parked: Array<Promise<void>> = [];
     for (const msg of batch) {

@@ -1,10 +1,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { TaskEvent } from "../../contracts/videoTask.ts";
-import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
-import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { startBatchReactor } from "../shared/batchReactor.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { statusChangeOf } from "./statusChanges.ts";
 import { TaskDirectory } from "./taskDirectory.ts";
@@ -15,30 +12,19 @@ export const taskIdOfIndexKey = (key: string): number => Number(key.slice(key.la
 
 /**
  * Keeps `account_tasks`: one key per task under its account, holding its status, so an account's tasks can
- * be listed (newest first) and filtered by status without reading every view. A batch reactor on the task
- * log (durable consumer `projector_task_index`), batches in log order, so a status never goes back; a task
- * that changes several times within a batch is written once, with its last status.
+ * be listed (newest first) and filtered by status without reading every view. Fed batches of the task log
+ * in order (one of the task read models), so a status never goes back; a task that changes several times
+ * within a batch is written once, with its last status.
  */
 export class TaskIndexer {
   private readonly directory: TaskDirectory;
-  private reactor: { stop(): Promise<void> } | undefined;
 
-  constructor(
-    private readonly nats: Nats,
-    private readonly log: Logger,
-  ) {
+  constructor(private readonly nats: Nats) {
     this.directory = new TaskDirectory(new TaskLog(nats.js, nats.jsm));
   }
 
-  async start(): Promise<void> {
-    this.reactor = await startBatchReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskIndex, what: "task index", log: this.log, handle: (batch) => this.index(batch) });
-  }
-
-  async stop(): Promise<void> {
-    await this.reactor?.stop();
-  }
-
-  private async index(batch: readonly JsMsg[]): Promise<void> {
+  /** One batch of the task log, in order (services/projector/taskReadModels.ts). */
+  async handleBatch(batch: readonly JsMsg[]): Promise<void> {
     const latest = new Map<number, string>();
     for (const msg of batch) {
       const parsed = TaskEvent.safeParse(msg.json());

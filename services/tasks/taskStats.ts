@@ -3,11 +3,8 @@ import type { KV } from "@nats-io/kv";
 import { LRUCache } from "lru-cache";
 import { dayKey, DayUsage, HourStats, hourKey, StatusCounts } from "../../contracts/taskStats.ts";
 import { TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
-import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { costMicros } from "../billing/pricing.ts";
-import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
-import { startBatchReactor } from "../shared/batchReactor.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 
 /** What the counters need to know of a task between its events. */
@@ -85,8 +82,8 @@ interface DocChanges {
 }
 
 /**
- * Keeps `task_stats` from the task log: a batch reactor (durable consumer `projector_task_stats`, read by one
- * projector process at a time), batches in log order, each counter document written once per batch with
+ * Keeps `task_stats` from the task log, fed its batches in log order (one of the task read models, read by
+ * one projector process at a time), each counter document written once per batch with
  * the sum of its changes. A task's facts are remembered as its events pass, and folded from its log when a
  * task is first met mid-way (after a restart). Each document carries the sequence it was last changed at, so
  * a redelivered event changes nothing twice.
@@ -96,24 +93,13 @@ export class TaskStatsReactor {
   /** The counter documents as last written here, with their revisions: most changes need no read first. */
   private readonly docs = new LRUCache<string, { doc: Record<string, unknown>; revision: number }>({ max: 10_000 });
   private readonly taskLog: TaskLog;
-  private reactor: { stop(): Promise<void> } | undefined;
 
-  constructor(
-    private readonly nats: Nats,
-    private readonly log: Logger,
-  ) {
+  constructor(private readonly nats: Nats) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
   }
 
-  async start(): Promise<void> {
-    this.reactor = await startBatchReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.taskStats, what: "task stats", log: this.log, handle: (batch) => this.apply(batch) });
-  }
-
-  async stop(): Promise<void> {
-    await this.reactor?.stop();
-  }
-
-  private async apply(batch: readonly JsMsg[]): Promise<void> {
+  /** One batch of the task log, in order (services/projector/taskReadModels.ts). */
+  async handleBatch(batch: readonly JsMsg[]): Promise<void> {
     // Facts learned here are kept only once the batch is written: a batch tried again starts from before it.
     const learned = new Map<number, TaskFacts | undefined>();
     const docs = new Map<string, DocChanges>();
