@@ -11,6 +11,7 @@ const CRASH_TESTS = [
   "test/runnerReconnect.int.spec.ts",
   "test/webhookDispatcherCrash.int.spec.ts",
   "test/arkCrash.int.spec.ts",
+  "test/wholeSystemCrash.int.spec.ts",
 ];
 
 export default defineConfig({
