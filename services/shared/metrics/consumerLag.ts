@@ -14,7 +14,10 @@ export interface ConsumerLag {
   oldestAgeSeconds: number;
 }
 
-/** The message after the consumer's ack floor is the oldest it still owes (our consumers read whole streams). */
+/**
+ * The message after the consumer's ack floor is the oldest it still owes. (On the runners' consumer, which
+ * reads first events only, it may be another subject's message, written no later: the age is then a bound.)
+ */
 async function oldestUnackedAge(jsm: JetStreamManager, stream: string, ackFloor: number, now: number): Promise<number> {
   const message = await jsm.streams.getMessage(stream, { seq: ackFloor + 1 }).catch(() => null);
   if (!message) {
