@@ -1,4 +1,4 @@
-import type { NewTaskEvent, TaskEvent, VideoJobSpec } from "../contracts/videoTask.ts";
+import { clientReference, type NewTaskEvent, type TaskEvent, type VideoJobSpec } from "../contracts/videoTask.ts";
 import { applyTaskEvent, INITIAL_SNAPSHOT, taskStateOf, type ProviderReport, type TaskState, type VideoTaskSnapshot } from "./videoTask.ts";
 
 /**
@@ -109,4 +109,17 @@ export function decideTask(command: TaskCommand, state: TaskDeciderState): NewTa
     accepted.push(event);
   }
   return accepted;
+}
+
+/** What a create says about a new task: its first event is decided from this. */
+export type NewTask = Omit<Extract<TaskCommand, { type: "SubmitTask" }>, "type" | "clientReference">;
+
+/**
+ * A new task's first event (TaskSubmitted), naming the client reference the upstream will get: what an edge
+ * writes at create (and a runner for a job an older reelay queued). Decided on an empty task, so never refused.
+ */
+export function firstTaskEvent(task: NewTask): NewTaskEvent {
+  const [submitted] = decideTask({ type: "SubmitTask", ...task, clientReference: clientReference(task.taskId) }, initialTaskState());
+  if (!submitted) throw new Error(`task ${task.taskId}: the task machine refused its own first event`);
+  return submitted;
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clientReference, type SubmitVideoTask } from "../contracts/videoTask.ts";
+import type { SubmitVideoTask } from "../contracts/videoTask.ts";
 import { LEGACY_WORK } from "../infra/jetstreamLayout.ts";
-import { decideTask, initialTaskState } from "../machines/videoTaskDecider.ts";
+import { firstTaskEvent } from "../machines/videoTaskDecider.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { sampleJob } from "./helpers/fixtures.ts";
@@ -30,8 +30,7 @@ describe("reservations whose task never came to be", () => {
     // A task no runner here can take (its provider is unknown): its first event is handed back every 5 s.
     const deadlineAt = new Date(Date.now() + 60_000).toISOString();
     const job = { ...sampleJob, provider: "elsewhere" };
-    const [submitted] = decideTask({ type: "SubmitTask", taskId, account: "queued", job, ignoredFields: [], deadlineAt, clientReference: clientReference(taskId) }, initialTaskState());
-    if (submitted) await new TaskLog(app.nats.js, app.nats.jsm).appendFirst(taskId, submitted);
+    await new TaskLog(app.nats.js, app.nats.jsm).appendFirst(taskId, firstTaskEvent({ taskId, account: "queued", job, ignoredFields: [], deadlineAt }));
     await new Promise((resolve) => setTimeout(resolve, 2000));
     expect((await app.ledger.current("queued")).reservations.get(taskId)).toBe(5_009_400);
   });

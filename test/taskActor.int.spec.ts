@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { clientReference, type TaskEvent, type TaskSubmittedEvent } from "../contracts/videoTask.ts";
-import { decideTask, initialTaskState } from "../machines/videoTaskDecider.ts";
+import type { TaskEvent, TaskSubmittedEvent } from "../contracts/videoTask.ts";
+import { firstTaskEvent } from "../machines/videoTaskDecider.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
 import { TaskActor } from "../services/runner/taskActor.ts";
@@ -45,8 +45,7 @@ describe("a task actor", () => {
   /** Writes the task's first event, as the edge's create does. */
   async function created(taskId: number, maxTaskMs: number): Promise<TaskSubmittedEvent> {
     const deadlineAt = new Date(Date.now() + maxTaskMs).toISOString();
-    const [submitted] = decideTask({ type: "SubmitTask", taskId, account: "acme", job, ignoredFields: [], deadlineAt, clientReference: clientReference(taskId) }, initialTaskState());
-    if (!submitted) throw new Error("no first event");
+    const submitted = firstTaskEvent({ taskId, account: "acme", job, ignoredFields: [], deadlineAt });
     return (await new TaskLog(nats.js, nats.jsm).appendFirst(taskId, submitted)).event as TaskSubmittedEvent;
   }
 

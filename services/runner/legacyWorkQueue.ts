@@ -1,7 +1,7 @@
 import { JetStreamApiCodes, JetStreamApiError, type JsMsg } from "@nats-io/jetstream";
-import { clientReference, SubmitVideoTask, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
+import { SubmitVideoTask, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
 import { LEGACY_WORK } from "../../infra/jetstreamLayout.ts";
-import { decideTask, initialTaskState } from "../../machines/videoTaskDecider.ts";
+import { firstTaskEvent } from "../../machines/videoTaskDecider.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -56,25 +56,18 @@ export async function drainLegacyWorkQueue(
     const job = parsed.data;
     const first = await taskLog.first(job.taskId);
     if (first?.type === "TaskSubmitted") return options.host(msg, first);
-    const [event] = decideTask(
-      {
-        type: "SubmitTask",
-        taskId: job.taskId,
-        account: job.account,
-        job: job.job,
-        ignoredFields: job.ignoredFields,
-        deadlineAt: new Date(Date.parse(job.receivedAt) + options.maxTaskMs).toISOString(),
-        clientReference: clientReference(job.taskId),
-        ...(job.callbackUrl ? { callbackUrl: job.callbackUrl } : {}),
-      },
-      initialTaskState(),
-    );
-    if (event) {
-      await taskLog.appendFirst(job.taskId, event).catch((error: unknown) => {
-        // Written meanwhile (a retry of this very step): the task is on the log either way.
-        if (!(error instanceof ConcurrencyError)) throw error;
-      });
-    }
+    const event = firstTaskEvent({
+      taskId: job.taskId,
+      account: job.account,
+      job: job.job,
+      ignoredFields: job.ignoredFields,
+      deadlineAt: new Date(Date.parse(job.receivedAt) + options.maxTaskMs).toISOString(),
+      ...(job.callbackUrl ? { callbackUrl: job.callbackUrl } : {}),
+    });
+    await taskLog.appendFirst(job.taskId, event).catch((error: unknown) => {
+      // Written meanwhile (a retry of this very step): the task is on the log either way.
+      if (!(error instanceof ConcurrencyError)) throw error;
+    });
     msg.ack();
   }
 }

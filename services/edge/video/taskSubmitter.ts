@@ -1,5 +1,4 @@
-import { clientReference } from "../../../contracts/videoTask.ts";
-import { decideTask, initialTaskState } from "../../../machines/videoTaskDecider.ts";
+import { firstTaskEvent } from "../../../machines/videoTaskDecider.ts";
 import { UpstreamRejectedError } from "../../shared/errors.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import type { TaskEventHub } from "../events/taskEventHub.ts";
@@ -28,20 +27,14 @@ export class TaskSubmitter {
 
   /** `queued` runs once the first event is written, before the wait for the runner's answer. */
   async submit(account: string, taskId: number, request: NormalizedVideoRequest, queued?: () => void): Promise<SubmittedTask> {
-    const [submitted] = decideTask(
-      {
-        type: "SubmitTask",
-        taskId,
-        account,
-        job: request.job,
-        ignoredFields: request.ignoredFields,
-        deadlineAt: new Date(Date.now() + this.options.maxTaskMs).toISOString(),
-        clientReference: clientReference(taskId),
-        ...(request.callbackUrl ? { callbackUrl: request.callbackUrl } : {}),
-      },
-      initialTaskState(),
-    );
-    if (!submitted) throw new Error(`task ${taskId}: the task machine refused its own first event`);
+    const submitted = firstTaskEvent({
+      taskId,
+      account,
+      job: request.job,
+      ignoredFields: request.ignoredFields,
+      deadlineAt: new Date(Date.now() + this.options.maxTaskMs).toISOString(),
+      ...(request.callbackUrl ? { callbackUrl: request.callbackUrl } : {}),
+    });
     const written = this.taskLog.appendFirst(taskId, submitted).then(
       () => queued?.(),
       async (error: unknown) => {
