@@ -18,7 +18,7 @@ export async function instantVideoUpstream(options: { pollEveryMs: number; maxIn
   env: Record<string, string>;
 }> {
   const upstream = new OpenAiVideosUpstream(INSTANT_UPSTREAM_KEY);
-  upstream.generation = { kind: "succeed", after: 1 };
+  upstream.generation = { kind: "succeed", after: 0 };
   await upstream.start();
   const config = loadConfig();
   config.providers.instant = ProviderSettings.parse({
