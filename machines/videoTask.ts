@@ -72,6 +72,8 @@ export const videoTaskMachine = setup({
       on: {
         UpstreamAccepted: { guard: "notYetAccepted", actions: "recordAcceptance" },
         GenerationStarted: { guard: "accepted", target: "running" },
+        // An upstream's first answer may already be "done": the task never showed as running here.
+        GenerationSucceeded: { guard: "accepted", target: "success", actions: "recordOutcome" },
         GenerationFailed: { target: "failed", actions: "recordOutcome" },
       },
     },

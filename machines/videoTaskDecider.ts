@@ -75,9 +75,9 @@ function reportEvents(report: ProviderReport): NewTaskEvent[] {
       return [{ type: "GenerationStarted", data: {} }, ...(report.progress === undefined ? [] : [{ type: "GenerationProgressed" as const, data: { progress: report.progress } }])];
     case "succeeded": {
       const { video, durationSeconds, resolution, totalTokens, upstreamTokens, upstreamUsage } = report;
-      // Started first: a report of a finished task may be the first the runner sees of it running.
+      // One event even when it is the first the runner hears of the task running: the machine lets an accepted
+      // task succeed from pending, so a quick upstream costs no "started" event nobody saw happen.
       return [
-        { type: "GenerationStarted", data: {} },
         {
           type: "GenerationSucceeded",
           data: { video, durationSeconds, resolution, totalTokens, ...(upstreamTokens === undefined ? {} : { upstreamTokens }), ...(upstreamUsage === undefined ? {} : { upstreamUsage }) },

@@ -80,7 +80,7 @@ describe("a task actor", () => {
     expect(await actorFor(submitted, vendor, new AbortController().signal).run(true)).toBe("final");
     expect(vendor.submits).toHaveLength(1);
     const { events } = await new TaskLog(nats.js, nats.jsm).read(42);
-    expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
+    expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationSucceeded"]);
     expect(events[1]?.data).toEqual({ providerTaskId: vendor.submits[0], channel: job.provider });
   });
 

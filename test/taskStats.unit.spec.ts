@@ -40,6 +40,10 @@ describe("task stats fold", () => {
     });
   });
 
+  it("a task whose upstream was done at the first look succeeds straight from pending, counted the same", () => {
+    expect(totals(log(submitted, succeeded))).toEqual(totals(log(submitted, started, succeeded)));
+  });
+
   it("a task that fails before it ran leaves pending and counts as failed, free", () => {
     expect(totals(log(submitted, failed))).toEqual({ "status.failed": 1, "hour.created": 1, "hour.failed": 1, "day.created": 1, "day.failed": 1 });
   });

@@ -41,7 +41,7 @@ describe("video task decider: every transition", () => {
   it("pending + RecordAcceptance → UpstreamAccepted", () => spec.given(PENDING).when(accept("up-1")).then([accepted]));
   it("pending + RecordRejection → GenerationFailed at submit", () => spec.given(PENDING).when(reject).then([failed("nsfw", "submit")]));
   it("accepted + report running → GenerationStarted", () => spec.given(ACCEPTED).when(report({ state: "running" })).then([started]));
-  it("accepted + report succeeded → started, then succeeded", () => spec.given(ACCEPTED).when(report(success)).then([started, succeeded]));
+  it("accepted + a first report of success → GenerationSucceeded alone (never seen running)", () => spec.given(ACCEPTED).when(report(success)).then([succeeded]));
   it("accepted + report failed → GenerationFailed at generation", () =>
     spec.given(ACCEPTED).when(report({ state: "failed", reason: "nope" })).then([failed("nope", "generation")]));
   it("running + report succeeded → GenerationSucceeded", () => spec.given(RUNNING).when(report(success)).then([succeeded]));
@@ -69,6 +69,7 @@ describe("video task decider: every refused command", () => {
   });
   it("a second acceptance (the first upstream id stays)", () => spec.given(ACCEPTED).when(accept("up-2")).thenNothing());
   it("running before the upstream accepted", () => spec.given(PENDING).when(report({ state: "running" })).thenNothing());
+  it("success before the upstream accepted", () => spec.given(PENDING).when(report(success)).thenNothing());
   it("a queued report", () => spec.given(ACCEPTED).when(report({ state: "queued" })).thenNothing());
   it("running again", () => spec.given(RUNNING).when(report({ state: "running" })).thenNothing());
   it("a clock before the deadline", () => spec.given(RUNNING).when(clock("2030-01-01T00:14:59Z")).thenNothing());
