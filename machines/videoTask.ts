@@ -1,4 +1,4 @@
-import { assign, initialTransition, setup, transition, type SnapshotFrom } from "xstate";
+import { assign, createActor, initialTransition, setup, type ActorScope, type SnapshotFrom } from "xstate";
 import type { StoredVideo, TaskEvent, UpstreamUsage, VideoJobSpec } from "../contracts/videoTask.ts";
 
 /**
@@ -110,9 +110,21 @@ export const isFinal = (state: TaskState): state is Extract<TaskState, { status:
 /** Snapshots are immutable, so every task starts from the same one (computing it costs an actor). */
 export const INITIAL_SNAPSHOT: VideoTaskSnapshot = initialTransition(videoTaskMachine)[0];
 
+/**
+ * One inert scope for every transition. xstate's `transition()` builds a new actor, and computes its initial
+ * snapshot, on every call: a tenth of a runner's CPU. This machine only guards and assigns (no children, no
+ * actions to execute, no emitted events), so nothing is ever registered in the scope or run through it, and one
+ * scope serves all tasks; `test/videoTaskMachine.unit.spec.ts` checks it against `transition()`.
+ */
+const TRANSITION_SCOPE: ActorScope<VideoTaskSnapshot, TaskEvent> = (() => {
+  const self = createActor(videoTaskMachine);
+  const ignore = () => undefined;
+  return { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: ignore };
+})();
+
 /** Applies one event; an event the current state does not accept leaves the snapshot unchanged. */
 export const applyTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): VideoTaskSnapshot =>
-  snapshot.can(event) ? transition(videoTaskMachine, snapshot, event)[0] : snapshot;
+  snapshot.can(event) ? videoTaskMachine.transition(snapshot, event, TRANSITION_SCOPE) : snapshot;
 
 /** The machine's snapshot in the union's terms. The machine's transitions make every branch total. */
 export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {
