@@ -304,7 +304,7 @@ async function createPhase(
     body: JSON.stringify({ model: PARKED_MODEL, prompt: "a red fox running through snow", duration: 4 }),
     bodyMarker: "provider_task_id",
   };
-  await runWrk({ ...request, name: "warm-create", durationS: 1, maxResponses: 300 });
+  await runWrk({ ...request, name: "warm-create", durationS: 3, maxResponses: 2000 });
   say(`create path (${cores}): up to ${CREATE_MAX} tasks / ${CREATE_SECONDS} s`);
   const before = await varz(natsUrl);
   const { result: run, cpuUs } = await measureCpu([reelay.proc.pid, natsPid], () =>
