@@ -1,3 +1,4 @@
+import type { HotCounterChild, HotHistogramChild } from "../../shared/metrics/hotMetrics.ts";
 import { upstreamCallDuration, upstreamCalls } from "../../shared/metrics/metrics.ts";
 import { inSpan, SpanKind } from "../../shared/tracing/tracing.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type VideoProvider } from "./types.ts";
@@ -18,19 +19,30 @@ const outcomeOf = (error: unknown): string =>
  * channel), whatever the adapter: adapters stay pure translation, the runner owns the measuring.
  */
 export function meteredProvider(name: string, provider: VideoProvider): VideoProvider {
-  const measure = <T>(operation: Operation, call: () => Promise<T>): Promise<T> =>
-    inSpan(`provider ${operation}`, { kind: SpanKind.CLIENT, attributes: { "reelay.provider": name } }, () => timed(operation, call));
+  const spanOptions = { kind: SpanKind.CLIENT, attributes: { "reelay.provider": name } };
+  const measure = <T>(operation: Operation, call: () => Promise<T>): Promise<T> => inSpan(`provider ${operation}`, spanOptions, () => timed(operation, call));
+  // Resolved once per operation: the meters of a call are then two additions and a bucket search.
+  const meters = new Map<Operation, { duration: HotHistogramChild; ok: HotCounterChild }>();
+  const metersOf = (operation: Operation) => {
+    let found = meters.get(operation);
+    if (!found) {
+      found = { duration: upstreamCallDuration.labels({ provider: name, operation }), ok: upstreamCalls.labels({ provider: name, operation, outcome: "ok" }) };
+      meters.set(operation, found);
+    }
+    return found;
+  };
   const timed = async <T>(operation: Operation, call: () => Promise<T>): Promise<T> => {
-    const stop = upstreamCallDuration.startTimer({ provider: name, operation });
+    const { duration, ok } = metersOf(operation);
+    const started = performance.now();
     try {
       const result = await call();
-      upstreamCalls.inc({ provider: name, operation, outcome: "ok" });
+      ok.inc();
       return result;
     } catch (error) {
-      upstreamCalls.inc({ provider: name, operation, outcome: outcomeOf(error) });
+      upstreamCalls.labels({ provider: name, operation, outcome: outcomeOf(error) }).inc();
       throw error;
     } finally {
-      stop();
+      duration.observe((performance.now() - started) / 1000);
     }
   };
   const { cancel, findByClientReference, forget } = provider;

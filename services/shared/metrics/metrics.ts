@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 import { HotCounter, HotHistogram } from "./hotMetrics.ts";
 
 /**
@@ -101,14 +101,15 @@ export const tasksPastDeadline = new Gauge({
   },
 });
 
-export const upstreamCalls = new Counter({
+// Hot metrics: every upstream call (three or more per task) counts and times itself.
+export const upstreamCalls = new HotCounter({
   name: "reelay_upstream_calls_total",
   help: "Calls to video providers (channels), by provider entry, operation and outcome (ok, rejected, unavailable, misconfigured, error).",
   labelNames: ["provider", "operation", "outcome"] as const,
   registers: [registry],
 });
 
-export const upstreamCallDuration = new Histogram({
+export const upstreamCallDuration = new HotHistogram({
   name: "reelay_upstream_call_duration_seconds",
   help: "Latency of calls to video providers, by provider entry and operation.",
   labelNames: ["provider", "operation"] as const,
