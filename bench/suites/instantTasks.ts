@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as pause } from "node:timers/promises";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { connect as natsConnect } from "@nats-io/transport-node";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
@@ -20,7 +21,6 @@ const IN_FLIGHT = 64;
 
 const suiteStart = performance.now();
 const say = (line: string) => process.stderr.write(`[${SUITE} +${((performance.now() - suiteStart) / 1000).toFixed(1)}s] ${line}\n`);
-const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Until the settlement consumer has nothing left to handle (every final task charged or released). */
 async function settled(jsm: JetStreamManager, deadline: number): Promise<number> {

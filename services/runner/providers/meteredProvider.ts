@@ -1,4 +1,3 @@
-import type { HotCounterChild, HotHistogramChild } from "../../shared/metrics/hotMetrics.ts";
 import { upstreamCallDuration, upstreamCalls } from "../../shared/metrics/metrics.ts";
 import { inSpan, SpanKind } from "../../shared/tracing/tracing.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type VideoProvider } from "./types.ts";
@@ -21,28 +20,18 @@ const outcomeOf = (error: unknown): string =>
 export function meteredProvider(name: string, provider: VideoProvider): VideoProvider {
   const spanOptions = { kind: SpanKind.CLIENT, attributes: { "reelay.provider": name } };
   const measure = <T>(operation: Operation, call: () => Promise<T>): Promise<T> => inSpan(`provider ${operation}`, spanOptions, () => timed(operation, call));
-  // Resolved once per operation: the meters of a call are then two additions and a bucket search.
-  const meters = new Map<Operation, { duration: HotHistogramChild; ok: HotCounterChild }>();
-  const metersOf = (operation: Operation) => {
-    let found = meters.get(operation);
-    if (!found) {
-      found = { duration: upstreamCallDuration.labels({ provider: name, operation }), ok: upstreamCalls.labels({ provider: name, operation, outcome: "ok" }) };
-      meters.set(operation, found);
-    }
-    return found;
-  };
+  // Hot metrics keep each label set's child: a call's meters are a lookup, two additions and a bucket search.
   const timed = async <T>(operation: Operation, call: () => Promise<T>): Promise<T> => {
-    const { duration, ok } = metersOf(operation);
     const started = performance.now();
+    let outcome = "ok";
     try {
-      const result = await call();
-      ok.inc();
-      return result;
+      return await call();
     } catch (error) {
-      upstreamCalls.labels({ provider: name, operation, outcome: outcomeOf(error) }).inc();
+      outcome = outcomeOf(error);
       throw error;
     } finally {
-      duration.observe((performance.now() - started) / 1000);
+      upstreamCalls.labels({ provider: name, operation, outcome }).inc();
+      upstreamCallDuration.labels({ provider: name, operation }).observe((performance.now() - started) / 1000);
     }
   };
   const { cancel, findByClientReference, forget } = provider;
