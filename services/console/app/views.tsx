@@ -26,19 +26,31 @@ function useLoaded<T>(load: () => Promise<T>, deps: unknown[]): { data: T | unde
   return { data, error, reload: useCallback(() => setRound((n) => n + 1), []) };
 }
 
-/** Reloads on every task or ledger event, at most every 300 ms. */
+/** After the last event of a burst, the read models have had this long to catch up: one more reload then. */
+const SETTLED_RELOAD_MS = 1500;
+
+/**
+ * Reloads on every task or ledger event, at most every 300 ms, and once more when the events have been quiet
+ * for a while: views load read models (the task index, balances) that are written after the event itself, so
+ * the reload an event triggers can still miss it. Without the last reload, a task whose events all came
+ * within one window stayed out of the list until the next event.
+ */
 function useLive(reload: () => void): void {
   useEffect(() => {
-    let timer: ReturnType<typeof setTimeout> | undefined;
+    let soon: ReturnType<typeof setTimeout> | undefined;
+    let settled: ReturnType<typeof setTimeout> | undefined;
     const stop = followEvents(() => {
-      timer ??= setTimeout(() => {
-        timer = undefined;
+      soon ??= setTimeout(() => {
+        soon = undefined;
         reload();
       }, 300);
+      clearTimeout(settled);
+      settled = setTimeout(reload, SETTLED_RELOAD_MS);
     });
     return () => {
       stop();
-      if (timer) clearTimeout(timer);
+      clearTimeout(soon);
+      clearTimeout(settled);
     };
   }, [reload]);
 }
