@@ -102,3 +102,19 @@ export type TaskCharge = z.infer<typeof TaskCharge>;
 
 export const ledgerSubject = (account: string): string => `ledger.${account}`;
 
+/**
+ * What one message on `ledger.<account>` holds: one event, or (a group commit) an array of the account's
+ * consecutive events written together in one fenced append. Readers always take a message as a list.
+ */
+export function ledgerEventsOf(raw: unknown): LedgerEvent[] {
+  if (!Array.isArray(raw)) return [LedgerEvent.parse(raw)];
+  if (raw.length === 0) throw new Error("a ledger message holds an empty list of events");
+  return raw.map((event) => LedgerEvent.parse(event));
+}
+
+/** The body of a message holding `events`: a single event as itself (as every reelay wrote it before group commits). */
+export const ledgerMessageBody = (events: readonly LedgerEvent[]): string => JSON.stringify(events.length === 1 ? events[0] : events);
+
+/** Both directions, for the account logs' readers and writers. */
+export const ledgerCodec = { decode: ledgerEventsOf, encode: ledgerMessageBody } as const;
+

@@ -4,6 +4,7 @@ import {
   applyLedgerEvent,
   availableMicros,
   causeOf,
+  decideGroup,
   decideLedger,
   emptyAccount,
   InsufficientBalanceError,
@@ -210,5 +211,49 @@ describe("task_charges read model", () => {
   it("a settlement or release seen before its reservation is retried later, never dropped", () => {
     expect(() => evolve(null, settleEvent)).toThrow(EventOutOfOrder);
     expect(() => evolve(null, releaseEvent)).toThrow(EventOutOfOrder);
+  });
+});
+
+describe("account decider: a group of task commands written as one message", () => {
+  const AT = "2025-01-01T00:00:00.000Z";
+  /** Given these events, when these commands together: each one's outcome, and all the new events. */
+  const givenGroup = (...history: NewLedgerEvent[]) => ({
+    when: (...commands: LedgerCommand[]) => {
+      const state = fold(stamp(history));
+      const reservationsBefore = [...state.reservations];
+      const decision = decideGroup(state, commands, AT);
+      // Deciding never touches the fold it decides on: a lost race decides again from the same state.
+      expect([...state.reservations]).toEqual(reservationsBefore);
+      return { ...decision, after: decision.events.reduce(applyLedgerEvent, fold(stamp(history))) };
+    },
+  });
+
+  it("given 10 yuan, when three 4-yuan reserves come together, then two are written and the third is refused: the group never overspends", () => {
+    const { outcomes, events, after } = givenGroup(opened, credited(10_000_000)).when(reserve(1, 4_000_000), reserve(2, 4_000_000), reserve(3, 4_000_000));
+    expect(events.map((event) => event.type)).toEqual(["CostReserved", "CostReserved"]);
+    const third = outcomes[2];
+    expect(third && "refused" in third ? third.refused : undefined).toBeInstanceOf(InsufficientBalanceError);
+    expect(availableMicros(after)).toBe(2_000_000);
+  });
+
+  it("numbers the group's events on from the account's version, each with its own command's cause", () => {
+    const { events } = givenGroup(opened, credited(10_000_000)).when(reserve(1, 1), reserve(2, 1));
+    expect(events.map((event) => [event.meta.version, event.meta.cause, event.meta.at])).toEqual([
+      [3, "reserve-task-1", AT],
+      [4, "reserve-task-2", AT],
+    ]);
+  });
+
+  it("sees its own earlier commands: a reserve then a release of the same task, and a repeated settle that adds nothing", () => {
+    const { events, after } = givenGroup(opened, credited(10_000_000), reserved(5, 2_000_000)).when(reserve(6, 3_000_000), release(6), settle(5, 1_000_000), settle(5, 1_000_000));
+    expect(events.map((event) => event.type)).toEqual(["CostReserved", "ReservationReleased", "ReservationSettled"]);
+    expect(after.reservations.size).toBe(0);
+    expect(after.balanceMicros).toBe(9_000_000);
+  });
+
+  it("a refused command in the middle stops nothing after it", () => {
+    const { outcomes, events } = givenGroup(opened, credited(1_000_000)).when(reserve(1, 5_000_000), reserve(2, 500_000));
+    expect(outcomes.map((outcome) => ("refused" in outcome ? "refused" : outcome.events.length))).toEqual(["refused", 1]);
+    expect(events).toHaveLength(1);
   });
 });

@@ -151,6 +151,40 @@ describe("admin API", () => {
     expect((await admin("GET", "/usage?from=2026-13-01")).status).toBe(400);
   });
 
+  it("ledger pages of a busy account: reserves written as one message (a group commit) are never split across pages, and each event streams as its own frame", async () => {
+    const controller = new AbortController();
+    const answer = await fetch(`${app.adminUrl}/events`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
+    const reader = (answer.body as ReadableStream<Uint8Array>).getReader();
+    let text = "";
+    const frames = () => text.match(/event: ledger\ndata: \{"type":"CostReserved"/g)?.length ?? 0;
+    const seen = (async () => {
+      while (frames() < 12) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += Buffer.from(value).toString("utf8");
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await app.ledger.execute("grouped", { type: "credit", amountMicros: 1_000_000, creditId: "grouped-admin" });
+    await Promise.all(Array.from({ length: 12 }, (_, index) => app.ledger.execute("grouped", { type: "reserve", taskId: 800_000 + index, amountMicros: 1_000 })));
+    await Promise.race([seen, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+    controller.abort();
+    expect(frames()).toBe(12);
+    type Page = { entries: Array<{ sequence: number; type: string }>; next_before: number | null };
+    const entries: Array<Page["entries"][number] & { page: number }> = [];
+    let before: number | null | undefined;
+    for (let page = 0; before !== null && page < 20; page++) {
+      const answer = (await admin("GET", `/accounts/grouped/ledger?limit=2${before ? `&before=${before}` : ""}`)).body as Page;
+      entries.push(...answer.entries.map((entry) => ({ ...entry, page })));
+      before = answer.next_before;
+    }
+    expect(entries.map((entry) => entry.type)).toEqual([...Array.from({ length: 12 }, () => "CostReserved"), "AccountCredited"]);
+    const pagesOfMessage = new Map<number, Set<number>>();
+    for (const entry of entries) pagesOfMessage.set(entry.sequence, (pagesOfMessage.get(entry.sequence) ?? new Set()).add(entry.page));
+    expect(pagesOfMessage.size, "no message was grouped").toBeLessThan(entries.length);
+    for (const [sequence, pages] of pagesOfMessage) expect(pages.size, `message ${sequence} split across pages`).toBe(1);
+  });
+
   it("events: every task and ledger event from now on, as SSE", async () => {
     const controller = new AbortController();
     const answer = await fetch(`${app.adminUrl}/events`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });

@@ -360,6 +360,27 @@ describe("ledger properties (real NATS, projector running)", () => {
     expect(cold.reservations.size).toBe(100);
   });
 
+  it("group commit: 200 reserves at once from two processes on money for 150 write fewer messages, reserve exactly 150, and settle in groups too", async () => {
+    const name = "grouped";
+    const [a, b] = ledgers;
+    await a.execute(name, { type: "credit", amountMicros: 150_000, creditId: "grouped-1" });
+    const ids = Array.from({ length: 200 }, () => nextTaskId++);
+    const outcomes = await Promise.allSettled(ids.map((taskId, index) => (index % 2 === 0 ? a : b).execute(name, { type: "reserve", taskId, amountMicros: 1_000 })));
+    const reservedIds = ids.filter((_, index) => outcomes[index]?.status === "fulfilled");
+    expect(reservedIds).toHaveLength(150);
+    for (const outcome of outcomes) if (outcome.status === "rejected") expect(outcome.reason).toBeInstanceOf(InsufficientBalanceError);
+    await Promise.all(reservedIds.map((taskId, index) => (index % 2 === 0 ? b : a).execute(name, { type: "settle", taskId, costMicros: 900, totalTokens: 1, model: "m" })));
+    const history = await readAccountHistory(app.nats.js, app.nats.jsm, name);
+    const messages = new Set(history.map((entry) => entry.sequence));
+    expect(history.filter((entry) => entry.event.type === "CostReserved")).toHaveLength(150);
+    expect(history.filter((entry) => entry.event.type === "ReservationSettled")).toHaveLength(150);
+    expect(messages.size, "one message per command: nothing was grouped").toBeLessThan(150);
+    expect(history.map((entry) => entry.event.meta.version)).toEqual(history.map((_, index) => index + 1));
+    expect(history.at(-1)?.after).toMatchObject({ balanceMicros: 150_000 - 150 * 900, reservedMicros: 0 });
+    await projectorCaughtUp(app);
+    expect(AccountBalance.parse((await app.nats.balances.get(name))?.json())).toMatchObject({ balanceMicros: 15_000, reservedMicros: 0, version: history.length });
+  });
+
   it("the whole ledger replays to exactly the live balances and task charges", async () => {
     await projectorCaughtUp(app);
     expect((await auditProjection(app.nats, balancesProjection, app.nats.balances)).differences).toEqual([]);

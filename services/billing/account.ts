@@ -87,6 +87,19 @@ export type LedgerCommand =
   | { type: "release"; taskId: number; reason: string }
   | { type: "chargeChat"; requestId: string; model: string; promptTokens: number; completionTokens: number; costMicros: number };
 
+/** What deciding needs: the totals, and each task's open reservation. */
+export interface DecidingState extends AccountBalance {
+  reservations: { get(taskId: number): number | undefined };
+}
+
+/**
+ * Commands whose repeats the decider itself absorbs (a task's reservation is opened and closed once), so
+ * several can share one message. Credits and chat charges rely on their cause as the message's msgID to
+ * land once, so each of those is a message of its own.
+ */
+export const isGroupable = (command: LedgerCommand): boolean =>
+  command.type === "reserve" || command.type === "settle" || command.type === "release";
+
 /** Create answers 403 naming the shortfall; nothing is reserved. */
 export class InsufficientBalanceError extends ForbiddenError {}
 
@@ -112,7 +125,7 @@ export function causeOf(command: LedgerCommand, account: string): string {
  * What a command adds to the ledger, given the account now. Settling or releasing a task without an
  * open reservation adds nothing: that is what makes redelivered successes and failures charge once.
  */
-export function decideLedger(state: AccountState, command: LedgerCommand): NewLedgerEvent[] {
+export function decideLedger(state: DecidingState, command: LedgerCommand): NewLedgerEvent[] {
   const open = "taskId" in command ? state.reservations.get(command.taskId) : undefined;
   switch (command.type) {
     case "open":
@@ -149,4 +162,41 @@ export function decideLedger(state: AccountState, command: LedgerCommand): NewLe
       return [{ type: "ChatUsageCharged", data: { requestId, model, promptTokens, completionTokens, costMicros } }];
     }
   }
+}
+
+/** One command's part of a group decision: its events (none: already done), or why it was refused. */
+export type GroupOutcome = { events: LedgerEvent[] } | { refused: unknown };
+
+/**
+ * Decides commands of one account in order, each on the account as the ones before it leave it (a
+ * reservation counts against the next one's available money), without touching `state`: its reservation
+ * index is read through an overlay of what the group opened and closed. A refused command adds nothing
+ * and does not stop the others. `at` stamps every event.
+ */
+export function decideGroup(state: AccountState, commands: readonly LedgerCommand[], at: string): { outcomes: GroupOutcome[]; events: LedgerEvent[] } {
+  const changed = new Map<number, number | undefined>();
+  const reservations = { get: (taskId: number) => (changed.has(taskId) ? changed.get(taskId) : state.reservations.get(taskId)) };
+  let totals: AccountBalance = state;
+  const outcomes: GroupOutcome[] = [];
+  const events: LedgerEvent[] = [];
+  for (const command of commands) {
+    let decided: NewLedgerEvent[];
+    try {
+      decided = decideLedger({ ...totals, reservations }, command);
+    } catch (error) {
+      outcomes.push({ refused: error });
+      continue;
+    }
+    const cause = causeOf(command, state.account);
+    const own = decided.map((event) => {
+      const full = { ...event, meta: { schema: 1, account: state.account, version: totals.version + 1, at, cause } } as LedgerEvent;
+      totals = applyToTotals(totals, full);
+      if (full.type === "CostReserved") changed.set(full.data.taskId, full.data.amountMicros);
+      if (full.type === "ReservationSettled" || full.type === "ReservationReleased") changed.set(full.data.taskId, undefined);
+      return full;
+    });
+    events.push(...own);
+    outcomes.push({ events: own });
+  }
+  return { outcomes, events };
 }

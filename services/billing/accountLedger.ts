@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { LRUCache } from "lru-cache";
-import { LedgerEvent, LedgerSnapshot, ledgerSubject, type NewLedgerEvent } from "../../contracts/ledger.ts";
+import { ledgerCodec, LedgerSnapshot, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { DuplicateAppendError, SubjectLog } from "../shared/subjectLog.ts";
 import { countLedgerEvent } from "./ledgerMetrics.ts";
-import { applyLedgerEvent, causeOf, decideLedger, emptyAccount, type AccountState, type LedgerCommand } from "./account.ts";
+import { applyLedgerEvent, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
 
 /** Lost races in a row before a command gives up (each one means another writer's event got in first). */
 const MAX_ATTEMPTS = 20;
@@ -14,31 +14,47 @@ const MAX_ATTEMPTS = 20;
 const KNOWN_ACCOUNTS = 50_000;
 /** A writer saves its whole state every this many events of an account, so a cold start reads little. */
 const SNAPSHOT_EVERY = 500;
+/** Task commands written together in one message at most (about 64 KiB of events). */
+const MAX_GROUP = 256;
+
+interface Waiting {
+  command: LedgerCommand;
+  resolve(state: AccountState): void;
+  reject(error: unknown): void;
+}
 
 /**
  * Writes money movements to `ledger.<account>`: fold → decide → append fenced on the last sequence.
- * Each process keeps the accounts it touched folded in memory and serializes its own commands per
- * account; across processes (two edges reserving for one account) the fence decides, and the loser
- * catches up and decides again — so no interleaving can spend more than the balance.
+ * Each process keeps the accounts it touched folded in memory and writes an account's commands one
+ * message at a time; across processes (two edges reserving for one account) the fence decides, and the
+ * loser catches up and decides again — so no interleaving can spend more than the balance.
+ *
+ * Group commit: the task commands (reserve, settle, release) that queued for an account while its last
+ * message was on its way are decided in order and written as one message, so a busy account costs one
+ * round trip per group instead of one per command (an edge reserving and settlement settling for one
+ * account used to trail it by their round trips). Nothing waits to fill a group.
  */
 export class AccountLedger {
   private readonly log: SubjectLog<LedgerEvent>;
   private readonly known = new LRUCache<string, AccountState>({ max: KNOWN_ACCOUNTS });
-  private readonly queues = new Map<string, Promise<unknown>>();
+  /** Per account being written: the commands waiting for the message in flight. */
+  private readonly waiting = new Map<string, Waiting[]>();
 
   constructor(private readonly nats: Nats) {
-    this.log = new SubjectLog(nats.js, nats.jsm, STREAMS.ledger.name, (raw) => LedgerEvent.parse(raw));
+    this.log = new SubjectLog(nats.js, nats.jsm, STREAMS.ledger.name, ledgerCodec);
   }
 
   /** Runs a command; resolves to the account after it (unchanged when the command was already done). */
   execute(account: string, command: LedgerCommand): Promise<AccountState> {
-    const previous = this.queues.get(account) ?? Promise.resolve();
-    const run = previous.catch(() => undefined).then(() => this.attempt(account, command));
-    this.queues.set(account, run);
-    void run.finally(() => {
-      if (this.queues.get(account) === run) this.queues.delete(account);
-    }).catch(() => undefined);
-    return run;
+    return new Promise((resolve, reject) => {
+      const queue = this.waiting.get(account);
+      if (queue) {
+        queue.push({ command, resolve, reject });
+        return;
+      }
+      this.waiting.set(account, [{ command, resolve, reject }]);
+      void this.writeQueued(account);
+    });
   }
 
   /** The account as the ledger says now (catching up from the last known point). */
@@ -51,7 +67,25 @@ export class AccountLedger {
     this.known.clear();
   }
 
-  private async attempt(account: string, command: LedgerCommand): Promise<AccountState> {
+  /** Writes the account's queued commands, a group at a time, until none is left. */
+  private async writeQueued(account: string): Promise<void> {
+    for (let queue = this.waiting.get(account); queue && queue.length > 0; queue = this.waiting.get(account)) {
+      const group = nextGroup(queue);
+      try {
+        const { after, refusals } = await this.commit(account, group.map((waiting) => waiting.command));
+        for (const [index, waiting] of group.entries()) {
+          if (refusals.has(index)) waiting.reject(refusals.get(index));
+          else waiting.resolve(after);
+        }
+      } catch (error) {
+        for (const waiting of group) waiting.reject(error);
+      }
+    }
+    this.waiting.delete(account);
+  }
+
+  /** Decides and writes one group: the account after it, and why commands were refused (by their index). */
+  private async commit(account: string, commands: readonly LedgerCommand[]): Promise<{ after: AccountState; refusals: Map<number, unknown> }> {
     const cached = this.known.get(account);
     let known = cached ?? (await this.catchUp(account));
     // Deciding on what this process folded earlier is only safe for appends (the fence checks them).
@@ -59,44 +93,41 @@ export class AccountLedger {
     // a topped-up account refused, a reservation never settled. Those are re-decided on a fresh fold.
     let fresh = cached === undefined;
     for (let attempt = 1; ; attempt++) {
-      let events: NewLedgerEvent[];
-      try {
-        events = decideLedger(known, command);
-      } catch (error) {
-        if (fresh) throw error;
-        events = [];
-      }
-      if (events.length === 0) {
-        if (fresh) return known;
+      const { outcomes, events } = decideGroup(known, commands, new Date().toISOString());
+      if (!fresh && outcomes.some((outcome) => "refused" in outcome || outcome.events.length === 0)) {
         known = await this.catchUp(account);
         fresh = true;
         continue;
       }
       try {
-        return await this.append(account, known, events, causeOf(command, account));
+        const after = events.length === 0 ? known : await this.append(known, events);
+        return { after, refusals: refusalsOf(outcomes) };
       } catch (error) {
-        // Ledger msgIDs are causes: a duplicate means this very command was already written (a retry).
-        if (error instanceof DuplicateAppendError) return this.catchUp(account);
+        // A single command's msgID is its cause: a duplicate means this very command was already written
+        // (a retry). A group's msgID only names its first cause, so a duplicate group is decided again.
+        if (error instanceof DuplicateAppendError && commands.length === 1) return { after: await this.catchUp(account), refusals: new Map() };
         if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
         // Writers that keep colliding on one account back off a little, at random, so one gets through.
-        await sleep(Math.random() * Math.min(50, 2 ** attempt));
+        if (!(error instanceof DuplicateAppendError)) await sleep(Math.random() * Math.min(50, 2 ** attempt));
         known = await this.catchUp(account);
         fresh = true;
       }
     }
   }
 
-  private async append(account: string, known: AccountState, events: NewLedgerEvent[], cause: string): Promise<AccountState> {
+  private async append(known: AccountState, events: readonly LedgerEvent[]): Promise<AccountState> {
+    const first = events[0];
+    if (!first) return known;
+    const msgID = events.length === 1 ? first.meta.cause : `${first.meta.cause}+${events.length - 1}`;
+    const sequence = await this.log.append(ledgerSubject(known.account), events, msgID, known.sequence);
     let state = known;
-    for (const [index, event] of events.entries()) {
-      const meta = { schema: 1 as const, account, version: state.version + 1, at: new Date().toISOString(), cause };
-      const full = { ...event, meta } as LedgerEvent;
-      const sequence = await this.log.append(ledgerSubject(account), full, index === 0 ? cause : `${cause}-${index}`, state.sequence);
-      state = { ...applyLedgerEvent(state, full), sequence };
-      this.known.set(account, state);
-      countLedgerEvent(full);
-      if (state.version % SNAPSHOT_EVERY === 0) this.saveSnapshot(state);
+    for (const event of events) {
+      state = applyLedgerEvent(state, event);
+      countLedgerEvent(event);
     }
+    state = { ...state, sequence };
+    this.known.set(known.account, state);
+    if (Math.floor(state.version / SNAPSHOT_EVERY) !== Math.floor(known.version / SNAPSHOT_EVERY)) this.saveSnapshot(state);
     return state;
   }
 
@@ -122,4 +153,20 @@ export class AccountLedger {
     const snapshot: LedgerSnapshot = { ...totals, reservations: [...reservations] };
     this.nats.ledgerSnapshots.put(state.account, JSON.stringify(snapshot)).catch(() => undefined);
   }
+}
+
+/** Takes the next message's commands off the queue: a run of task commands, or one other command alone. */
+function nextGroup(queue: Waiting[]): Waiting[] {
+  let size = 1;
+  const head = queue[0];
+  if (head && isGroupable(head.command)) {
+    for (let next = queue[size]; next && size < MAX_GROUP && isGroupable(next.command); next = queue[size]) size++;
+  }
+  return queue.splice(0, size);
+}
+
+function refusalsOf(outcomes: readonly GroupOutcome[]): Map<number, unknown> {
+  const refusals = new Map<number, unknown>();
+  for (const [index, outcome] of outcomes.entries()) if ("refused" in outcome) refusals.set(index, outcome.refused);
+  return refusals;
 }

@@ -1,5 +1,5 @@
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
-import { LedgerEvent, ledgerSubject } from "../../contracts/ledger.ts";
+import { ledgerCodec, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { SubjectLog } from "../shared/subjectLog.ts";
 import { applyLedgerEvent, emptyAccount, type AccountState } from "./account.ts";
@@ -13,7 +13,7 @@ export interface LedgerEntry {
 
 /** An account's whole history with the running balance after each entry (for operators, not the hot path). */
 export async function readAccountHistory(js: JetStreamClient, jsm: JetStreamManager, account: string): Promise<LedgerEntry[]> {
-  const log = new SubjectLog(js, jsm, STREAMS.ledger.name, (raw) => LedgerEvent.parse(raw));
+  const log = new SubjectLog(js, jsm, STREAMS.ledger.name, ledgerCodec);
   const { events } = await log.read(ledgerSubject(account));
   let state = emptyAccount(account);
   return events.map(({ event, sequence }) => {

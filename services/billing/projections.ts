@@ -1,4 +1,4 @@
-import { AccountBalance, LedgerEvent, TaskCharge } from "../../contracts/ledger.ts";
+import { AccountBalance, ledgerEventsOf, TaskCharge, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Projection } from "../shared/projection.ts";
 import { EventOutOfOrder } from "../shared/projection.ts";
@@ -8,7 +8,7 @@ import { applyToTotals, emptyBalance } from "./account.ts";
 export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
   name: "balances",
   stream: STREAMS.ledger.name,
-  decode: (raw) => LedgerEvent.parse(raw),
+  decode: ledgerEventsOf,
   keyOf: (event) => event.meta.account,
   evolve: (doc, event, sequence) => {
     const applied = doc?.version ?? 0;
@@ -25,7 +25,7 @@ export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
 export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
   name: "task charges",
   stream: STREAMS.ledger.name,
-  decode: (raw) => LedgerEvent.parse(raw),
+  decode: ledgerEventsOf,
   keyOf: (event) =>
     event.type === "CostReserved" || event.type === "ReservationSettled" || event.type === "ReservationReleased"
       ? String(event.data.taskId)

@@ -2,7 +2,7 @@ import type { CliIo } from "./cliIo.ts";
 import { Kvm, type KV } from "@nats-io/kv";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { availableMicros } from "../billing/account.ts";
-import { AccountBalance, LedgerEvent } from "../../contracts/ledger.ts";
+import { AccountBalance, ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
 import { formatYuan } from "../billing/pricing.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
@@ -111,8 +111,13 @@ async function upstreamUsage(nats: Nats, json: boolean, out: Out): Promise<numbe
     if (event.success) audit.addTaskEvent(event.data);
   });
   await readWholeStream(nats.js, nats.jsm, STREAMS.ledger.name, (msg) => {
-    const event = LedgerEvent.safeParse(msg.json());
-    if (event.success) audit.addLedgerEvent(event.data);
+    let events: LedgerEvent[] = [];
+    try {
+      events = ledgerEventsOf(msg.json());
+    } catch {
+      // Undecodable: the projections' dead-letter subject already names it for operators.
+    }
+    for (const event of events) audit.addLedgerEvent(event);
   });
   const rows = audit.rows();
   const problems = rows.reduce((sum, row) => sum + row.mismatched.length + row.chargedFailures.length, 0);

@@ -10,7 +10,7 @@ import { evolveTaskView, taskViewKey } from "../tasks/taskView.ts";
 export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   name: "task views",
   stream: STREAMS.tasks.name,
-  decode: (raw) => TaskEvent.parse(raw),
+  decode: (raw) => [TaskEvent.parse(raw)],
   keyOf: (event) => taskViewKey(event.meta.taskId),
   startsDocument: (event) => event.type === "TaskSubmitted",
   evolve: evolveTaskView,

@@ -12,9 +12,9 @@ export async function replayProjection<Event, Doc>(
 ): Promise<{ docs: Map<string, Doc>; events: number }> {
   const docs = new Map<string, Doc>();
   const events = await readWholeStream(js, jsm, projection.stream, (msg) => {
-    const event = projection.decode(msg.json());
-    const key = projection.keyOf(event);
-    if (key !== undefined) {
+    for (const event of projection.decode(msg.json())) {
+      const key = projection.keyOf(event);
+      if (key === undefined) continue;
       const doc = projection.evolve(docs.get(key) ?? null, event, msg.seq);
       if (doc === null) docs.delete(key);
       else docs.set(key, doc);

@@ -15,7 +15,8 @@ export interface Projection<Event, Doc> {
   name: string;
   /** The stream it folds. */
   stream: string;
-  decode: (raw: unknown) => Event;
+  /** The events one message holds (the ledger's group commits hold several). */
+  decode: (raw: unknown) => readonly Event[];
   /** The document an event changes; undefined for events this read model ignores. */
   keyOf: (event: Event) => string | undefined;
   /** True for an event that creates its document (no read needed: the write is a create). */
@@ -65,19 +66,21 @@ export class ProjectionRunner<Event, Doc> {
     const byKey = new Map<string, Array<{ event: Event; seq: number }>>();
     const parked: Array<Promise<void>> = [];
     for (const msg of batch) {
-      let event: Event;
+      let decoded: readonly Event[];
       try {
-        event = this.projection.decode(msg.json());
+        decoded = this.projection.decode(msg.json());
       } catch (error) {
         // An event we cannot read would block this document forever: park it for an operator, move on.
         parked.push(this.deadLetter(msg, error));
         continue;
       }
-      const key = this.projection.keyOf(event);
-      if (key === undefined) continue;
-      const events = byKey.get(key);
-      if (events) events.push({ event, seq: msg.seq });
-      else byKey.set(key, [{ event, seq: msg.seq }]);
+      for (const event of decoded) {
+        const key = this.projection.keyOf(event);
+        if (key === undefined) continue;
+        const events = byKey.get(key);
+        if (events) events.push({ event, seq: msg.seq });
+        else byKey.set(key, [{ event, seq: msg.seq }]);
+      }
     }
     const results = await Promise.allSettled([...parked, ...[...byKey].map(([key, events]) => this.apply(key, events))]);
     const failed = results.find((result) => result.status === "rejected");

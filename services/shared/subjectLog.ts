@@ -15,16 +15,32 @@ export interface SubjectHistory<Event> {
   lastSequence: number;
 }
 
+/** How a log's messages hold its events: a message may hold several (the ledger's group commits). */
+export interface MessageCodec<Event> {
+  decode(raw: unknown): readonly Event[];
+  encode(events: readonly Event[]): string;
+}
+
+/** One event per message, as JSON. */
+export const singleEventCodec = <Event>(parse: (raw: unknown) => Event): MessageCodec<Event> => ({
+  decode: (raw) => [parse(raw)],
+  encode: (events) => {
+    if (events.length !== 1) throw new Error(`this log holds one event per message, not ${events.length}`);
+    return JSON.stringify(events[0]);
+  },
+});
+
 /**
  * Reads and appends the events of one subject in a stream (one aggregate: a task, an account) with
- * optimistic concurrency. Shared by the task log and the account ledger.
+ * optimistic concurrency. Shared by the task log and the account ledger. Events of one message share its
+ * stream sequence.
  */
 export class SubjectLog<Event> {
   constructor(
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly stream: string,
-    private readonly decode: (raw: unknown) => Event,
+    private readonly codec: MessageCodec<Event>,
   ) {}
 
   /**
@@ -41,7 +57,7 @@ export class SubjectLog<Event> {
       let read = 0;
       for await (const msg of await this.jsm.direct.getBatch(this.stream, { seq: next, next_by_subj: subject, batch: READ_BATCH })) {
         if (msg.seq > last.seq) break;
-        events.push({ event: this.decode(msg.json()), sequence: msg.seq });
+        for (const event of this.codec.decode(msg.json())) events.push({ event, sequence: msg.seq });
         next = msg.seq + 1;
         read++;
       }
@@ -50,11 +66,12 @@ export class SubjectLog<Event> {
     return { events, lastSequence: last.seq };
   }
 
-  /** The subject's first message, with one direct get (none: undefined). */
+  /** The subject's first event, with one direct get (none: undefined). */
   async first(subject: string): Promise<{ event: Event; sequence: number } | undefined> {
     try {
       for await (const msg of await this.jsm.direct.getBatch(this.stream, { seq: 1, next_by_subj: subject, batch: 1 })) {
-        return { event: this.decode(msg.json()), sequence: msg.seq };
+        const event = this.codec.decode(msg.json())[0];
+        return event === undefined ? undefined : { event, sequence: msg.seq };
       }
     } catch (error) {
       // A batch get with nothing to send ends in a 404 status.
@@ -65,13 +82,13 @@ export class SubjectLog<Event> {
   }
 
   /**
-   * Appends only if the subject's last message is still `expectedLastSequence`: two writers that both
+   * Appends `events` as one message, only if the subject's last message is still `expectedLastSequence`: two writers that both
    * think they are current cannot both write. `msgID` makes a retried publish (lost ack) land once; the
    * server checks it before the fence, so a duplicate may hide another writer's event: callers re-read.
    */
-  async append(subject: string, event: Event, msgID: string, expectedLastSequence: number, headers?: MsgHdrs): Promise<number> {
+  async append(subject: string, events: readonly Event[], msgID: string, expectedLastSequence: number, headers?: MsgHdrs): Promise<number> {
     try {
-      const ack = await this.js.publish(subject, JSON.stringify(event), { msgID, expect: { lastSubjectSequence: expectedLastSequence }, ...(headers ? { headers } : {}) });
+      const ack = await this.js.publish(subject, this.codec.encode(events), { msgID, expect: { lastSubjectSequence: expectedLastSequence }, ...(headers ? { headers } : {}) });
       if (ack.duplicate) throw new DuplicateAppendError(`${subject}: ${msgID} was already written`);
       return ack.seq;
     } catch (error) {

@@ -1,7 +1,7 @@
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import { laterTaskEventsSubject, TaskEvent, taskSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { SubjectLog } from "./subjectLog.ts";
+import { singleEventCodec, SubjectLog } from "./subjectLog.ts";
 import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
 
 export interface TaskHistory {
@@ -24,7 +24,7 @@ export class TaskLog {
   private readonly log: SubjectLog<TaskEvent>;
 
   constructor(js: JetStreamClient, jsm: JetStreamManager) {
-    this.log = new SubjectLog(js, jsm, STREAMS.tasks.name, (raw) => TaskEvent.parse(raw));
+    this.log = new SubjectLog(js, jsm, STREAMS.tasks.name, singleEventCodec((raw) => TaskEvent.parse(raw)));
   }
 
   /** The task's events with their stream sequences (the ids clients resume event streams from). */
@@ -56,7 +56,7 @@ export class TaskLog {
     // Built from typed parts: no parse needed on the way out (events are parsed where they are read back).
     const full = { ...event, meta: { schema: 1, taskId, version, at: new Date().toISOString() } } as TaskEvent;
     // The event carries the writer's trace (W3C headers): reactors on the log (settlement) continue it.
-    const sequence = await this.log.append(subject, full, `task-${taskId}-v${version}`, expectedLastSequence, traceHeaders());
+    const sequence = await this.log.append(subject, [full], `task-${taskId}-v${version}`, expectedLastSequence, traceHeaders());
     return { event: full, sequence };
   }
 

@@ -177,7 +177,10 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
       async handle({ params, query }) {
         const account = (await existing(params.name ?? "")).account;
         const history = (await readAccountHistory(nats.js, nats.jsm, account)).filter((entry) => query.before === undefined || entry.sequence < query.before).reverse();
-        const page = history.slice(0, query.limit);
+        // Entries of one message (a group commit) share its sequence, the page cursor: a page ends between messages.
+        let end = Math.min(query.limit, history.length);
+        while (end < history.length && history[end]?.sequence === history[end - 1]?.sequence) end++;
+        const page = history.slice(0, end);
         return {
           entries: page.map((entry) => ({
             sequence: entry.sequence,
@@ -187,7 +190,7 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
             balance: formatYuan(entry.after.balanceMicros),
             ...(entry.event.type === "AccountCredited" && entry.event.data.actor ? { actor: entry.event.data.actor } : {}),
           })),
-          next_before: history.length > query.limit ? (page.at(-1)?.sequence ?? null) : null,
+          next_before: history.length > page.length ? (page.at(-1)?.sequence ?? null) : null,
         };
       },
     }),

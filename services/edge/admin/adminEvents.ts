@@ -13,7 +13,8 @@ const MAX_BUFFERED_BYTES = 4 * 1024 * 1024;
 
 /**
  * `GET /admin/v1/events`: every task event and every ledger event from now on, as Server-Sent Events
- * (`event: task` / `event: ledger`, `data:` the event as stored), for the console's live views. Two ordered
+ * (`event: task` / `event: ledger`, `data:` the event as stored; a ledger message holding a group of events is
+ * sent as one frame per event), for the console's live views. Two ordered
  * consumers from "new"; nothing is kept per stream beyond what the socket has not sent yet, within a bound.
  */
 export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: AdminTokenStore; log: Logger; keepaliveMs: number }): void {
@@ -34,7 +35,7 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
           stops.push(() => void messages.stop());
           for await (const msg of messages) {
             if (!sink.open) break;
-            const frame = `event: ${kind}\ndata: ${msg.string()}\n\n`;
+            const frame = framesOf(kind, msg.string());
             if (!sink.write(frame) || unsent > 0) {
               if (unsent === 0) sink.onDrain(() => (unsent = 0));
               unsent += frame.length;
@@ -57,4 +58,20 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
       },
     ),
   );
+}
+
+/** The SSE frames of one stored message: one per event (a ledger group commit is a JSON array of events). */
+function framesOf(kind: string, stored: string): string {
+  const frame = (data: string) => `event: ${kind}\ndata: ${data}\n\n`;
+  const group = stored.startsWith("[") ? parsedArray(stored) : undefined;
+  return group ? group.map((event) => frame(JSON.stringify(event))).join("") : frame(stored);
+}
+
+function parsedArray(text: string): unknown[] | undefined {
+  try {
+    const parsed: unknown = JSON.parse(text);
+    return Array.isArray(parsed) ? parsed : undefined;
+  } catch {
+    return undefined;
+  }
 }
