@@ -24,10 +24,22 @@ export const STREAMS = {
   /** Every money movement of account A is an event on ledger.A. */
   ledger: { name: "LEDGER", subjects: ["ledger.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /**
-   * Task ids: the sequence of a publish here is the next id — unique and increasing across every edge,
-   * never reused. Only the last message is kept; the sequence goes on.
+   * Task ids before blocks (an older reelay): the sequence of a publish here was the next id. Kept, so the
+   * counter below starts above every id it handed out.
    */
   taskIds: { name: "TASK_IDS", subjects: ["task-ids"], retention: RetentionPolicy.Limits, allow_direct: false, max_msgs: 1 },
+  /**
+   * Task ids in blocks: a counter (nats-server 2.12+) that an edge increments by a block size; the value
+   * returned is the block's last id, so blocks of every edge are disjoint and never reused.
+   */
+  taskIdCounter: {
+    name: "TASK_ID_COUNTER",
+    subjects: ["task-id-counter"],
+    retention: RetentionPolicy.Limits,
+    allow_direct: true,
+    allow_msg_counter: true,
+    max_msgs_per_subject: 1,
+  },
   /**
    * Events no reader could decode, parked for an operator: `deadletter.<reader>`, the original bytes
    * with headers naming the stream, sequence and error. Readers move on instead of stalling.
@@ -133,6 +145,7 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
     allow_direct: def.allow_direct,
     duplicate_window: nanos(2 * 60_000),
     ...("max_msgs" in def ? { max_msgs: def.max_msgs } : {}),
+    ...("allow_msg_counter" in def ? { allow_msg_counter: def.allow_msg_counter } : {}),
     ...("max_msgs_per_subject" in def ? { max_msgs_per_subject: def.max_msgs_per_subject } : {}),
     ...("max_age_ms" in def ? { max_age: nanos(def.max_age_ms) } : {}),
   };

@@ -23,6 +23,7 @@ import { registerUpstreamCallbacks } from "./hooks/upstreamCallbacks.ts";
 import { registerVideoRoutes } from "./video/videoRoutes.ts";
 import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
 import { TaskSubmitter } from "./video/taskSubmitter.ts";
+import { TaskIdAllocator } from "./video/taskIds.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
 import { VideoFiles } from "./video/videoFiles.ts";
 import { registerVideosApi } from "./openaiVideos/videosRoutes.ts";
@@ -118,7 +119,7 @@ export class EdgeService {
       fallbackHost: () => `localhost:${this.boundPort}`,
     });
     const create = {
-      js: this.nats.js,
+      taskIds: new TaskIdAllocator(this.nats.js, this.nats.jsm),
       ledger: this.ledger,
       idempotency: new IdempotencyKeys(this.nats.js, this.nats.idempotency),
       submitter: this.submitter,

@@ -23,7 +23,7 @@ import { DayUsage, HourStats, hourKey, StatusCounts } from "../../../contracts/t
 import { AccountName } from "../../../contracts/apiKey.ts";
 import { AccountBalance, type LedgerEvent } from "../../../contracts/ledger.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
-import { STREAMS } from "../../../infra/jetstreamLayout.ts";
+import { newestTaskId } from "../video/taskIds.ts";
 import { availableMicros, type AccountState } from "../../billing/account.ts";
 import type { AccountLedger } from "../../billing/accountLedger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../../billing/ledgerReader.ts";
@@ -244,7 +244,7 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
           for (const view of await Promise.all(ids.map(taskView))) if (matches(view)) tasks.push(taskSummaryOf(view));
           return { tasks, next_before: more ? (ids.at(-1) ?? null) : null };
         }
-        const newest = (await nats.jsm.streams.info(STREAMS.taskIds.name)).state.last_seq;
+        const newest = await newestTaskId(nats.jsm);
         let id = Math.min(query.before === undefined ? newest : query.before - 1, newest);
         const lowest = Math.max(1, id - MAX_IDS_SCANNED + 1);
         for (; id >= lowest && tasks.length < query.limit; id--) {

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { ReelayError, ServiceUnavailableError, UnprocessableError } from "../../shared/errors.ts";
 import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
-import { allocateTaskId, createTask, type CreateDeps, type CreatedTask } from "./createTask.ts";
+import { createTask, type CreateDeps, type CreatedTask } from "./createTask.ts";
 import { KEY_LIFETIME, REFUSAL_LIFETIME, requestFingerprint, type Claim, type ClaimEntry } from "./idempotencyKeys.ts";
 import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
 import type { TaskViewReader } from "./taskViewReader.ts";
@@ -83,7 +83,7 @@ export async function createOnce(deps: CreateDeps, account: string, request: Nor
       }
       deps.log.warn({ account, taskId: claim.taskId }, "an Idempotency-Key's create stopped before queueing; running it again");
     }
-    const taskId = await allocateTaskId(deps.js);
+    const taskId = await deps.taskIds.take();
     const mine: Claim = { taskId, fingerprint, state: "claimed", at: new Date().toISOString() };
     const revision = await keys.write(account, key, mine, entry?.revision ?? 0, KEY_LIFETIME);
     if (revision !== undefined) return runAsOwner(deps, account, request, key, mine, revision);

@@ -1,5 +1,3 @@
-import type { JetStreamClient } from "@nats-io/jetstream";
-import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../../billing/accountLedger.ts";
 import { costMicros } from "../../billing/pricing.ts";
 import { failpoint } from "../../shared/failpoints.ts";
@@ -11,7 +9,8 @@ import { JobNotQueuedError, type SubmittedTask, type TaskSubmitter } from "./tas
 import type { TaskViewReader } from "./taskViewReader.ts";
 
 export interface CreateDeps {
-  js: JetStreamClient;
+  /** Where task ids come from (a block at a time: taskIds.ts). */
+  taskIds: { take(): Promise<number> };
   ledger: AccountLedger;
   idempotency: IdempotencyKeys;
   submitter: TaskSubmitter;
@@ -38,11 +37,6 @@ export interface QueueHooks {
   beforeQueue(): void;
   /** The job is on the queue: the task exists. */
   queued(): void;
-}
-
-/** The next task id: the sequence of a publish to TASK_IDS (unique and increasing across every edge). */
-export async function allocateTaskId(js: JetStreamClient): Promise<number> {
-  return (await js.publish(STREAMS.taskIds.subjects[0])).seq;
 }
 
 /** Reserves and queues task `taskId`; nothing stays reserved when it does not get queued. */

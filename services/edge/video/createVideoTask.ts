@@ -1,6 +1,6 @@
 import { NATS_DOWN, ServiceUnavailableError } from "../../shared/errors.ts";
 import { createOnce } from "./createOnce.ts";
-import { allocateTaskId, createTask, type CreateDeps, type CreatedTask } from "./createTask.ts";
+import { createTask, type CreateDeps, type CreatedTask } from "./createTask.ts";
 import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
 
 export type { CreateDeps, CreatedTask } from "./createTask.ts";
@@ -19,6 +19,6 @@ export async function createVideoTask(
   // Every step needs NATS; waiting for its timeouts would only turn "try again" into a slow error.
   if (!deps.connection.connected()) throw new ServiceUnavailableError(NATS_DOWN);
   if (idempotencyKey !== undefined) return createOnce(deps, account, request, idempotencyKey);
-  return createTask(deps, account, request, await allocateTaskId(deps.js));
+  return createTask(deps, account, request, await deps.taskIds.take());
 }
 

@@ -1,0 +1,64 @@
+/**
+ * Open-loop load: sends requests on a fixed schedule (`rate` per second for `seconds`) whatever the server
+ * answers, and times each from when it was *due*, so a server that falls behind shows it in the latency
+ * (no coordinated omission, unlike a closed loop such as wrk's). Run as a child (`bench/lib/openLoop.ts`):
+ * `node --import tsx bench/tools/openLoop.ts '<json options>'`; prints one `BENCHJSON {...}` line.
+ */
+import { Pool } from "undici";
+import { z } from "zod";
+
+const Options = z.object({
+  url: z.string().url(),
+  method: z.enum(["GET", "POST"]),
+  headers: z.record(z.string(), z.string()),
+  body: z.string().optional(),
+  rate: z.number().positive(),
+  seconds: z.number().positive(),
+  /** Answers whose body contains this count as `marked`. */
+  marker: z.string().optional(),
+  connections: z.number().int().positive(),
+});
+
+const options = Options.parse(JSON.parse(process.argv[2] ?? "{}"));
+const url = new URL(options.url);
+const pool = new Pool(url.origin, { connections: options.connections, pipelining: 1 });
+const total = Math.round(options.rate * options.seconds);
+const latenciesMs: number[] = [];
+let ok = 0;
+let marked = 0;
+let errors = 0;
+let sent = 0;
+
+async function one(dueAt: number): Promise<void> {
+  try {
+    const answer = await pool.request({ path: url.pathname + url.search, method: options.method, headers: options.headers, ...(options.body === undefined ? {} : { body: options.body }) });
+    const text = await answer.body.text();
+    if (answer.statusCode === 200) ok++;
+    else errors++;
+    if (options.marker !== undefined && text.includes(options.marker)) marked++;
+  } catch {
+    errors++;
+  }
+  latenciesMs.push(performance.now() - dueAt);
+}
+
+const started = performance.now();
+const inFlight: Array<Promise<void>> = [];
+await new Promise<void>((resolve) => {
+  const tick = () => {
+    const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * options.rate) + 1);
+    for (; sent < due; sent++) inFlight.push(one(started + (sent / options.rate) * 1000));
+    if (sent >= total) resolve();
+    else setTimeout(tick, 1);
+  };
+  tick();
+});
+const sendWindowS = (performance.now() - started) / 1000;
+await Promise.all(inFlight);
+const durationS = (performance.now() - started) / 1000;
+await pool.close();
+latenciesMs.sort((a, b) => a - b);
+const percentile = (p: number) => latenciesMs[Math.min(latenciesMs.length - 1, Math.floor((p / 100) * latenciesMs.length))] ?? Number.NaN;
+process.stdout.write(
+  `BENCHJSON ${JSON.stringify({ sent, ok, marked, errors, offeredRate: sent / sendWindowS, durationS, p50Ms: percentile(50), p99Ms: percentile(99), maxMs: latenciesMs.at(-1) ?? Number.NaN })}\n`,
+);
