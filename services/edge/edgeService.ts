@@ -61,8 +61,8 @@ export class EdgeService {
     const { requestsPerSecondPerKey, burstPerKey } = config.limits;
     this.keys = new ApiKeyDirectory(nats.apiKeys, log, new RateLimiter(requestsPerSecondPerKey, burstPerKey));
     this.taskLog = new TaskLog(nats.js, nats.jsm);
-    this.views = new TaskViewReader(nats.taskViews, this.taskLog, log);
-    this.hub = new TaskEventHub(nats.js, this.taskLog, log.child({ part: "event streams" }));
+    this.views = new TaskViewReader(nats.taskViews, this.taskLog);
+    this.hub = new TaskEventHub(nats, this.taskLog, log.child({ part: "event streams" }), this.views);
     this.submitter = new TaskSubmitter(this.taskLog, this.hub, { waitMs: config.limits.submitWaitMs, maxTaskMs: config.limits.maxTaskMs });
     this.ledger = new AccountLedger(nats);
     this.balances = new BalanceMirror(nats.balances, log);
@@ -72,7 +72,6 @@ export class EdgeService {
   /** Starts listening; resolves to the bound port (useful with port 0). */
   async start(): Promise<number> {
     await this.keys.start();
-    await this.views.start();
     await this.balances.start();
     await this.hub.start();
     const app = new HttpApp(this.config.cors, apiErrorReply(this.log), environment().REELAY_METRICS === "on");
@@ -97,7 +96,6 @@ export class EdgeService {
     await this.app?.close();
     this.app = undefined;
     this.hub.stop();
-    this.views.stop();
     this.balances.stop();
     this.keys.stop();
   }
@@ -105,9 +103,10 @@ export class EdgeService {
   /** What keeps this edge from answering correctly: no NATS, or an in-memory mirror without its watch. */
   private healthProblems(natsConnected: boolean): string[] {
     const problems = natsConnected ? [] : ["no NATS connection"];
-    for (const mirror of [this.keys.mirror, this.views.mirror, this.balances.mirror]) {
+    for (const mirror of [this.keys.mirror, this.balances.mirror]) {
       if (!mirror.healthy) problems.push(`${mirror.name} mirror is not watching`);
     }
+    if (!this.hub.healthy) problems.push("the feed of the task log has stopped");
     return problems;
   }
 

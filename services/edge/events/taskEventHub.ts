@@ -1,8 +1,10 @@
-import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
+import { setTimeout as sleep } from "node:timers/promises";
+import { DeliverPolicy } from "@nats-io/jetstream";
 import { LRUCache } from "lru-cache";
 import { TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { Logger } from "../../shared/log.ts";
+import type { Nats } from "../../shared/nats.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { applyForStatus, type StatusChange } from "../../tasks/statusChanges.ts";
 import { evolveTaskView } from "../../tasks/taskView.ts";
@@ -11,6 +13,10 @@ export type StatusListener = (change: StatusChange) => void;
 
 /** How the upstream answered a task's submit, as its log tells. */
 export type SubmissionOutcome = { outcome: "accepted"; providerTaskId: string } | { outcome: "rejected"; reason: string } | { outcome: "ended" };
+
+/** Pauses between attempts at reopening the feed of the task log. */
+const FIRST_REOPEN_PAUSE_MS = 250;
+const MAX_REOPEN_PAUSE_MS = 5_000;
 
 /** Views the hub keeps to turn the next event of a task into a status change without reading its log. */
 const VIEWS_KEPT = 50_000;
@@ -27,31 +33,95 @@ export class TaskEventHub {
   /** Creates on this edge waiting to hear the upstream's answer, by task id. */
   private readonly submissions = new Map<number, (outcome: SubmissionOutcome) => void>();
   private stopFeed: (() => void) | undefined;
-  /** Stream sequence of the last event processed. */
+  private stopped = false;
+  private feeding = false;
+  /** Stream sequence of the last event processed: where the feed resumes after a reconnect. */
   position = 0;
 
   constructor(
-    private readonly js: JetStreamClient,
+    private readonly nats: Pick<Nats, "js" | "jsm" | "nc">,
     private readonly taskLog: TaskLog,
     private readonly log: Logger,
+    /** Every event, in log order, as it passes (the edge's task views), and whether the feed is running now. */
+    private readonly reader?: { apply(event: TaskEvent): void; setFed(fed: boolean): void },
   ) {}
 
+  /** Opens the feed at the end of the log; resolves once it runs. */
   async start(): Promise<void> {
-    const consumer = await this.js.consumers.get(STREAMS.tasks.name, { filter_subjects: STREAMS.tasks.subjects[0], deliver_policy: DeliverPolicy.New });
-    const messages = await consumer.consume();
-    this.stopFeed = () => void messages.stop();
+    this.position = (await this.nats.jsm.streams.info(STREAMS.tasks.name)).state.last_seq;
+    const first = await this.openFeed();
+    void this.feed(first);
+    // After a reconnect (a nats-server restart, a failover) the feed is reopened where it stopped at once,
+    // instead of waiting for the client's ordered consumer to notice, which can take its 30 s heartbeat back-off.
     void (async () => {
-      for await (const msg of messages) {
-        const parsed = TaskEvent.safeParse(msg.json());
-        if (parsed.success && this.submissions.size > 0) this.answerSubmission(parsed.data);
-        if (parsed.success) await this.process(parsed.data, msg.seq).catch((error: unknown) => this.log.warn({ err: error, seq: msg.seq }, "task event not turned into a status change"));
-        this.position = msg.seq;
+      for await (const change of this.nats.nc.status()) {
+        if (this.stopped) break;
+        if (change.type === "reconnect") this.stopFeed?.();
       }
     })();
   }
 
+  /** Whether the feed of the task log is running (for /healthz). */
+  get healthy(): boolean {
+    return this.feeding;
+  }
+
   stop(): void {
+    this.stopped = true;
     this.stopFeed?.();
+  }
+
+  private async openFeed() {
+    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, {
+      filter_subjects: STREAMS.tasks.subjects[0],
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: this.position + 1,
+    });
+    const messages = await consumer.consume();
+    this.stopFeed = () => void messages.stop();
+    return messages;
+  }
+
+  /** Reads the feed; when it ends (stopped for a reconnect, or failed), reopens it after the last event processed. */
+  private async feed(first: Awaited<ReturnType<TaskEventHub["openFeed"]>>): Promise<void> {
+    let messages: typeof first | undefined = first;
+    for (let pause = FIRST_REOPEN_PAUSE_MS; !this.stopped; ) {
+      if (messages) {
+        this.setFeeding(true);
+        pause = FIRST_REOPEN_PAUSE_MS;
+        try {
+          for await (const msg of messages) await this.take(msg.json(), msg.seq);
+        } catch (error) {
+          this.log.warn({ err: error }, "the edge's feed of the task log failed; reopening it");
+        }
+        this.setFeeding(false);
+        messages = undefined;
+      }
+      if (this.stopped) return;
+      try {
+        messages = await this.openFeed();
+      } catch (error) {
+        this.log.warn({ err: error, position: this.position }, "could not reopen the feed of the task log; trying again");
+        await sleep(pause);
+        pause = Math.min(pause * 2, MAX_REOPEN_PAUSE_MS);
+      }
+    }
+  }
+
+  /** One event: to the views, to a create waiting for it, and as a status change to the streams following it (in order). */
+  private async take(raw: unknown, sequence: number): Promise<void> {
+    const parsed = TaskEvent.safeParse(raw);
+    if (parsed.success) {
+      this.reader?.apply(parsed.data);
+      if (this.submissions.size > 0) this.answerSubmission(parsed.data);
+      await this.process(parsed.data, sequence).catch((error: unknown) => this.log.warn({ err: error, seq: sequence }, "task event not turned into a status change"));
+    }
+    this.position = sequence;
+  }
+
+  private setFeeding(feeding: boolean): void {
+    this.feeding = feeding;
+    this.reader?.setFed(feeding);
   }
 
   /**

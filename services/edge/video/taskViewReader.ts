@@ -1,60 +1,103 @@
 import type { KV } from "@nats-io/kv";
 import { LRUCache } from "lru-cache";
-import { TaskView } from "../../../contracts/videoTask.ts";
-import { KvMirror } from "../../shared/kvMirror.ts";
-import type { Logger } from "../../shared/log.ts";
+import { TaskView, type TaskEvent } from "../../../contracts/videoTask.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { evolveTaskView, taskViewKey } from "../../tasks/taskView.ts";
 
 const CACHE_LIMIT = 100_000;
+/**
+ * A final view read from the bucket is kept this long at most: the bucket trails the log by the projector's
+ * lag, so a deletion written just before the read could be missing from it (the edge's feed passed it while
+ * the view was not in memory). Views folded from the log or the feed are exact and stay until evicted.
+ */
+const BUCKET_VIEW_TTL_MS = 5_000;
 
 /**
- * Answers "what is task N now" from the task_views read model. A watch keeps recently changed views in
- * memory, so polling clients cost no NATS round trip; older views come from the bucket. A task the
- * projector has not reached yet (created a moment ago) is folded from its log, so a fresh task never 404s.
- * A view is only ever replaced by a newer version, so one edge never answers a task's status going back.
+ * Answers "what is task N now" from memory, kept current by the edge's feed of the task log (`apply`, in
+ * log order: the same ordered consumer that serves event streams), so polling clients cost no NATS round
+ * trip and the edge needs no watch on the `task_views` bucket. A task not in memory is read once: a final
+ * view from the bucket, any other from its log (the truth, even for a task created a moment ago that the
+ * projector has not reached); feed events that pass during that read are folded in after it. A view is
+ * only ever replaced by a newer version, so one edge never answers a task's status going back.
  */
 export class TaskViewReader {
   private readonly cache = new LRUCache<number, TaskView>({ max: CACHE_LIMIT });
-  readonly mirror: KvMirror<TaskView>;
+  /** Tasks being read, with the feed's events of each that came meanwhile. */
+  private readonly reading = new Map<number, TaskEvent[]>();
+  /** Tasks whose feed event came after a gap: the version their next read must reach (else it reads the log). */
+  private readonly atLeast = new LRUCache<number, number>({ max: 10_000 });
+  /** False while the feed is not running (a reconnect): memory may be behind, so reads go to NATS meanwhile. */
+  private fed = true;
 
-  constructor(private readonly bucket: KV, private readonly taskLog: TaskLog, log: Logger) {
-    this.mirror = new KvMirror(bucket, {
-      name: "task views",
-      updatesOnly: true,
-      decode: (entry) => TaskView.parse(entry.json()),
-      onPut: (_key, view) => this.remember(view),
-      // Views are never deleted; a purge only drops our copy.
-      onDelete: (key) => this.cache.delete(Number(key)),
-      log,
-    });
-  }
-
-  start(): Promise<void> {
-    return this.mirror.start();
-  }
-
-  stop(): void {
-    this.mirror.stop();
-  }
+  constructor(private readonly bucket: KV, private readonly taskLog: Pick<TaskLog, "read">) {}
 
   get(taskId: number): TaskView | undefined | Promise<TaskView | undefined> {
-    return this.cache.get(taskId) ?? this.load(taskId);
+    return (this.fed ? this.cache.get(taskId) : undefined) ?? this.load(taskId);
+  }
+
+  /** The next event of the task log (every task's, in log order). */
+  apply(event: TaskEvent): void {
+    const { taskId, version } = event.meta;
+    const pending = this.reading.get(taskId);
+    if (pending) {
+      pending.push(event);
+      return;
+    }
+    if (event.type === "TaskSubmitted") {
+      const view = evolveTaskView(null, event);
+      if (view) this.remember(view, true);
+      return;
+    }
+    const known = this.cache.get(taskId);
+    if (!known || known.version >= version) return;
+    // A gap (a view from the bucket that was behind): read the task again, from its log, when next asked for.
+    if (known.version !== version - 1) {
+      this.cache.delete(taskId);
+      this.atLeast.set(taskId, version);
+    } else {
+      const view = evolveTaskView(known, event);
+      if (view) this.remember(view, true);
+    }
+  }
+
+  /**
+   * Whether the feed runs. It resumes after the last event it passed, so what memory holds catches up once
+   * it runs again; meanwhile every read goes to NATS and is not kept.
+   */
+  setFed(fed: boolean): void {
+    this.fed = fed;
   }
 
   private async load(taskId: number): Promise<TaskView | undefined> {
-    const entry = await this.bucket.get(taskViewKey(taskId));
-    if (entry && entry.operation === "PUT") return this.remember(TaskView.parse(entry.json()));
-    const { events } = await this.taskLog.read(taskId);
-    const folded = events.reduce<TaskView | null>(evolveTaskView, null);
-    // Kept, so the next read cannot answer an older view from a bucket the projector has not caught up on.
-    return folded ? this.remember(folded) : undefined;
+    const ownRead = !this.reading.has(taskId);
+    if (ownRead) this.reading.set(taskId, []);
+    try {
+      const entry = await this.bucket.get(taskViewKey(taskId));
+      const stored = entry && entry.operation === "PUT" ? TaskView.parse(entry.json()) : undefined;
+      const current = stored !== undefined && stored.version >= (this.atLeast.get(taskId) ?? 0);
+      if (current && (stored.status === "success" || stored.status === "failed")) return this.settle(taskId, stored, false, ownRead);
+      const { events } = await this.taskLog.read(taskId);
+      return this.settle(taskId, events.reduce<TaskView | null>(evolveTaskView, null) ?? undefined, true, ownRead);
+    } finally {
+      if (ownRead) this.reading.delete(taskId);
+    }
   }
 
-  private remember(view: TaskView): TaskView {
+  /** Folds in what the feed brought during the read, and keeps the result. */
+  private settle(taskId: number, read: TaskView | undefined, exact: boolean, ownRead: boolean): TaskView | undefined {
+    let view = read ?? null;
+    for (const event of (ownRead ? this.reading.get(taskId) : undefined) ?? []) {
+      // Only the next event of what was read (a task not found yet starts with its TaskSubmitted).
+      if (event.meta.version !== (view?.version ?? 0) + 1) continue;
+      view = evolveTaskView(view, event);
+    }
+    return view ? this.remember(view, exact) : undefined;
+  }
+
+  private remember(view: TaskView, exact: boolean): TaskView {
     const cached = this.cache.get(view.taskId);
     if (cached && cached.version >= view.version) return cached;
-    this.cache.set(view.taskId, view);
+    if (this.fed) this.cache.set(view.taskId, view, exact ? {} : { ttl: BUCKET_VIEW_TTL_MS });
     return view;
   }
 }
