@@ -37,6 +37,25 @@ describe("batch reactor", () => {
     for (let i = 0; i < count; i++) await first.js.publish(`batch.${subject}`, JSON.stringify({ i }));
   };
 
+  it("with lingerMs, events that trickle in are handed over together, at most one batch per linger", async () => {
+    // A stream of its own: the other cases' consumers read every message of theirs.
+    await first.jsm.streams.add({ name: "LINGER", subjects: ["linger.>"] });
+    await first.jsm.consumers.add("LINGER", { durable_name: "lingering", ack_policy: AckPolicy.All, deliver_policy: DeliverPolicy.All, ack_wait: 1_000_000_000, max_deliver: -1, priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client", priority_timeout: 1_000_000_000 });
+    const batches: number[][] = [];
+    const reactor = await startBatchReactor(first, { stream: "LINGER", durable: "lingering", what: "linger", log: silentLog, lingerMs: 300, handle: async (batch) => void batches.push(seqs(batch)) });
+    const started = performance.now();
+    for (let i = 0; i < 12; i++) {
+      await first.js.publish("linger.x", JSON.stringify({ i }));
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    const publishedMs = performance.now() - started;
+    await expect.poll(() => batches.flat().length).toBe(12);
+    // 12 events over about 300 ms (more on a busy machine): the first alone, then one batch per 300 ms at most.
+    expect(batches.length).toBeLessThanOrEqual(2 + Math.ceil(publishedMs / 300));
+    expect(batches.flat()).toEqual([...batches.flat()].sort((x, y) => x - y));
+    await reactor.stop();
+  });
+
   it("with a pinned group, one process reads, in order, and another takes over from the last acknowledged batch when it stops", async () => {
     await addConsumer("pinned", true);
     const seenA: number[] = [];

@@ -17,6 +17,12 @@ export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   docSchema: TaskView,
 };
 
+/**
+ * Ledger read models batch every 100 ms: a short task's reservation and settlement then fold into one
+ * `task_charges` write. Creates and chat check money on the ledger writer's own fold, not on these.
+ */
+const LEDGER_MODEL_LINGER_MS = 100;
+
 interface Stoppable {
   stop(): Promise<void>;
 }
@@ -40,7 +46,7 @@ export class ProjectorService {
   }
 
   private async run<Event, Doc>(projection: Projection<Event, Doc>, durable: string, bucket: KV): Promise<Stoppable> {
-    const runner = new ProjectionRunner(projection, this.nats, durable, bucket, this.log.child({ projection: projection.name }));
+    const runner = new ProjectionRunner(projection, this.nats, durable, bucket, this.log.child({ projection: projection.name }), LEDGER_MODEL_LINGER_MS);
     await runner.start();
     return runner;
   }

@@ -25,6 +25,11 @@ export interface BatchReactorOptions {
    * handled meanwhile. The reactor acknowledges the batch once this resolves.
    */
   handle: (batch: readonly JsMsg[]) => Promise<void>;
+  /**
+   * Batches start at most this often (a batch that fills up goes at once). A read model whose readers can
+   * wait that long folds more events of one document into one write: a short task's whole life, say.
+   */
+  lingerMs?: number;
 }
 
 /**
@@ -91,12 +96,19 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   };
 
   const work = (async () => {
+    let lastBatchAt = 0;
     while (!stopping.signal.aborted) {
       if (buffer.length === 0) {
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
         continue;
       }
+      const lingering = (options.lingerMs ?? 0) - (performance.now() - lastBatchAt);
+      if (lingering > 0 && buffer.length < MAX_BATCH) {
+        await sleep(lingering, undefined, { signal: stopping.signal }).catch(() => undefined);
+        continue;
+      }
+      lastBatchAt = performance.now();
       const batch = buffer.splice(0, MAX_BATCH);
       drained?.();
       drained = undefined;

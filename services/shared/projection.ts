@@ -50,11 +50,13 @@ export class ProjectionRunner<Event, Doc> {
     private readonly durable: string,
     private readonly bucket: KV,
     private readonly log: Logger,
+    /** Passed to the batch reactor when this projection runs on a consumer of its own. */
+    private readonly lingerMs?: number,
   ) {}
 
   async start(): Promise<void> {
     const { projection } = this;
-    this.reactor = await startBatchReactor(this.nats, { stream: projection.stream, durable: this.durable, what: projection.name, log: this.log, handle: (batch) => this.handleBatch(batch) });
+    this.reactor = await startBatchReactor(this.nats, { stream: projection.stream, durable: this.durable, what: projection.name, log: this.log, handle: (batch) => this.handleBatch(batch), ...(this.lingerMs === undefined ? {} : { lingerMs: this.lingerMs }) });
   }
 
   async stop(): Promise<void> {
