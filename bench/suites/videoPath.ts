@@ -46,9 +46,12 @@ export function benchConfig(): ReelayConfig {
   if (local?.kind !== "local") throw new Error("the shipped config has no 'local' provider");
   local.queueDelayMs = 0;
   // Parked tasks hold their slot for the whole run: room for every task the create phases make.
-  config.providers.parked = { ...local, queueDelayMs: 600_000, maxInFlight: 10_000 };
+  // Parked tasks are polled like a vendor's (first after 20 s, then every 10–30 s), not like the renderer's
+  // (every 250 ms–1 s): thousands of parked tasks polled each second would measure that polling, not creates.
+  const parked = { ...local, queueDelayMs: 600_000, maxInFlight: 10_000, pollFirstAfterMs: 20_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000 };
+  config.providers.parked = parked;
   // The open-loop phase's tasks park on a provider of their own (a provider holds 10,000 at most).
-  config.providers["parked-offered"] = { ...local, queueDelayMs: 600_000, maxInFlight: 10_000 };
+  config.providers["parked-offered"] = { ...parked };
   const mini = config.videoModels["VideoModel-2.0-mini"];
   if (!mini) throw new Error("the shipped config has no VideoModel-2.0-mini");
   config.videoModels[PARKED_MODEL] = { ...mini, provider: "parked" };
