@@ -12,6 +12,8 @@ export interface OpenLoopOptions {
   marker?: string;
   connections: number;
   cpu: string;
+  recordTo?: string;
+  warmPath?: string;
 }
 
 const OpenLoopResult = z.object({

@@ -314,6 +314,7 @@ async function offeredRatePhase(reelay: ReelayChild, key: string): Promise<Bench
     seconds: OFFERED_SECONDS,
     marker: "provider_task_id",
     connections: 256,
+    warmPath: "/healthz",
     cpu: LOAD_CPU,
   });
   say(`offered ${run.offeredRate.toFixed(0)}/s: ${run.ok} accepted, ${run.errors} errors, p99 ${run.p99Ms.toFixed(1)} ms`);

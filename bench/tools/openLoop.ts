@@ -4,6 +4,7 @@
  * (no coordinated omission, unlike a closed loop such as wrk's). Run as a child (`bench/lib/openLoop.ts`):
  * `node --import tsx bench/tools/openLoop.ts '<json options>'`; prints one `BENCHJSON {...}` line.
  */
+import { writeFileSync } from "node:fs";
 import { Pool } from "undici";
 import { z } from "zod";
 
@@ -17,6 +18,10 @@ const Options = z.object({
   /** Answers whose body contains this count as `marked`. */
   marker: z.string().optional(),
   connections: z.number().int().positive(),
+  /** Writes one line per request (due time as epoch ms, latency ms, answer body) to this file, for analysis. */
+  recordTo: z.string().optional(),
+  /** Opens the connections first with this many GETs of this path at once (wrk, too, connects before it measures). */
+  warmPath: z.string().optional(),
 });
 
 const options = Options.parse(JSON.parse(process.argv[2] ?? "{}"));
@@ -24,6 +29,7 @@ const url = new URL(options.url);
 const pool = new Pool(url.origin, { connections: options.connections, pipelining: 1 });
 const total = Math.round(options.rate * options.seconds);
 const latenciesMs: number[] = [];
+const records: string[] = [];
 let ok = 0;
 let marked = 0;
 let errors = 0;
@@ -36,12 +42,17 @@ async function one(dueAt: number): Promise<void> {
     if (answer.statusCode === 200) ok++;
     else errors++;
     if (options.marker !== undefined && text.includes(options.marker)) marked++;
+    if (options.recordTo !== undefined) records.push(`${performance.timeOrigin + dueAt}\t${performance.now() - dueAt}\t${text}`);
   } catch {
     errors++;
   }
   latenciesMs.push(performance.now() - dueAt);
 }
 
+if (options.warmPath !== undefined) {
+  const warmPath = options.warmPath;
+  await Promise.all(Array.from({ length: options.connections }, async () => (await pool.request({ path: warmPath, method: "GET" })).body.text()));
+}
 const started = performance.now();
 const inFlight: Array<Promise<void>> = [];
 await new Promise<void>((resolve) => {
@@ -57,6 +68,7 @@ const sendWindowS = (performance.now() - started) / 1000;
 await Promise.all(inFlight);
 const durationS = (performance.now() - started) / 1000;
 await pool.close();
+if (options.recordTo !== undefined) writeFileSync(options.recordTo, records.join("\n"));
 latenciesMs.sort((a, b) => a - b);
 const percentile = (p: number) => latenciesMs[Math.min(latenciesMs.length - 1, Math.floor((p / 100) * latenciesMs.length))] ?? Number.NaN;
 process.stdout.write(
