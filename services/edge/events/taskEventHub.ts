@@ -1,6 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { DeliverPolicy } from "@nats-io/jetstream";
-import { LRUCache } from "lru-cache";
 import { TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { Logger } from "../../shared/log.ts";
@@ -18,16 +17,12 @@ export type SubmissionOutcome = { outcome: "accepted"; providerTaskId: string } 
 const FIRST_REOPEN_PAUSE_MS = 250;
 const MAX_REOPEN_PAUSE_MS = 5_000;
 
-/** Views the hub keeps to turn the next event of a task into a status change without reading its log. */
-const VIEWS_KEPT = 50_000;
-
 /**
  * One subscription per edge to the whole task log (an ordered consumer: nothing stored on the server),
  * turned into status changes once and fanned out in memory to every open event stream of the task or of
  * its account. Ten thousand streams cost ten thousand listeners, not ten thousand NATS consumers.
  */
 export class TaskEventHub {
-  private readonly views = new LRUCache<number, TaskView>({ max: VIEWS_KEPT });
   private readonly byTask = new Map<number, Set<StatusListener>>();
   private readonly byAccount = new Map<string, Set<StatusListener>>();
   /** Creates on this edge waiting to hear the upstream's answer, by task id. */
@@ -42,8 +37,11 @@ export class TaskEventHub {
     private readonly nats: Pick<Nats, "js" | "jsm" | "nc">,
     private readonly taskLog: TaskLog,
     private readonly log: Logger,
-    /** Every event, in log order, as it passes (the edge's task views), and whether the feed is running now. */
-    private readonly reader?: { apply(event: TaskEvent): void; setFed(fed: boolean): void },
+    /**
+     * The edge's task views: fed every event in log order and told whether the feed runs; the hub turns an
+     * event into a status change from the view it holds before the event (without reading the task's log).
+     */
+    private readonly views: { apply(event: TaskEvent): void; setFed(fed: boolean): void; peek(taskId: number): TaskView | undefined },
   ) {}
 
   /** Opens the feed at the end of the log; resolves once it runs. */
@@ -112,16 +110,16 @@ export class TaskEventHub {
   private async take(raw: unknown, sequence: number): Promise<void> {
     const parsed = TaskEvent.safeParse(raw);
     if (parsed.success) {
-      this.reader?.apply(parsed.data);
       if (this.submissions.size > 0) this.answerSubmission(parsed.data);
       await this.process(parsed.data, sequence).catch((error: unknown) => this.log.warn({ err: error, seq: sequence }, "task event not turned into a status change"));
+      this.views.apply(parsed.data);
     }
     this.position = sequence;
   }
 
   private setFeeding(feeding: boolean): void {
     this.feeding = feeding;
-    this.reader?.setFed(feeding);
+    this.views.setFed(feeding);
   }
 
   /**
@@ -159,19 +157,12 @@ export class TaskEventHub {
     return count;
   }
 
+  /** Called before the views take the event: they still hold the task as it was. */
   private async process(event: TaskEvent, sequence: number): Promise<void> {
-    const { taskId, version } = event.meta;
-    if (!this.byTask.has(taskId) && !(this.byAccount.size > 0)) {
-      // Nobody follows it: keep its view current only when that costs nothing (never read a log for it).
-      const known = event.type === "TaskSubmitted" ? null : this.views.get(taskId);
-      const view = known === undefined || (known !== null && known.version !== version - 1) ? null : evolveTaskView(known, event);
-      if (view) this.views.set(taskId, view);
-      else this.views.delete(taskId);
-      return;
-    }
+    const { taskId } = event.meta;
+    if (!this.byTask.has(taskId) && this.byAccount.size === 0) return; // nobody follows it
     const before = await this.viewBefore(event);
-    const { view, change } = applyForStatus(before, event, sequence);
-    if (view) this.views.set(taskId, view);
+    const { change } = applyForStatus(before, event, sequence);
     if (!change) return;
     for (const listener of this.byTask.get(taskId) ?? []) listener(change);
     for (const listener of this.byAccount.get(change.account) ?? []) listener(change);
@@ -186,10 +177,10 @@ export class TaskEventHub {
     else answer({ outcome: "ended" });
   }
 
-  /** The task's view just before `event`: kept in memory, or folded from its log. */
+  /** The task's view just before `event`: the edge's, or folded from its log. */
   private async viewBefore(event: TaskEvent): Promise<TaskView | null> {
     if (event.type === "TaskSubmitted") return null;
-    const known = this.views.get(event.meta.taskId);
+    const known = this.views.peek(event.meta.taskId);
     if (known && known.version === event.meta.version - 1) return known;
     let view: TaskView | null = null;
     for (const { event: earlier } of await this.taskLog.history(event.meta.taskId)) {

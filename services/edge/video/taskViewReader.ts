@@ -35,6 +35,11 @@ export class TaskViewReader {
     return (this.fed ? this.cache.get(taskId) : undefined) ?? this.load(taskId);
   }
 
+  /** The view held in memory, if any (never read from NATS). */
+  peek(taskId: number): TaskView | undefined {
+    return this.fed ? this.cache.get(taskId) : undefined;
+  }
+
   /** The next event of the task log (every task's, in log order). */
   apply(event: TaskEvent): void {
     const { taskId, version } = event.meta;
