@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from "preact/hooks";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import type { z } from "zod";
 import type { AccountSummary, ApiKeySummary, CreatedApiKey, LedgerPage, StatsAnswer, TaskDetail, TaskPage as TaskPageAnswer } from "../../../contracts/adminApi.ts";
 import type { RunnerChannels } from "../../../contracts/runnerControl.ts";
@@ -8,20 +8,42 @@ type Stats = z.infer<typeof StatsAnswer>;
 type Account = z.infer<typeof AccountSummary>;
 type Task = z.infer<typeof TaskPageAnswer>["tasks"][number];
 
-/** Loads `load()` on mount and whenever `deps` change; `reload` runs it again. */
+/**
+ * Loads `load()` on mount and whenever `deps` change; `reload` runs it again. A reload asked for while a load
+ * is on its way runs once that one is done, whose answer is still shown: under a steady stream of events a
+ * live view reloads every 300 ms, and dropping each answer for the next one showed nothing at all while
+ * loads took longer than that (a list over 100,000 tasks). A change of `deps` drops older answers.
+ */
 function useLoaded<T>(load: () => Promise<T>, deps: unknown[]): { data: T | undefined; error: string | undefined; reload: () => void } {
   const [data, setData] = useState<T | undefined>(undefined);
   const [error, setError] = useState<string | undefined>(undefined);
   const [round, setRound] = useState(0);
+  const generation = useRef(0);
+  const loading = useRef(false);
+  const again = useRef(false);
+  const mounted = useRef(true);
+  useEffect(() => () => void (mounted.current = false), []);
+  useEffect(() => void (generation.current += 1), deps);
   useEffect(() => {
-    let live = true;
-    load().then(
-      (value) => live && (setData(value), setError(undefined)),
-      (failure: unknown) => live && setError((failure as Error).message),
-    );
-    return () => {
-      live = false;
-    };
+    if (loading.current) {
+      again.current = true;
+      return;
+    }
+    const mine = generation.current;
+    const current = () => mounted.current && generation.current === mine;
+    loading.current = true;
+    load()
+      .then(
+        (value) => current() && (setData(value), setError(undefined)),
+        (failure: unknown) => current() && setError((failure as Error).message),
+      )
+      .finally(() => {
+        loading.current = false;
+        if (again.current && mounted.current) {
+          again.current = false;
+          setRound((n) => n + 1);
+        }
+      });
   }, [...deps, round]);
   return { data, error, reload: useCallback(() => setRound((n) => n + 1), []) };
 }
