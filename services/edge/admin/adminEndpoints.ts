@@ -51,6 +51,8 @@ export interface AdminDeps {
 
 /** A task list without an account filter walks task ids down from the newest: at most this many per page. */
 const MAX_IDS_SCANNED = 5_000;
+/** Task ids whose views the unfiltered task list reads at once. */
+const SCAN_CHUNK = 64;
 
 const summaryOf = (state: AccountState): z.infer<typeof AccountSummary> => ({
   name: state.account,
@@ -247,11 +249,22 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
         const newest = await newestTaskId(nats.jsm);
         let id = Math.min(query.before === undefined ? newest : query.before - 1, newest);
         const lowest = Math.max(1, id - MAX_IDS_SCANNED + 1);
-        for (; id >= lowest && tasks.length < query.limit; id--) {
-          const view = await taskView(id);
-          if (matches(view)) tasks.push(taskSummaryOf(view));
+        // Ids in chunks read in parallel: a view not in the edge's memory is a round trip, and one after the
+        // other they added up to seconds on a busy edge.
+        let lastIncluded: number | undefined;
+        scan: while (id >= lowest) {
+          const chunk = Array.from({ length: Math.min(SCAN_CHUNK, id - lowest + 1) }, (_, index) => id - index);
+          for (const [index, view] of (await Promise.all(chunk.map(taskView))).entries()) {
+            if (!matches(view)) continue;
+            tasks.push(taskSummaryOf(view));
+            if (tasks.length === query.limit) {
+              lastIncluded = chunk[index];
+              break scan;
+            }
+          }
+          id -= chunk.length;
         }
-        return { tasks, next_before: id >= 1 ? id + 1 : null };
+        return { tasks, next_before: lastIncluded ?? (id >= 1 ? id + 1 : null) };
       },
     }),
     endpoint({
