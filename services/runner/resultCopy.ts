@@ -1,6 +1,7 @@
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import type { ObjectStore } from "@nats-io/obj";
+import { request } from "undici";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
 import { assertPublicAddress } from "../shared/publicAddressGuard.ts";
 import type { VideoResult } from "./providers/types.ts";
@@ -59,31 +60,39 @@ async function download(address: string, headers: Record<string, string>, option
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol !== "https:" && url.protocol !== "http:") throw new ResultUnusable(`the video address uses ${url.protocol}, not http(s)`);
     if (!options.allowPrivateAddresses) await assertPublicAddress(url).catch((error: unknown) => Promise.reject(new ResultUnusable((error as Error).message)));
-    const response = await fetch(url, { redirect: "manual", signal: options.signal, headers: url.origin === origin ? headers : {} });
-    if (response.status >= 300 && response.status < 400 && response.headers.get("location")) {
-      await response.body?.cancel();
-      url = new URL(response.headers.get("location") ?? "", url);
+    // undici's request, not fetch: no Request/Response/Headers objects per call (redirects are not followed).
+    const response = await request(url, { method: "GET", signal: options.signal, headers: url.origin === origin ? headers : {} });
+    const status = response.statusCode;
+    const location = headerOf(response.headers, "location");
+    if (status >= 300 && status < 400 && location) {
+      await response.body.dump();
+      url = new URL(location, url);
       continue;
     }
-    if (response.status === 403 || response.status === 404 || response.status === 410) {
-      await response.body?.cancel();
-      throw new ResultGone(`the generated video is no longer available (HTTP ${response.status})`);
+    if (status === 403 || status === 404 || status === 410) {
+      await response.body.dump();
+      throw new ResultGone(`the generated video is no longer available (HTTP ${status})`);
     }
-    if (!response.ok || !response.body) {
-      await response.body?.cancel();
-      throw new Error(`fetching the video answered HTTP ${response.status}`);
+    if (status < 200 || status >= 300) {
+      await response.body.dump();
+      throw new Error(`fetching the video answered HTTP ${status}`);
     }
-    const type = response.headers.get("content-type") ?? "application/octet-stream";
+    const type = headerOf(response.headers, "content-type") ?? "application/octet-stream";
     if (!ACCEPTED_TYPES.test(type)) {
-      await response.body.cancel();
+      await response.body.dump();
       throw new ResultUnusable(`the generated video came as ${type.split(";")[0]}, not video/mp4`);
     }
-    const declared = Number(response.headers.get("content-length"));
+    const declared = Number(headerOf(response.headers, "content-length"));
     if (Number.isFinite(declared) && declared > options.maxBytes) {
-      await response.body.cancel();
+      await response.body.dump();
       throw new ResultUnusable(`the generated video is larger than ${options.maxBytes} bytes`);
     }
-    return response.body;
+    return Readable.toWeb(response.body) as ReadableStream<Uint8Array>;
   }
   throw new ResultUnusable(`the video address redirected more than ${MAX_REDIRECTS} times`);
 }
+
+const headerOf = (headers: Record<string, string | string[] | undefined>, name: string): string | undefined => {
+  const value = headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
