@@ -19,8 +19,6 @@ export async function pullLoop(
     take: (msg: JsMsg) => void;
     log: Logger;
     what: string;
-    /** The consumer's priority group, when it has one (pinned client: one process reads at a time). */
-    group?: string;
   },
 ): Promise<void> {
   const { signal } = options;
@@ -31,7 +29,7 @@ export async function pullLoop(
       continue;
     }
     try {
-      const batch = await consumer.fetch({ max_messages: room, expires: 1000, ...(options.group ? { group: options.group } : {}) });
+      const batch = await consumer.fetch({ max_messages: room, expires: 1000 });
       const stopBatch = () => void batch.stop();
       signal.addEventListener("abort", stopBatch, { once: true });
       try {
