@@ -72,10 +72,18 @@ export function applyToTotals<Totals extends AccountBalance>(totals: Totals, eve
   }
 }
 
+/** What an event does to the open reservations: opens one for a task (its amount), closes one (undefined), or nothing. */
+function reservationChange(event: LedgerEvent): { taskId: number; amountMicros: number | undefined } | undefined {
+  if (event.type === "CostReserved") return { taskId: event.data.taskId, amountMicros: event.data.amountMicros };
+  if (event.type === "ReservationSettled" || event.type === "ReservationReleased") return { taskId: event.data.taskId, amountMicros: undefined };
+  return undefined;
+}
+
 /** Folds one event into the writer's state: new totals, reservation index updated in place. */
 export function applyLedgerEvent(state: AccountState, event: LedgerEvent): AccountState {
-  if (event.type === "CostReserved") state.reservations.set(event.data.taskId, event.data.amountMicros);
-  if (event.type === "ReservationSettled" || event.type === "ReservationReleased") state.reservations.delete(event.data.taskId);
+  const change = reservationChange(event);
+  if (change?.amountMicros !== undefined) state.reservations.set(change.taskId, change.amountMicros);
+  else if (change) state.reservations.delete(change.taskId);
   return applyToTotals(state, event);
 }
 
@@ -191,8 +199,8 @@ export function decideGroup(state: AccountState, commands: readonly LedgerComman
     const own = decided.map((event) => {
       const full = { ...event, meta: { schema: 1, account: state.account, version: totals.version + 1, at, cause } } as LedgerEvent;
       totals = applyToTotals(totals, full);
-      if (full.type === "CostReserved") changed.set(full.data.taskId, full.data.amountMicros);
-      if (full.type === "ReservationSettled" || full.type === "ReservationReleased") changed.set(full.data.taskId, undefined);
+      const change = reservationChange(full);
+      if (change) changed.set(change.taskId, change.amountMicros);
       return full;
     });
     events.push(...own);

@@ -100,7 +100,7 @@ export class AccountLedger {
         continue;
       }
       try {
-        const after = events.length === 0 ? known : await this.append(known, events);
+        const after = await this.append(known, events);
         return { after, refusals: refusalsOf(outcomes) };
       } catch (error) {
         // A single command's msgID is its cause: a duplicate means this very command was already written
@@ -115,6 +115,7 @@ export class AccountLedger {
     }
   }
 
+  /** Writes `events` as one message (none: nothing to write, the account stays as it is). */
   private async append(known: AccountState, events: readonly LedgerEvent[]): Promise<AccountState> {
     const first = events[0];
     if (!first) return known;
