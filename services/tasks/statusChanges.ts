@@ -1,5 +1,5 @@
 import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
-import { evolveTaskView } from "./taskView.ts";
+import { evolveTaskView, isFinalView } from "./taskView.ts";
 
 /** A task's move to another status, as customers follow it (event streams, webhooks). */
 export interface StatusChange {
@@ -11,8 +11,6 @@ export interface StatusChange {
   final: boolean;
 }
 
-const isFinal = (view: TaskView) => view.status === "success" || view.status === "failed";
-
 /**
  * Folds one event onto the task's view and says whether customers see a change: only a new status is
  * one (an upstream's acceptance changes no status). Pure.
@@ -20,7 +18,7 @@ const isFinal = (view: TaskView) => view.status === "success" || view.status ===
 export function applyForStatus(before: TaskView | null, event: TaskEvent, sequence: number): { view: TaskView | null; change?: StatusChange } {
   const view = evolveTaskView(before, event);
   if (!view || view === before || view.status === before?.status) return { view };
-  return { view, change: { sequence, taskId: view.taskId, account: view.account, view, final: isFinal(view) } };
+  return { view, change: { sequence, taskId: view.taskId, account: view.account, view, final: isFinalView(view) } };
 }
 
 /** The status an event moves its task to, by its type alone; events that change no status give undefined. */

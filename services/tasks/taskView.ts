@@ -60,3 +60,6 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
 }
 
 export const taskViewKey = (taskId: number): string => String(taskId);
+
+/** A view whose task has ended: nothing but a deletion of its video follows. */
+export const isFinalView = (view: TaskView): boolean => view.status === "success" || view.status === "failed";

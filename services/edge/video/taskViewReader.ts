@@ -2,7 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { LRUCache } from "lru-cache";
 import { TaskView, type TaskEvent } from "../../../contracts/videoTask.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
-import { evolveTaskView, taskViewKey } from "../../tasks/taskView.ts";
+import { evolveTaskView, isFinalView, taskViewKey } from "../../tasks/taskView.ts";
 
 const CACHE_LIMIT = 100_000;
 /**
@@ -32,7 +32,7 @@ export class TaskViewReader {
   constructor(private readonly bucket: KV, private readonly taskLog: Pick<TaskLog, "read">) {}
 
   get(taskId: number): TaskView | undefined | Promise<TaskView | undefined> {
-    return (this.fed ? this.cache.get(taskId) : undefined) ?? this.load(taskId);
+    return this.peek(taskId) ?? this.load(taskId);
   }
 
   /** The view held in memory, if any (never read from NATS). */
@@ -80,7 +80,7 @@ export class TaskViewReader {
       const entry = await this.bucket.get(taskViewKey(taskId));
       const stored = entry && entry.operation === "PUT" ? TaskView.parse(entry.json()) : undefined;
       const current = stored !== undefined && stored.version >= (this.atLeast.get(taskId) ?? 0);
-      if (current && (stored.status === "success" || stored.status === "failed")) return this.settle(taskId, stored, false, ownRead);
+      if (current && isFinalView(stored)) return this.settle(taskId, stored, false, ownRead);
       const { events } = await this.taskLog.read(taskId);
       return this.settle(taskId, events.reduce<TaskView | null>(evolveTaskView, null) ?? undefined, true, ownRead);
     } finally {
