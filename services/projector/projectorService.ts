@@ -1,16 +1,17 @@
 import type { KV } from "@nats-io/kv";
-import { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { TaskView, type TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { ProjectionRunner, type Projection } from "../shared/projection.ts";
+import { taskEventCodec } from "../shared/taskLog.ts";
 import { evolveTaskView, taskViewKey } from "../tasks/taskView.ts";
 
 export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   name: "task views",
   stream: STREAMS.tasks.name,
-  decode: (raw) => [TaskEvent.parse(raw)],
+  decode: taskEventCodec.decode,
   keyOf: (event) => taskViewKey(event.meta.taskId),
   startsDocument: (event) => event.type === "TaskSubmitted",
   evolve: evolveTaskView,

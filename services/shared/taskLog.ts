@@ -4,6 +4,9 @@ import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { singleEventCodec, SubjectLog } from "./subjectLog.ts";
 import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
 
+/** Task log messages hold one event each. */
+export const taskEventCodec = singleEventCodec((raw) => TaskEvent.parse(raw));
+
 export interface TaskHistory {
   events: TaskEvent[];
   /**
@@ -24,7 +27,7 @@ export class TaskLog {
   private readonly log: SubjectLog<TaskEvent>;
 
   constructor(js: JetStreamClient, jsm: JetStreamManager) {
-    this.log = new SubjectLog(js, jsm, STREAMS.tasks.name, singleEventCodec((raw) => TaskEvent.parse(raw)));
+    this.log = new SubjectLog(js, jsm, STREAMS.tasks.name, taskEventCodec);
   }
 
   /** The task's events with their stream sequences (the ids clients resume event streams from). */
