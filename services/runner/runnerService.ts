@@ -105,13 +105,18 @@ export class RunnerService {
     return Math.max(100, Math.floor(this.config.runner.leaseMs / 3));
   }
 
+  /** `msg`'s lease was just renewed: its next heartbeat is due a third of the lease from `now`. */
+  private beatLater(msg: JsMsg, now = performance.now()): void {
+    this.beatDue.set(msg, now + this.beatEveryMs());
+  }
+
   /** Heartbeats the held jobs that are due (all of them with `all`). */
   private beat(all = false): void {
     const now = performance.now();
     for (const msg of this.held.values()) {
       if (!all && (this.beatDue.get(msg) ?? 0) > now) continue;
       msg.working();
-      this.beatDue.set(msg, now + this.beatEveryMs());
+      this.beatLater(msg, now);
     }
     runnerHeartbeat.setToCurrentTime();
   }
@@ -148,7 +153,7 @@ export class RunnerService {
       // now holding (and heartbeating) the newer delivery. A second actor would do the work twice.
       this.held.set(taskId, msg);
       msg.working();
-      this.beatDue.set(msg, performance.now() + this.beatEveryMs());
+      this.beatLater(msg);
       return;
     }
     const candidates = jobChannels(submitted.data.job);
@@ -160,7 +165,7 @@ export class RunnerService {
     }
     this.held.set(taskId, msg);
     // Just delivered: its lease is fresh.
-    this.beatDue.set(msg, performance.now() + this.beatEveryMs());
+    this.beatLater(msg);
     const actor = new TaskActor(submitted, {
       videos: this.nats.videos,
       log: this.log,
