@@ -45,10 +45,6 @@ export const STREAMS = {
    * with headers naming the stream, sequence and error. Readers move on instead of stalling.
    */
   deadLetters: { name: "DEAD_LETTERS", subjects: ["deadletter.>"], retention: RetentionPolicy.Limits, allow_direct: true },
-  /**
-   * Webhook delivery attempts of account A on webhooklog.A, for `reelay webhooks log`: the last 200 per
-   * account, a week at most. A record of what happened, not a source of truth.
-   */
   /** Every change made through the admin API, with the admin token's name (contracts/admin.ts AdminAction). */
   adminLog: {
     name: "ADMIN_LOG",
@@ -57,6 +53,22 @@ export const STREAMS = {
     allow_direct: true,
     max_age_ms: 400 * 24 * 60 * 60_000,
   },
+  /**
+   * Webhooks to deliver: one job per status change of a task with a callback URL on webhookjobs.N, put there
+   * by the task-log reactors and removed when delivered or given up (a work queue, consumer `webhooks`).
+   * Tasks without a callback URL cost nothing here. A job outlives any retry period at most a week.
+   */
+  webhookJobs: {
+    name: "WEBHOOK_JOBS",
+    subjects: ["webhookjobs.>"],
+    retention: RetentionPolicy.Workqueue,
+    allow_direct: true,
+    max_age_ms: 7 * 24 * 60 * 60_000,
+  },
+  /**
+   * Webhook delivery attempts of account A on webhooklog.A, for `reelay webhooks log`: the last 200 per
+   * account, a week at most. A record of what happened, not a source of truth.
+   */
   webhookLog: {
     name: "WEBHOOK_LOG",
     subjects: ["webhooklog.>"],
@@ -80,18 +92,12 @@ export const BUCKETS = {
   webhookSecrets: "webhook_secrets",
   /** `<account>.<task id, 15 digits>` → the task's status: the task list's index, newest last in key order. */
   accountTasks: "account_tasks",
-  /** Per task with a callback URL: the last event version its webhooks are done with (keeps deliveries in order). */
-  webhookProgress: "webhook_progress",
   /** Operators' admin tokens, stored as hashes (contracts/admin.ts). */
   adminTokens: "admin_tokens",
   /** Task counters by status, hour and day/account/model for the admin dashboard and usage (contracts/taskStats.ts). */
   taskStats: "task_stats",
 } as const;
 
-/** Longest a webhook is retried (config `webhooks.retryForMs` is capped below it): progress records live this long. */
-export const WEBHOOK_PROGRESS_LIFETIME_MS = 7 * 24 * 60 * 60_000;
-/** Buckets whose entries end after a fixed time, with nothing to renew them. */
-const BUCKET_MAX_AGE_MS: Readonly<Record<string, number>> = { [BUCKETS.webhookProgress]: WEBHOOK_PROGRESS_LIFETIME_MS };
 
 /** Buckets whose entries carry their own TTL (per-message TTL, nats-server 2.11+): no bucket-wide max age. */
 const BUCKETS_WITH_MESSAGE_TTL: ReadonlySet<string> = new Set([BUCKETS.idempotency]);
@@ -99,6 +105,8 @@ const BUCKETS_WITH_MESSAGE_TTL: ReadonlySet<string> = new Set([BUCKETS.idempoten
 export const deadLetterSubject = (reader: string): string => `deadletter.${reader.replace(/[^A-Za-z0-9_-]/g, "_")}`;
 
 export const webhookLogSubject = (account: string): string => `webhooklog.${account}`;
+
+export const webhookJobSubject = (taskId: number): string => `webhookjobs.${taskId}`;
 
 /**
  * The work queue of reelay before the edge wrote the first event itself: jobs on work.video.N, held by
@@ -111,13 +119,15 @@ export const OBJECT_STORES = { videos: "videos" } as const;
 
 export const CONSUMERS = {
   runners: "runners",
-  /** The task read models: views (`task_views`), each account's task index (`account_tasks`), counters (`task_stats`). */
-  taskReadModels: "projector_task_read_models",
+  /**
+   * Every reactor on the task log, through one delivery (services/projector/taskLogReactors.ts): the views
+   * (`task_views`), each account's task index (`account_tasks`), the counters (`task_stats`), settlement, and
+   * the webhook jobs.
+   */
+  taskLogReactors: "task_log_reactors",
   balancesProjector: "projector_balances",
   taskChargesProjector: "projector_task_charges",
-  /** Settles or releases each finished task's reservation (a reactor on the task log). */
-  settlement: "settlement",
-  /** Delivers task status changes to callback URLs. */
+  /** Delivers the webhook jobs (stream WEBHOOK_JOBS) to callback URLs. */
   webhooks: "webhooks",
 } as const;
 
@@ -189,8 +199,11 @@ function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { 
   };
 }
 
-/** The consumers of an older reelay that `projector_task_read_models` took over: it starts where they had all got to. */
-const TASK_READ_MODELS_BEFORE = ["projector_task_views", "projector_task_index", "projector_task_stats"];
+/**
+ * The consumers of older reelays on the task log whose work `task_log_reactors` does: it starts where they
+ * had all got to (read models, settlement and webhooks each had their own; then the read models shared one).
+ */
+const TASK_LOG_REACTORS_BEFORE = ["projector_task_read_models", "settlement", "webhooks", "projector_task_views", "projector_task_index", "projector_task_stats"];
 
 interface ConsumerDefinition {
   stream: string;
@@ -216,11 +229,10 @@ function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
         max_deliver: -1,
       },
     },
-    { ...reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskReadModels, options.leaseMs), replaces: TASK_READ_MODELS_BEFORE },
-    reactorConsumer(STREAMS.tasks.name, CONSUMERS.settlement, options.leaseMs),
+    { ...reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskLogReactors, options.leaseMs), replaces: TASK_LOG_REACTORS_BEFORE },
     reactorConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
     reactorConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
-    durableConsumer(STREAMS.tasks.name, CONSUMERS.webhooks, options.leaseMs),
+    durableConsumer(STREAMS.webhookJobs.name, CONSUMERS.webhooks, options.leaseMs),
   ];
 }
 
@@ -263,7 +275,6 @@ export function storeStreams(options: LayoutOptions): Array<{ name: string; conf
       config: {
         num_replicas: options.replicas,
         ...(BUCKETS_WITH_MESSAGE_TTL.has(bucket) ? { allow_msg_ttl: true } : {}),
-        ...(BUCKET_MAX_AGE_MS[bucket] ? { max_age: nanos(BUCKET_MAX_AGE_MS[bucket]) } : {}),
       },
     })),
     ...Object.values(OBJECT_STORES).map((store) => ({
@@ -295,8 +306,7 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
   const kvm = new Kvm(nc);
   // kv and obj `create` make a missing store and open an existing one as it is.
   for (const bucket of Object.values(BUCKETS)) {
-    const maxAge = BUCKET_MAX_AGE_MS[bucket];
-    await kvm.create(bucket, { history: 1, replicas: options.replicas, ...(maxAge ? { ttl: maxAge } : {}) });
+    await kvm.create(bucket, { history: 1, replicas: options.replicas });
     if (BUCKETS_WITH_MESSAGE_TTL.has(bucket)) await allowMessageTtl(jsm, `KV_${bucket}`);
   }
   // Each object (its chunks and its entry) ages out `videoRetentionMs` after it was stored.

@@ -28,8 +28,8 @@ describe("money under concurrency and crashes", () => {
   };
 
   beforeAll(async () => {
-    // This process runs only the projector; edges and runners are child processes.
-    app = await startTestApp({ services: ["projector"], tweak: (config) => (config.runner.leaseMs = 1500) });
+    // This process runs no service: edges, runners and projectors (where settlement runs) are child processes.
+    app = await startTestApp({ services: [], tweak: (config) => (config.runner.leaseMs = 1500) });
     configPath = writeConfigFile(app.config);
   });
   afterAll(async () => {
@@ -61,16 +61,17 @@ describe("money under concurrency and crashes", () => {
       await Promise.all(children.splice(0).map(killHard));
       const port = await freeLoopbackPort();
       await child(["edge"], { PORT: String(port) });
+      await child(["scripted-runner"]);
       const account = `crash-${failpoint.replace(/\W/g, "-")}`;
       const client = new VideoClient(`http://127.0.0.1:${port}`, await app.keyFor(account, 10));
-      const doomed = await child(["scripted-runner"], { REELAY_FAILPOINTS: failpoint });
+      const doomed = await child(["projector"], { REELAY_FAILPOINTS: failpoint });
 
       const created = await client.create(mini("settle me once"));
       expect(created.status).toBe(200);
       const taskId = created.body.data?.task_id as number;
-      // The runner renders the task, then dies by SIGKILL at the failpoint inside settlement.
+      // The task runs to success; the projector dies by SIGKILL at the failpoint inside settlement.
       expect(await exited(doomed)).toBe("SIGKILL");
-      await child(["scripted-runner"]);
+      await child(["projector"]);
 
       await expect
         .poll(async () => (await app.ledger.current(account)).reservedMicros, { timeout: 20_000 })

@@ -5,11 +5,11 @@ import { CONSUMERS, ensureJetStreamLayout, STREAMS } from "../infra/jetstreamLay
 import { startTestNats } from "./helpers/testNats.ts";
 
 /**
- * One consumer now keeps the task views, index and counters, where an older reelay had three. Made on such
- * a store, it starts after the last event all three had acknowledged: nothing is skipped, and a big task
- * log is not read again from its beginning.
+ * One consumer now feeds every reactor on the task log (views, index, counters, settlement, webhook jobs),
+ * where older reelays had one each, then three. Made on such a store, it starts after the last event all of
+ * them had acknowledged: nothing is skipped, and a big task log is not read again from its beginning.
  */
-describe("the task read models' consumer on a store an older reelay used", () => {
+describe("the task-log reactors' consumer on a store an older reelay used", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   beforeAll(async () => {
     server = await startTestNats();
@@ -23,16 +23,24 @@ describe("the task read models' consumer on a store an older reelay used", () =>
       const js = jetstream(nc);
       await jsm.streams.add({ name: STREAMS.tasks.name, subjects: ["tasks.>"], allow_direct: true });
       for (let i = 1; i <= 30; i++) await js.publish(`tasks.${i}`, "{}");
-      // The older consumers, each acknowledged up to a different point (ack policy all: one ack covers the rest).
-      for (const [durable, upTo] of [["projector_task_views", 20], ["projector_task_index", 12], ["projector_task_stats", 25]] as const) {
-        await jsm.consumers.add(STREAMS.tasks.name, { durable_name: durable, ack_policy: AckPolicy.All });
+      // The older consumers, each acknowledged up to a different point (ack policy all: one ack covers the
+      // rest; the webhooks' explicit acks one by one).
+      for (const [durable, upTo, policy] of [
+        ["projector_task_read_models", 20, AckPolicy.All],
+        ["settlement", 25, AckPolicy.All],
+        ["webhooks", 12, AckPolicy.Explicit],
+      ] as const) {
+        await jsm.consumers.add(STREAMS.tasks.name, { durable_name: durable, ack_policy: policy });
         const consumer = await js.consumers.get(STREAMS.tasks.name, durable);
-        for await (const msg of await consumer.fetch({ max_messages: upTo, expires: 2_000 })) if (msg.seq === upTo) await msg.ackAck();
+        for await (const msg of await consumer.fetch({ max_messages: upTo, expires: 2_000 })) {
+          if (policy === AckPolicy.Explicit) await msg.ackAck();
+          else if (msg.seq === upTo) await msg.ackAck();
+        }
       }
 
       await ensureJetStreamLayout(nc, jsm, { replicas: 1, leaseMs: 5_000 });
 
-      const made = await jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.taskReadModels);
+      const made = await jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.taskLogReactors);
       expect(made.config.opt_start_seq).toBe(13);
       expect(made.num_pending).toBe(18);
     } finally {
@@ -46,7 +54,7 @@ describe("the task read models' consumer on a store an older reelay used", () =>
       const jsm = await jetstreamManager(nc);
       await jsm.streams.delete(STREAMS.tasks.name);
       await ensureJetStreamLayout(nc, jsm, { replicas: 1, leaseMs: 5_000 });
-      const made = await jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.taskReadModels);
+      const made = await jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.taskLogReactors);
       expect(made.config.opt_start_seq ?? 0).toBe(0);
       expect(made.config.deliver_policy).toBe("all");
     } finally {

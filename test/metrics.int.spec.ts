@@ -89,7 +89,7 @@ describe("metrics", () => {
     const age = samples.find((s) => s.name === "reelay_consumer_oldest_unacked_age_seconds" && s.labels.consumer === "TASKS/runners");
     expect(age?.value).toBeGreaterThanOrEqual(0);
     const consumers = new Set(samples.filter((s) => s.name === "reelay_consumer_pending_messages").map((s) => s.labels.consumer));
-    expect([...consumers].sort()).toEqual(["LEDGER/projector_balances", "LEDGER/projector_task_charges", "TASKS/projector_task_read_models", "TASKS/runners", "TASKS/settlement", "TASKS/webhooks"]);
+    expect([...consumers].sort()).toEqual(["LEDGER/projector_balances", "LEDGER/projector_task_charges", "TASKS/runners", "TASKS/task_log_reactors", "WEBHOOK_JOBS/webhooks"]);
     expect(taskId).toBeGreaterThan(0);
   });
 });

@@ -12,7 +12,7 @@ const SUITE = "catchup";
 const TASKS = Number(process.env.BENCH_CATCHUP_TASKS ?? 20_000);
 const IN_FLIGHT = 2_000;
 /** The projector's reactors on the task log (settlement and webhooks run elsewhere). */
-const REACTORS = [CONSUMERS.taskReadModels];
+const REACTORS = [CONSUMERS.taskLogReactors];
 const say = (line: string) => process.stderr.write(`[${SUITE}] ${line}\n`);
 
 /**

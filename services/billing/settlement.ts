@@ -1,12 +1,7 @@
-import type { JsMsg } from "@nats-io/jetstream";
 import { LRUCache } from "lru-cache";
-import { TaskEvent } from "../../contracts/videoTask.ts";
-import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { failpoint } from "../shared/failpoints.ts";
-import type { Logger } from "../shared/log.ts";
-import type { Nats } from "../shared/nats.ts";
-import { startBatchReactor } from "../shared/batchReactor.ts";
-import { TaskLog } from "../shared/taskLog.ts";
+import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
 import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 import type { AccountLedger } from "./accountLedger.ts";
@@ -20,38 +15,23 @@ interface Billing {
 }
 
 /**
- * Settles what finished tasks cost, as a batch reactor on the task log (durable consumer `settlement`): a
- * task's success charges its real cost against the reservation, a failure releases it (failed work is free).
- * A batch stays unacknowledged until its ledger writes are done, so a crash anywhere delivers it again, and
- * the ledger's decision (no open reservation → nothing to do) plus the cause-derived msgID make the repeat
- * charge nothing twice. Account, model and price come from the task's TaskSubmitted, remembered as it
- * passes (or read from the task's log for a task first met at its end); a settled task's are kept (the
- * cache is bounded) so a batch tried again still finds them.
+ * Settles what finished tasks cost, as one of the reactors on the task log (services/projector/
+ * taskLogReactors.ts): a task's success charges its real cost against the reservation, a failure releases it
+ * (failed work is free). A batch stays unacknowledged until its ledger writes are done, so a crash anywhere
+ * delivers it again, and the ledger's decision (no open reservation → nothing to do) plus the cause-derived
+ * msgID make the repeat charge nothing twice. Account, model and price come from the task's TaskSubmitted,
+ * remembered as it passes (or read from the task's log for a task first met at its end); a settled task's
+ * are kept (the cache is bounded) so a batch tried again still finds them.
  */
 export class Settlement {
-  private reactor: { stop(): Promise<void> } | undefined;
   private readonly billing = new LRUCache<number, Billing>({ max: 100_000 });
-  private readonly taskLog: TaskLog;
 
-  constructor(private readonly nats: Nats, private readonly ledger: AccountLedger, private readonly log: Logger) {
-    this.taskLog = new TaskLog(nats.js, nats.jsm);
-  }
-
-  async start(): Promise<void> {
-    this.reactor = await startBatchReactor(this.nats, { stream: STREAMS.tasks.name, durable: CONSUMERS.settlement, what: "settlement", log: this.log, handle: (batch) => this.settleBatch(batch) });
-  }
-
-  async stop(): Promise<void> {
-    await this.reactor?.stop();
-  }
+  constructor(private readonly ledger: AccountLedger, private readonly taskLog: Pick<TaskLog, "read">) {}
 
   /** A batch in log order: a task's TaskSubmitted is remembered before its final event; tasks settle in parallel. */
-  private async settleBatch(batch: readonly JsMsg[]): Promise<void> {
+  async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
     const settling: Array<Promise<void>> = [];
-    for (const msg of batch) {
-      const parsed = TaskEvent.safeParse(msg.json());
-      if (!parsed.success) continue;
-      const event = parsed.data;
+    for (const { event, msg } of entries) {
       if (event.type === "TaskSubmitted") this.billing.set(event.meta.taskId, billingOf(event));
       else if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") {
         const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": event.meta.taskId } };

@@ -46,7 +46,7 @@ async function auditInto<Event, Doc>(nats: Nats, projection: Projection<Event, D
 async function replay(nats: Nats, out: Out): Promise<number> {
   const stamp = String(Date.now());
   const audits = [
-    await auditInto(nats, taskViewProjection, nats.taskViews, CONSUMERS.taskReadModels, stamp),
+    await auditInto(nats, taskViewProjection, nats.taskViews, CONSUMERS.taskLogReactors, stamp),
     await auditInto(nats, balancesProjection, nats.balances, CONSUMERS.balancesProjector, stamp),
     await auditInto(nats, taskChargesProjection, nats.taskCharges, CONSUMERS.taskChargesProjector, stamp),
   ];

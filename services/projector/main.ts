@@ -1,14 +1,15 @@
 import type { ReelayConfig } from "../../contracts/config.ts";
+import { AccountLedger } from "../billing/accountLedger.ts";
 import { environment } from "../shared/environment.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { WebhookDispatcher } from "../webhooks/webhookDispatcher.ts";
 import { ProjectorService } from "./projectorService.ts";
-import { startTaskReadModels } from "./taskReadModels.ts";
+import { startTaskLogReactors } from "./taskLogReactors.ts";
 
 /**
- * Starts the projector: folds the event streams into the read models (the ledger's, and the task log's
- * views, index and counters), and delivers task status changes to callback URLs (reactors on the same task log), until `stop`.
+ * Starts the projector, until `stop`: the reactors on the task log (its views, index and counters, settlement,
+ * webhook jobs), the ledger's read models, and the webhook dispatcher.
  */
 export async function startProjector(nats: Nats, config: ReelayConfig, log: Logger): Promise<{ stop(): Promise<void> }> {
   const projector = new ProjectorService(nats, log);
@@ -19,10 +20,10 @@ export async function startProjector(nats: Nats, config: ReelayConfig, log: Logg
   );
   await projector.start();
   await webhooks.start();
-  const taskReadModels = await startTaskReadModels(nats, log.child({ part: "task read models" }));
+  const taskLogReactors = await startTaskLogReactors(nats, new AccountLedger(nats), log.child({ part: "task log reactors" }));
   return {
     stop: async () => {
-      await taskReadModels.stop();
+      await taskLogReactors.stop();
       await webhooks.stop();
       await projector.stop();
     },

@@ -4,7 +4,6 @@ import { RUNNER_SUBJECTS, UpstreamNews, type RunnerChannels } from "../../contra
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { ReservationSweeper } from "../billing/reservationSweeper.ts";
-import { Settlement } from "../billing/settlement.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { LocalProvider } from "./providers/local/localProvider.ts";
@@ -78,7 +77,7 @@ function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, Vide
   return new ChannelPool(settings, log.child({ part: "channels" }));
 }
 
-/** Starts a runner: hosts video tasks from the task log (their first events), settles finished tasks and sweeps orphaned reservations, until `stop`. */
+/** Starts a runner: hosts video tasks from the task log (their first events) and sweeps orphaned reservations, until `stop`. */
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger, providerFactory?: ProviderFactory): Promise<{ stop(): Promise<void> }> {
   const providers = new Map([...createProviders(config, log, providerFactory)].map(([name, provider]) => [name, meteredProvider(name, provider)]));
   const channels = channelPoolOf(config, providers, log);
@@ -97,10 +96,8 @@ export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger,
     },
   });
   const ledger = new AccountLedger(nats);
-  const settlement = new Settlement(nats, ledger, log.child({ part: "settlement" }));
   const sweeper = new ReservationSweeper(nats, ledger, config.runner.reservationSweepMs, log.child({ part: "sweeper" }));
   await runner.start();
-  await settlement.start();
   sweeper.start();
   return {
     stop: async () => {
@@ -109,7 +106,6 @@ export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger,
       channels.close();
       await sweeper.stop();
       await runner.stop();
-      await settlement.stop();
       await Promise.all([...providers.values()].map((provider) => provider.close()));
     },
   };

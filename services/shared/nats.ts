@@ -18,7 +18,6 @@ export interface Nats {
   ledgerSnapshots: KV;
   idempotency: KV;
   webhookSecrets: KV;
-  webhookProgress: KV;
   accountTasks: KV;
   adminTokens: KV;
   taskStats: KV;
@@ -51,7 +50,6 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     ledgerSnapshots: await kvm.open(BUCKETS.ledgerSnapshots),
     idempotency: await kvm.open(BUCKETS.idempotency),
     webhookSecrets: await kvm.open(BUCKETS.webhookSecrets),
-    webhookProgress: await kvm.open(BUCKETS.webhookProgress),
     accountTasks: await kvm.open(BUCKETS.accountTasks),
     adminTokens: await kvm.open(BUCKETS.adminTokens),
     taskStats: await kvm.open(BUCKETS.taskStats),

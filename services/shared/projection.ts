@@ -63,42 +63,38 @@ export class ProjectionRunner<Event, Doc> {
     await this.reactor?.stop();
   }
 
-  /** Applies one batch (in stream order) and writes each changed document once; for a reactor shared with other read models. */
+  /** Applies one batch (in stream order) and writes each changed document once. */
   async handleBatch(batch: readonly JsMsg[]): Promise<void> {
-    const byKey = new Map<string, Array<{ event: Event; seq: number }>>();
+    const events: Array<{ event: Event; seq: number }> = [];
     const parked: Array<Promise<void>> = [];
     for (const msg of batch) {
       let decoded: readonly Event[];
       try {
         decoded = this.projection.decode(msg.json());
       } catch (error) {
-        // An event we cannot read would block this document forever: park it for an operator, move on.
-        parked.push(this.deadLetter(msg, error));
+        parked.push(parkUndecodable(this.nats, this.projection.name, msg, error, this.log));
         continue;
       }
-      for (const event of decoded) {
-        const key = this.projection.keyOf(event);
-        if (key === undefined) continue;
-        const events = byKey.get(key);
-        if (events) events.push({ event, seq: msg.seq });
-        else byKey.set(key, [{ event, seq: msg.seq }]);
-      }
+      for (const event of decoded) events.push({ event, seq: msg.seq });
     }
-    const results = await Promise.allSettled([...parked, ...[...byKey].map(([key, events]) => this.apply(key, events))]);
+    const results = await Promise.allSettled([...parked, this.handleEvents(events)]);
     const failed = results.find((result) => result.status === "rejected");
     if (failed) throw failed.reason;
   }
 
-  private async deadLetter(msg: JsMsg, error: unknown): Promise<void> {
-    const reason = error instanceof Error ? error.message.slice(0, 2000) : String(error);
-    this.log.error({ err: error, stream: msg.info.stream, seq: msg.seq }, `${this.projection.name}: undecodable event; parked on the dead-letter subject`);
-    const headers = natsHeaders();
-    headers.set("Reelay-Stream", msg.info.stream);
-    headers.set("Reelay-Sequence", String(msg.seq));
-    headers.set("Reelay-Subject", msg.subject);
-    headers.set("Reelay-Error", reason.replace(/[\r\n]+/g, " "));
-    // The msgID makes parking it again (the batch tried again, a crash) store it once.
-    await this.nats.js.publish(deadLetterSubject(this.projection.name), msg.data, { headers, msgID: `${this.projection.name}-${msg.info.stream}-${msg.seq}` });
+  /** Applies events already decoded (in stream order), for a reactor that decodes once for several read models. */
+  async handleEvents(events: ReadonlyArray<{ event: Event; seq: number }>): Promise<void> {
+    const byKey = new Map<string, Array<{ event: Event; seq: number }>>();
+    for (const entry of events) {
+      const key = this.projection.keyOf(entry.event);
+      if (key === undefined) continue;
+      const same = byKey.get(key);
+      if (same) same.push(entry);
+      else byKey.set(key, [entry]);
+    }
+    const results = await Promise.allSettled([...byKey].map(([key, keyed]) => this.apply(key, keyed)));
+    const failed = results.find((result) => result.status === "rejected");
+    if (failed) throw failed.reason;
   }
 
   private async apply(key: string, events: ReadonlyArray<{ event: Event; seq: number }>, attempt = 1): Promise<void> {
@@ -136,4 +132,20 @@ export class ProjectionRunner<Event, Doc> {
       if (oldest !== undefined) this.cache.delete(oldest);
     }
   }
+}
+
+/**
+ * Parks a message `reader` cannot decode on `deadletter.<reader>` (with its stream, sequence, subject and
+ * error in headers) and logs it: an event nobody can read would otherwise stall the reader for good.
+ */
+export async function parkUndecodable(nats: Nats, reader: string, msg: JsMsg, error: unknown, log: Logger): Promise<void> {
+  const reason = error instanceof Error ? error.message.slice(0, 2000) : String(error);
+  log.error({ err: error, stream: msg.info.stream, seq: msg.seq }, `${reader}: undecodable event; parked on the dead-letter subject`);
+  const headers = natsHeaders();
+  headers.set("Reelay-Stream", msg.info.stream);
+  headers.set("Reelay-Sequence", String(msg.seq));
+  headers.set("Reelay-Subject", msg.subject);
+  headers.set("Reelay-Error", reason.replace(/[\r\n]+/g, " "));
+  // The msgID makes parking it again (the batch tried again, a crash) store it once.
+  await nats.js.publish(deadLetterSubject(reader), msg.data, { headers, msgID: `${reader}-${msg.info.stream}-${msg.seq}` });
 }

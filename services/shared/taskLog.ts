@@ -1,4 +1,4 @@
-import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import type { JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import { laterTaskEventsSubject, TaskEvent, taskSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { singleEventCodec, SubjectLog } from "./subjectLog.ts";
@@ -6,6 +6,13 @@ import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
 
 /** Task log messages hold one event each. */
 export const taskEventCodec = singleEventCodec((raw) => TaskEvent.parse(raw));
+
+/** A task event as the reactors on the whole log get it: decoded once, with its stream sequence and message (headers). */
+export interface TaskLogEntry {
+  event: TaskEvent;
+  seq: number;
+  msg: JsMsg;
+}
 
 export interface TaskHistory {
   events: TaskEvent[];

@@ -1,10 +1,8 @@
-import type { JsMsg } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
-import { TaskEvent } from "../../contracts/videoTask.ts";
 import type { Nats } from "../shared/nats.ts";
-import { TaskLog } from "../shared/taskLog.ts";
+import type { TaskLogEntry } from "../shared/taskLog.ts";
 import { statusChangeOf } from "./statusChanges.ts";
-import { TaskDirectory } from "./taskDirectory.ts";
+import type { TaskDirectory } from "./taskDirectory.ts";
 
 /** Task ids padded so that key order is id order (ids are below 10^15). */
 export const taskIndexKey = (account: string, taskId: number): string => `${account}.${String(taskId).padStart(15, "0")}`;
@@ -17,20 +15,13 @@ export const taskIdOfIndexKey = (key: string): number => Number(key.slice(key.la
  * within a batch is written once, with its last status.
  */
 export class TaskIndexer {
-  private readonly directory: TaskDirectory;
+  /** `directory` learns each task's owner from the batches before this one sees them. */
+  constructor(private readonly nats: Nats, private readonly directory: TaskDirectory) {}
 
-  constructor(private readonly nats: Nats) {
-    this.directory = new TaskDirectory(new TaskLog(nats.js, nats.jsm));
-  }
-
-  /** One batch of the task log, in order (services/projector/taskReadModels.ts). */
-  async handleBatch(batch: readonly JsMsg[]): Promise<void> {
+  /** One batch of the task log, in order (services/projector/taskLogReactors.ts). */
+  async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
     const latest = new Map<number, string>();
-    for (const msg of batch) {
-      const parsed = TaskEvent.safeParse(msg.json());
-      if (!parsed.success) continue;
-      const event = parsed.data;
-      this.directory.learn(event);
+    for (const { event } of entries) {
       const status = statusChangeOf(event);
       if (status !== undefined) latest.set(event.meta.taskId, status);
     }

@@ -1,11 +1,10 @@
-import type { JsMsg } from "@nats-io/jetstream";
 import type { KV } from "@nats-io/kv";
 import { LRUCache } from "lru-cache";
 import { dayKey, DayUsage, HourStats, hourKey, StatusCounts } from "../../contracts/taskStats.ts";
-import { TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
+import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
 import { costMicros } from "../billing/pricing.ts";
 import type { Nats } from "../shared/nats.ts";
-import { TaskLog } from "../shared/taskLog.ts";
+import { TaskLog, type TaskLogEntry } from "../shared/taskLog.ts";
 
 /** What the counters need to know of a task between its events. */
 export interface TaskFacts {
@@ -98,15 +97,12 @@ export class TaskStatsReactor {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
   }
 
-  /** One batch of the task log, in order (services/projector/taskReadModels.ts). */
-  async handleBatch(batch: readonly JsMsg[]): Promise<void> {
+  /** One batch of the task log, in order (services/projector/taskLogReactors.ts). */
+  async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
     // Facts learned here are kept only once the batch is written: a batch tried again starts from before it.
     const learned = new Map<number, TaskFacts | undefined>();
     const docs = new Map<string, DocChanges>();
-    for (const msg of batch) {
-      const parsed = TaskEvent.safeParse(msg.json());
-      if (!parsed.success) continue;
-      const event = parsed.data;
+    for (const { event, seq } of entries) {
       const taskId = event.meta.taskId;
       const before = learned.has(taskId) ? learned.get(taskId) : (this.facts.get(taskId) ?? (event.type === "TaskSubmitted" ? undefined : await this.factsBefore(event)));
       const { facts, changes } = statsOf(before, event);
@@ -114,7 +110,7 @@ export class TaskStatsReactor {
       for (const change of changes) {
         const { key, read } = documentOf(change);
         const doc = docs.get(key) ?? { read, deltas: [] };
-        doc.deltas.push({ delta: change.delta, seq: msg.seq });
+        doc.deltas.push({ delta: change.delta, seq });
         docs.set(key, doc);
       }
     }

@@ -1,22 +1,23 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "@nats-io/jetstream";
+import { LRUCache } from "lru-cache";
 import type { ReelayConfig } from "../../contracts/config.ts";
-import { TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
-import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import type { TaskView } from "../../contracts/videoTask.ts";
+import { WebhookJob } from "../../contracts/webhookJob.ts";
+import { CONSUMERS, STREAMS, webhookJobSubject } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import { webhookDeliveries } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
-import { statusChangeOf } from "../tasks/statusChanges.ts";
 import { taskDataObject } from "../tasks/taskData.ts";
-import { TaskDirectory } from "../tasks/taskDirectory.ts";
 import { evolveTaskView } from "../tasks/taskView.ts";
 import { backoffMs, deliverWebhook } from "./webhookDelivery.ts";
 import { recordAttempt, withoutQuery } from "./webhookLog.ts";
+import { webhookIdOf } from "./webhookOutbox.ts";
 import { WebhookSecrets } from "./webhookSecrets.ts";
 
-/** Status events delivering (or waiting to retry) at once; more wait on the server, unacknowledged. */
+/** Jobs delivering (or waiting to retry) at once; more wait on the server. */
 const MAX_HELD = 1000;
 
 export interface WebhookDispatcherOptions {
@@ -27,16 +28,18 @@ export interface WebhookDispatcherOptions {
 }
 
 /**
- * Delivers each task's status changes to its create's callback_url: a reactor on the task log through the
- * durable consumer `webhooks`. An event stays unacknowledged (heartbeated) until its webhook is delivered
- * or given up after `retryForMs`, so a killed dispatcher's work is redelivered to the next one — at least
- * once, with a stable `webhook-id` for receivers to drop repeats. Deliveries of one task go one after the
- * other, in order: a failing one holds back the task's later ones.
+ * Delivers the webhook jobs (stream WEBHOOK_JOBS, durable consumer `webhooks`: one job per status change of
+ * a task with a callback URL, put there by the task-log reactors) to their callback URLs. A job stays
+ * unacknowledged (heartbeated) until delivered or given up after `retryForMs`, so a killed dispatcher's
+ * jobs are handed to the next one — at least once, with a stable `webhook-id` for receivers to drop
+ * repeats. Deliveries of one task go one after the other, in order: a failing one holds back the task's
+ * later ones, also across dispatchers (a job waits while an earlier job of its task is still queued).
  */
 export class WebhookDispatcher {
   private readonly held = new Set<JsMsg>();
   private readonly chains = new Map<number, Promise<void>>();
-  private readonly tasks: TaskDirectory;
+  /** Task → the stream sequence of its last job finished here: its removal may still be on its way to the server. */
+  private readonly finished = new LRUCache<number, number>({ max: 10_000 });
   private readonly secrets: WebhookSecrets;
   private readonly taskLog: TaskLog;
   private readonly stopping = new AbortController();
@@ -50,11 +53,10 @@ export class WebhookDispatcher {
   ) {
     this.secrets = new WebhookSecrets(nats.webhookSecrets);
     this.taskLog = new TaskLog(nats.js, nats.jsm);
-    this.tasks = new TaskDirectory(this.taskLog);
   }
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.webhooks);
+    const consumer = await this.nats.js.consumers.get(STREAMS.webhookJobs.name, CONSUMERS.webhooks);
     this.heartbeat = setInterval(() => {
       for (const msg of this.held) msg.working();
     }, Math.max(100, Math.floor(this.options.leaseMs / 3)));
@@ -67,7 +69,7 @@ export class WebhookDispatcher {
     });
   }
 
-  /** Stops taking events; those in hand go back to the server for the next dispatcher. */
+  /** Stops taking jobs; those in hand go back to the server for the next dispatcher. */
   async stop(): Promise<void> {
     this.stopping.abort();
     await this.loop;
@@ -76,83 +78,62 @@ export class WebhookDispatcher {
   }
 
   private take(msg: JsMsg): void {
-    let event: TaskEvent;
-    try {
-      event = TaskEvent.parse(msg.json());
-    } catch (error) {
-      // The task-view projection parks undecodable events for operators; here there is nothing to send.
-      this.log.warn({ seq: msg.seq, err: error }, "undecodable task event: no webhook for it");
-      msg.ack();
+    const parsed = WebhookJob.safeParse(jsonOrUndefined(msg));
+    if (!parsed.success) {
+      // Only the task-log reactors write here; a job nobody can read would be handed out forever.
+      this.log.error({ seq: msg.seq, err: parsed.error }, "unreadable webhook job: dropped");
+      msg.term();
       return;
     }
-    const taskId = event.meta.taskId;
-    this.tasks.learn(event);
-    const owner = this.tasks.known(taskId);
-    if (owner && owner.callbackUrl === undefined) {
-      msg.ack();
-      return;
-    }
+    const job = parsed.data;
     this.held.add(msg);
-    const previous = this.chains.get(taskId) ?? Promise.resolve();
+    const previous = this.chains.get(job.taskId) ?? Promise.resolve();
     const next = previous
-      .then(() => this.process(event, msg))
+      .then(() => this.process(job, msg))
       .catch((error: unknown) => {
-        // Reading the task or writing progress failed (NATS trouble): the event comes back after a pause.
-        this.log.warn({ err: error, taskId }, "webhook dispatch failed; the event will be delivered again");
+        // Reading the task failed (NATS trouble): the job comes back after a pause.
+        this.log.warn({ err: error, taskId: job.taskId }, "webhook dispatch failed; the job will be handed out again");
         msg.nak(1000);
       })
       .finally(() => {
         this.held.delete(msg);
-        if (this.chains.get(taskId) === next) this.chains.delete(taskId);
+        if (this.chains.get(job.taskId) === next) this.chains.delete(job.taskId);
       });
-    this.chains.set(taskId, next);
+    this.chains.set(job.taskId, next);
   }
 
   /**
-   * One event of a task with a callback URL. Events are handled in version order across dispatchers:
-   * after a crash the server delivers newer events at once while an older one waits out its lease, so an
-   * event whose predecessor is not done yet goes back to wait for it.
+   * One job. Jobs of a task are delivered in queue order across dispatchers: after a crash the server hands
+   * out newer jobs at once while an older one waits out its lease, so a job with an earlier job of its task
+   * still queued goes back to wait for it.
    */
-  private async process(event: TaskEvent, msg: JsMsg): Promise<void> {
-    const taskId = event.meta.taskId;
-    const { version } = event.meta;
-    const done = await this.progressOf(taskId);
-    if (done >= version) return msg.ack(); // handled before (a redelivery)
-    if (done < version - 1) return msg.nak(1000); // an earlier event of this task is still on its way
-    const status = statusChangeOf(event);
-    if (status !== undefined) {
-      const outcome = await this.deliver(event, status);
-      if (outcome === "stopped") return msg.nak();
-      if (outcome === "no_callback") return msg.ack();
-    } else if (!(await this.tasks.ownerOf(taskId))?.callbackUrl) {
-      return msg.ack();
-    }
-    await this.nats.webhookProgress.put(progressKey(taskId), String(version));
+  private async process(job: WebhookJob, msg: JsMsg): Promise<void> {
+    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(1000);
+    const outcome = await this.deliver(job);
+    if (outcome === "stopped") return msg.nak();
     msg.ack();
+    this.finished.set(job.taskId, msg.seq);
   }
 
-  private async progressOf(taskId: number): Promise<number> {
-    const entry = await this.nats.webhookProgress.get(progressKey(taskId));
-    return entry && entry.operation === "PUT" ? Number(entry.string()) : 0;
+  /** Whether a job of the task queued before `seq` is still waiting (delivered jobs leave the work queue). */
+  private async earlierJobQueued(taskId: number, seq: number): Promise<boolean> {
+    const first = await this.nats.jsm.direct.getMessage(STREAMS.webhookJobs.name, { next_by_subj: webhookJobSubject(taskId) });
+    return first !== null && first.seq < seq && first.seq > (this.finished.get(taskId) ?? 0);
   }
 
   /** Delivers one status change, retrying with back-off until delivered or its retry period is over. */
-  private async deliver(event: TaskEvent, status: string): Promise<"delivered" | "gave_up" | "stopped" | "no_callback"> {
-    const taskId = event.meta.taskId;
+  private async deliver(job: WebhookJob): Promise<"delivered" | "gave_up" | "stopped"> {
+    const { taskId, account, callbackUrl } = job;
     const { events } = await this.taskLog.read(taskId);
-    const submitted = events[0];
-    if (submitted?.type !== "TaskSubmitted" || !submitted.data.callbackUrl) return "no_callback";
-    const callbackUrl = submitted.data.callbackUrl;
-    const account = submitted.data.account;
-    // The task as it was right after this event (later events may already be in the log).
+    // The task as it was right after this change (later events may already be in the log).
     let view: TaskView | null = null;
-    for (const e of events) if (e.meta.version <= event.meta.version) view = evolveTaskView(view, e);
-    if (!view) throw new Error(`task ${taskId} has no view at version ${event.meta.version}`);
-    const type = `video.task.${status}`;
+    for (const e of events) if (e.meta.version <= job.version) view = evolveTaskView(view, e);
+    if (!view) throw new Error(`task ${taskId} has no view at version ${job.version}`);
+    const type = `video.task.${job.status}`;
     const body = JSON.stringify({ type, data: taskDataObject(view, this.options.videoBaseUrl) });
-    const webhookId = `task-${taskId}-v${event.meta.version}`;
+    const webhookId = webhookIdOf(job);
     const { timeoutMs, allowPrivateAddresses, retryForMs, firstBackoffMs, maxBackoffMs } = this.options.config;
-    const giveUpAt = Date.parse(event.meta.at) + retryForMs;
+    const giveUpAt = Date.parse(job.at) + retryForMs;
     for (let attempt = 1; ; attempt++) {
       if (this.stopping.signal.aborted) return "stopped";
       const secrets = await this.secrets.signingSecrets(account);
@@ -182,4 +163,10 @@ export class WebhookDispatcher {
   }
 }
 
-const progressKey = (taskId: number): string => `task_${taskId}`;
+function jsonOrUndefined(msg: JsMsg): unknown {
+  try {
+    return msg.json();
+  } catch {
+    return undefined;
+  }
+}
