@@ -6,8 +6,13 @@ import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { ProjectionRunner, type Projection } from "../shared/projection.ts";
 import { taskEventCodec } from "../shared/taskLog.ts";
-import { evolveTaskView, taskViewKey } from "../tasks/taskView.ts";
+import { evolveTaskView, isFinalView, taskViewKey } from "../tasks/taskView.ts";
 
+/**
+ * The task views in `task_views`: only final ones are written. A running task's view changes a few times in
+ * seconds and every reader folds it from the task's log or has it from its feed (the edge's TaskViewReader
+ * reads the bucket for final views only), so writing each step cost messages and no reader used them.
+ */
 export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   name: "task views",
   stream: STREAMS.tasks.name,
@@ -16,6 +21,7 @@ export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   startsDocument: (event) => event.type === "TaskSubmitted",
   evolve: evolveTaskView,
   docSchema: TaskView,
+  persists: isFinalView,
 };
 
 /**

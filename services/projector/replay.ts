@@ -20,6 +20,8 @@ export async function replayProjection<Event, Doc>(
       else docs.set(key, doc);
     }
   });
+  // What the live runner writes: documents the projection does not store yet are not in its bucket either.
+  for (const [key, doc] of docs) if (projection.persists?.(doc) === false) docs.delete(key);
   return { docs, events };
 }
 

@@ -1,3 +1,4 @@
+import type { TaskView } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../billing/accountLedger.ts";
 import { Settlement } from "../billing/settlement.ts";
@@ -9,6 +10,7 @@ import { TaskLog, taskEventCodec, type TaskLogEntry } from "../shared/taskLog.ts
 import { TaskDirectory } from "../tasks/taskDirectory.ts";
 import { TaskIndexer } from "../tasks/taskIndex.ts";
 import { TaskStatsReactor } from "../tasks/taskStats.ts";
+import { evolveTaskView } from "../tasks/taskView.ts";
 import { WebhookOutbox } from "../webhooks/webhookOutbox.ts";
 import { taskViewProjection } from "./projectorService.ts";
 
@@ -18,7 +20,7 @@ interface TaskLogReactor {
 
 /**
  * Every reactor on the task log, fed by one batch reactor on one durable consumer (`task_log_reactors`):
- * the views (`task_views`), each account's task index (`account_tasks`), the counters (`task_stats`),
+ * the views (`task_views`, final ones only), each account's task index (`account_tasks`), the counters (`task_stats`),
  * settlement (the ledger) and the webhook jobs. Each event is delivered, parsed and validated once for all
  * five, and acknowledged with its batch. A batch goes to all five at once (they write different places); if
  * one fails, the batch is handed over again to all five, which each absorb: the read models are idempotent,
@@ -30,7 +32,15 @@ interface TaskLogReactor {
 export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, log: Logger): Promise<{ stop(): Promise<void> }> {
   const taskLog = new TaskLog(nats.js, nats.jsm);
   const directory = new TaskDirectory(taskLog);
-  const views = new ProjectionRunner(taskViewProjection, nats, CONSUMERS.taskLogReactors, nats.taskViews, log.child({ projection: taskViewProjection.name }));
+  const views = new ProjectionRunner(
+    taskViewProjection,
+    nats,
+    CONSUMERS.taskLogReactors,
+    nats.taskViews,
+    log.child({ projection: taskViewProjection.name }),
+    undefined,
+    async (key) => (await taskLog.read(Number(key))).events.reduce<TaskView | null>(evolveTaskView, null),
+  );
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },
     new TaskIndexer(nats, directory),

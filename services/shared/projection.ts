@@ -24,15 +24,22 @@ export interface Projection<Event, Doc> {
   /** `sequence` is the event's stream sequence, for documents that record how far they are. */
   evolve: (doc: Doc | null, event: Event, sequence: number) => Doc | null;
   docSchema: z.ZodType<Doc>;
+  /**
+   * Whether a document is written to the bucket (absent: always). One that is not is only folded in memory
+   * until it is; its readers fold it from the log themselves, and so does the runner after a restart.
+   */
+  persists?: (doc: Doc) => boolean;
 }
 
 interface CachedDoc<Doc> {
   doc: Doc | null;
   revision: number;
+  /** False while `doc` is ahead of what the bucket holds (a document the projection does not write yet). */
+  stored: boolean;
 }
 
 const CACHE_LIMIT = 50_000;
-const NEW_DOC = { doc: null, revision: 0 } as const;
+const NEW_DOC = { doc: null, revision: 0, stored: true } as const;
 
 /**
  * Runs a projection from a durable consumer into a KV bucket, as a batch reactor: each batch's events are
@@ -52,6 +59,8 @@ export class ProjectionRunner<Event, Doc> {
     private readonly log: Logger,
     /** Passed to the batch reactor when this projection runs on a consumer of its own. */
     private readonly lingerMs?: number,
+    /** Folds a document the bucket does not hold from the log (a projection whose `persists` says no to some). */
+    private readonly unstored?: (key: string) => Promise<Doc | null>,
   ) {}
 
   async start(): Promise<void> {
@@ -105,11 +114,14 @@ export class ProjectionRunner<Event, Doc> {
       const current = this.cache.get(key) ?? (startsDocument && attempt === 1 ? NEW_DOC : await this.load(key));
       let doc = current.doc;
       for (const { event, seq } of events) doc = this.projection.evolve(doc, event, seq);
-      if (doc !== current.doc && doc !== null) {
+      if (doc === null) return;
+      if (this.projection.persists?.(doc) === false) {
+        if (doc !== current.doc) this.remember(key, { doc, revision: current.revision, stored: false });
+      } else if (doc !== current.doc || !current.stored) {
         const value = JSON.stringify(doc);
         const revision =
           current.revision === 0 ? await this.bucket.create(key, value) : await this.bucket.update(key, value, current.revision);
-        this.remember(key, { doc, revision });
+        this.remember(key, { doc, revision, stored: true });
       }
     } catch (error) {
       this.cache.delete(key);
@@ -120,8 +132,9 @@ export class ProjectionRunner<Event, Doc> {
 
   private async load(key: string): Promise<CachedDoc<Doc>> {
     const entry = await this.bucket.get(key);
-    if (!entry || entry.operation !== "PUT") return { doc: null, revision: entry?.revision ?? 0 };
-    return { doc: this.projection.docSchema.parse(entry.json()), revision: entry.revision };
+    if (entry?.operation === "PUT") return { doc: this.projection.docSchema.parse(entry.json()), revision: entry.revision, stored: true };
+    const doc = (await this.unstored?.(key)) ?? null;
+    return { doc, revision: entry?.revision ?? 0, stored: doc === null };
   }
 
   private remember(key: string, cached: CachedDoc<Doc>): void {
