@@ -34,7 +34,7 @@ interface Stoppable {
   stop(): Promise<void>;
 }
 
-/** Keeps the ledger's read models up to date, each through its own durable consumer (the task log's: taskReadModels.ts). */
+/** Keeps the ledger's read models up to date, each through its own durable consumer (the task log's: taskLogReactors.ts). */
 export class ProjectorService {
   private runners: Stoppable[] = [];
 

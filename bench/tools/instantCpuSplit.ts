@@ -1,0 +1,96 @@
+/**
+ * Where the instant suite's CPU goes, per thread: `node --import tsx bench/tools/instantCpuSplit.ts [tasks]`.
+ * Starts nats-server, the instant suite's fake upstream and `reelay serve` as the suite does, warms up with
+ * 2,000 tasks, then reads every thread's CPU time from `/proc/<pid>/task/<tid>/stat` around `tasks` more
+ * (default 3,000; 64 in flight) and prints µs per task for each thread of reelay, nats-server and this
+ * process (the load generator and the fake upstream). Names: `main` is a process's main thread (reelay's
+ * edge); reelay's runner and projector are worker threads (the runner is the busiest), V8's helper threads
+ * (garbage collection) are the four alike; nats-server's threads are summed. `R_NODE_OPTIONS` is passed to reelay as NODE_OPTIONS (to try V8 flags).
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as pause } from "node:timers/promises";
+import { connect } from "@nats-io/transport-node";
+import { startNatsServer } from "../../infra/natsServer.ts";
+import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
+import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
+import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.ts";
+
+const WARM_UP_TASKS = 2000;
+const IN_FLIGHT = 64;
+const tasks = Number(process.argv[2] ?? 3000);
+/** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux). */
+const TICKS_PER_SECOND = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim());
+
+const workDir = mkdtempSync(join(tmpdir(), "reelay-cpu-split-"));
+const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
+const { upstream, config, env } = await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 });
+const key = await prepareAccount(nats.url, workDir, config);
+const nodeOptions: Record<string, string> = process.env.R_NODE_OPTIONS ? { NODE_OPTIONS: process.env.R_NODE_OPTIONS } : {};
+const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env: { ...env, ...nodeOptions } });
+const nc = await connect({ servers: nats.url });
+const finals = await watchFinals(nc);
+const create = videoCreator(reelay.baseUrl, key, { model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
+
+try {
+  await createConcurrently(WARM_UP_TASKS, IN_FLIGHT, create);
+  await pause(2000);
+  const processes = [
+    { label: "reelay", pid: reelay.proc.pid },
+    { label: "nats-server", pid: childNamed(nats.pid, "nats-server") },
+    { label: "bench", pid: process.pid },
+  ];
+  const before = cpuTicks(processes);
+  const started = performance.now();
+  finals.succeeded = 0;
+  await createConcurrently(tasks, IN_FLIGHT, create);
+  while (finals.succeeded < tasks) await pause(10);
+  const seconds = (performance.now() - started) / 1000;
+  const after = cpuTicks(processes);
+
+  const rows = [...after]
+    .map(([thread, ticks]) => [thread, ((ticks - (before.get(thread) ?? 0)) / TICKS_PER_SECOND / tasks) * 1e6] as const)
+    .filter(([, micros]) => micros >= 5)
+    .sort((a, b) => b[1] - a[1]);
+  process.stdout.write(`${(tasks / seconds).toFixed(0)} tasks/s\n`);
+  for (const [thread, micros] of rows) process.stdout.write(`${micros.toFixed(0).padStart(6)} µs/task  ${thread}\n`);
+  process.stdout.write(`${rows.reduce((sum, [, micros]) => sum + micros, 0).toFixed(0).padStart(6)} µs/task  in all\n`);
+} finally {
+  finals.stop();
+  await nc.close();
+  await reelay.proc.stop(5000);
+  await nats.stop();
+  await upstream.stop();
+  rmSync(workDir, { recursive: true, force: true });
+}
+
+/** User + system ticks of every thread of the processes, keyed `<process>:<thread name> <tid>`. */
+function cpuTicks(processes: ReadonlyArray<{ label: string; pid: number | undefined }>): Map<string, number> {
+  const ticks = new Map<string, number>();
+  for (const { label, pid } of processes) {
+    if (pid === undefined) continue;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      let stat: string;
+      try {
+        stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      } catch {
+        continue; // the thread ended between listing and reading
+      }
+      // Go schedules goroutines on any thread: nats-server is one row.
+      const name = label === "nats-server" ? "all threads" : tid === String(pid) ? "main" : `${stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"))} ${tid}`;
+      // Fields after the command name: utime and stime are the 12th and 13th (stat(5): fields 14 and 15).
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      const key = `${label}:${name}`;
+      ticks.set(key, (ticks.get(key) ?? 0) + Number(fields[11]) + Number(fields[12]));
+    }
+  }
+  return ticks;
+}
+
+/** The child of `parent` running `command` (nats-server runs under a small watchdog shell). */
+function childNamed(parent: number, command: string): number | undefined {
+  const children = readFileSync(`/proc/${parent}/task/${parent}/children`, "utf8").trim().split(" ").filter(Boolean).map(Number);
+  return children.find((pid) => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === command);
+}
