@@ -13,9 +13,6 @@ import { addThreadMetrics } from "../shared/metrics/processMetrics.ts";
 import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
 import { startTracing, stopTracing } from "../shared/tracing/tracing.ts";
 import type { Nats } from "../shared/nats.ts";
-import { startEdge } from "../edge/main.ts";
-import { startProjector } from "../projector/main.ts";
-import { startRunner } from "../runner/main.ts";
 import { externalNatsUrl, openNats } from "./natsContext.ts";
 import { SERVICES, type ServiceName } from "./serviceNames.ts";
 import { startServiceThread } from "./threadedService.ts";
@@ -98,8 +95,10 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
 
   // The edge binds its port first: a port in use then stops start-up before a runner thread exists that
   // could take jobs and strand them for a lease when the process exits.
+  // Each service's modules are loaded only where it runs: `serve projector` loads no edge, and a service
+  // on a thread of its own loads there only (a child process started in half the CPU time).
   const edge = selected.includes("edge")
-    ? await startEdge(nats, config, createLogger("edge"), {
+    ? await (await import("../edge/main.ts")).startEdge(nats, config, createLogger("edge"), {
         host: environment().HOST,
         port: environment().PORT,
         publicUrl: environment().REELAY_PUBLIC_URL,
@@ -114,13 +113,13 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   if (selected.includes("projector")) {
     const projector = threaded
       ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, config }))
-      : await startProjector(nats, config, createLogger("projector"));
+      : await (await import("../projector/main.ts")).startProjector(nats, config, createLogger("projector"));
     stops.unshift({ service: "projector", stop: projector.stop });
   }
   if (selected.includes("runner")) {
     const runner = threaded
       ? withThreadMetrics(await startServiceThread({ service: "runner", natsUrl: url, config }))
-      : await startRunner(nats, config, createLogger("runner"));
+      : await (await import("../runner/main.ts")).startRunner(nats, config, createLogger("runner"));
     stops.unshift({ service: "runner", stop: runner.stop });
   }
   if (edge) {

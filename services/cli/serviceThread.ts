@@ -6,8 +6,6 @@ import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
 import { startTracing, stopTracing } from "../shared/tracing/tracing.ts";
 import { connectNats } from "../shared/nats.ts";
 import { drainWithin } from "./natsContext.ts";
-import { startProjector } from "../projector/main.ts";
-import { startRunner } from "../runner/main.ts";
 
 /**
  * Body of one service thread of `reelay serve` (see threadedService.ts): its own NATS connection, its
@@ -35,7 +33,9 @@ const log = createLogger(service);
 startThreadMetrics(service, { processDefaults: false });
 await startTracing(service);
 const nats = await connectNats(natsUrl, `reelay-${service}`);
-const running = service === "runner" ? await startRunner(nats, config, log) : await startProjector(nats, config, log);
+// Only this thread's service is loaded: a runner thread never loads the projector's modules, nor the reverse.
+const running =
+  service === "runner" ? await (await import("../runner/main.ts")).startRunner(nats, config, log) : await (await import("../projector/main.ts")).startProjector(nats, config, log);
 port.postMessage("ready");
 port.on("message", (message: unknown) => {
   if (isMetricsRequest(message)) {
