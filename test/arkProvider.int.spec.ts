@@ -303,7 +303,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
     slowArk.down = true;
     const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
-    slowArk.down = false; console.log("DOWNOFF", Date.now(), slowArk.calls.join(" | "));
+    slowArk.down = false;
     expect(final.body).toEqual({ code: 500, msg: "timed out: not finished within 2 seconds" });
     await expect.poll(() => available(slow, "down"), { timeout: 5_000 }).toBe(before);
   });
@@ -314,10 +314,14 @@ describe("Seedance on Ark (fake Ark server)", () => {
     slowArk.generation = { kind: "never" };
     const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
-    const providerTaskId = slowArk.taskFor(`reelay-task-${taskId}`)?.id ?? "none"; console.log("DBG", Date.now(), providerTaskId, slowArk.calls.join(" | "));
     slowArk.generation = { kind: "succeed", afterPolls: 1 };
     expect(final.body.msg).toMatch(/timed out/);
-    await expect.poll(() => slowArk.tasks.get(providerTaskId)?.status).toBe("cancelled");
+    // The Ark task reelay recorded for it (its UpstreamAccepted), which must be the one made with its reference.
+    const accepted = (await events(slow, taskId)).find((e) => e.type === "UpstreamAccepted");
+    const providerTaskId = accepted?.type === "UpstreamAccepted" ? accepted.data.providerTaskId : "none";
+    const arkTasks = () => JSON.stringify([...slowArk.tasks.values()].map((task) => [task.id, task.body.safety_identifier, task.status]));
+    expect(slowArk.taskFor(`reelay-task-${taskId}`)?.id, `task ${taskId} accepted ${providerTaskId}; Ark has ${arkTasks()}`).toBe(providerTaskId);
+    await expect.poll(() => slowArk.tasks.get(providerTaskId)?.status, { timeout: 5_000, message: `Ark has ${arkTasks()}` }).toBe("cancelled");
     expect(slowArk.deletes).toContain(providerTaskId);
     await expect.poll(() => available(slow, "never"), { timeout: 5_000 }).toBe(before);
   });

@@ -2,7 +2,6 @@ import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { availableMicros } from "../services/billing/account.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
-import { freeLoopbackPort } from "../infra/natsServer.ts";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
@@ -38,8 +37,7 @@ describe("money under concurrency and crashes", () => {
   });
 
   it("50 concurrent creates across two edge processes against a balance for 10 accept exactly 10", async () => {
-    const ports = [await freeLoopbackPort(), await freeLoopbackPort()];
-    await Promise.all(ports.map((port) => child(["edge"], { PORT: String(port) })));
+    const ports = (await Promise.all([child(["edge"]), child(["edge"])])).map((edge) => edge.port);
     await child(["scripted-runner"]);
     const key = await app.keyFor("contended", 0);
     await app.ledger.execute("contended", { type: "credit", amountMicros: 10 * MINI_4S_MICROS, creditId: "exactly-ten" });
@@ -59,8 +57,7 @@ describe("money under concurrency and crashes", () => {
   for (const failpoint of ["settlement:before-append", "settlement:after-append"]) {
     it(`charges exactly once when the settling process is killed (${failpoint})`, async () => {
       await Promise.all(children.splice(0).map(killHard));
-      const port = await freeLoopbackPort();
-      await child(["edge"], { PORT: String(port) });
+      const { port } = await child(["edge"]);
       await child(["scripted-runner"]);
       const account = `crash-${failpoint.replace(/\W/g, "-")}`;
       const client = new VideoClient(`http://127.0.0.1:${port}`, await app.keyFor(account, 10));

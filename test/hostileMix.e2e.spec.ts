@@ -1,12 +1,10 @@
-import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freeLoopbackPort } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
-import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
@@ -67,7 +65,7 @@ const abortedUpload = (port: number, head: string) =>
 describe("hostile mix", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   let nats: Nats;
-  let child: ChildProcess;
+  let child: ServiceChild;
   let port: number;
   let key: string;
   /** The child's log lines from the moment it was ready. */
@@ -77,8 +75,8 @@ describe("hostile mix", () => {
     server = await startTestNats();
     const config = testConfig();
     nats = await connectNats(server.url, "hostile-test", { replicas: 1, leaseMs: config.runner.leaseMs });
-    port = await freeLoopbackPort();
-    child = await startChildService([], { NATS_URL: server.url, REELAY_CONFIG: writeConfigFile(config), PORT: String(port) });
+    child = await startChildService([], { NATS_URL: server.url, REELAY_CONFIG: writeConfigFile(config) });
+    port = child.port ?? 0;
     child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()));
     const ledger = new AccountLedger(nats);
     await ledger.execute("mallory", { type: "open" });

@@ -2,7 +2,6 @@ import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { IdempotencyKeys } from "../services/edge/video/idempotencyKeys.ts";
-import { freeLoopbackPort } from "../infra/natsServer.ts";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
@@ -70,10 +69,10 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
   });
 
   it("never answers with a task that does not exist after the edge dies between claiming the key and queueing", async () => {
-    const port = await freeLoopbackPort();
     // This edge kills itself (SIGKILL) after claiming the key and reserving, before queueing the job.
-    const env = { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, PORT: String(port), REELAY_FAILPOINTS: "create:before-queue" };
+    const env = { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, REELAY_FAILPOINTS: "create:before-queue" };
     const doomed = await startChildService(["edge"], env);
+    const { port } = doomed;
     children.push(doomed);
     const key = await app.keyFor("crashy", 10);
     const headers = { "idempotency-key": "order-crash" };

@@ -1,11 +1,11 @@
-import { spawnSync, type ChildProcess } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freeLoopbackPort } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
-import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
 import { parseSamples, sampleSum } from "./helpers/promText.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
@@ -20,7 +20,7 @@ const promtool = (args: string[], input?: string) => spawnSync("promtool", args,
 describe("GET /metrics of reelay serve", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   let nats: Nats;
-  let child: ChildProcess;
+  let child: ServiceChild;
   let metricsUrl: string;
   let edgeUrl: string;
   let client: VideoClient;
@@ -29,13 +29,13 @@ describe("GET /metrics of reelay serve", () => {
     server = await startTestNats();
     const config = testConfig();
     nats = await connectNats(server.url, "metrics-test", { replicas: 1, leaseMs: config.runner.leaseMs });
-    const [port, metricsPort] = [await freeLoopbackPort(), await freeLoopbackPort()];
+    const metricsPort = await freeLoopbackPort();
     child = await startChildService([], {
       NATS_URL: server.url,
       REELAY_CONFIG: writeConfigFile(config),
-      PORT: String(port),
       REELAY_METRICS_PORT: String(metricsPort),
     });
+    const { port } = child;
     metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     edgeUrl = `http://127.0.0.1:${port}`;
     const ledger = new AccountLedger(nats);

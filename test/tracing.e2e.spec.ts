@@ -1,11 +1,9 @@
 import { randomBytes } from "node:crypto";
-import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freeLoopbackPort } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
-import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
 import { startOtlpReceiver } from "./helpers/otlpReceiver.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
@@ -16,25 +14,23 @@ describe("traces across NATS", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
   let nats: Nats;
-  let child: ChildProcess;
+  let child: ServiceChild;
   let client: VideoClient;
 
   beforeAll(async () => {
     [server, receiver] = await Promise.all([startTestNats(), startOtlpReceiver()]);
     const config = testConfig();
     nats = await connectNats(server.url, "tracing-test", { replicas: 1, leaseMs: config.runner.leaseMs });
-    const port = await freeLoopbackPort();
     child = await startChildService([], {
       NATS_URL: server.url,
       REELAY_CONFIG: writeConfigFile(config),
-      PORT: String(port),
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
       OTEL_BSP_SCHEDULE_DELAY: "100",
     });
     const ledger = new AccountLedger(nats);
     await ledger.execute("traced", { type: "open" });
     await ledger.execute("traced", { type: "credit", amountMicros: 100_000_000, creditId: "tracing-test" });
-    client = new VideoClient(`http://127.0.0.1:${port}`, (await new ApiKeyStore(nats.apiKeys).create("traced")).key);
+    client = new VideoClient(`http://127.0.0.1:${child.port}`, (await new ApiKeyStore(nats.apiKeys).create("traced")).key);
   });
   afterAll(async () => {
     if (child) await killHard(child);

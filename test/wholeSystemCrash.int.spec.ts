@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { freeLoopbackPort, startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
+import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
@@ -52,12 +52,11 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
       children.push(child);
       return child;
     };
-    const edgePort = await freeLoopbackPort();
-    const edge = await start(["edge"], { PORT: String(edgePort) });
+    const edge = await start(["edge"]);
     const projector = await start(["projector"]);
     // About a second per task at the scripted vendor (16 status calls, 50 ms apart).
     const runner = await start(["scripted-runner"], { SCRIPTED_STATUS_CALLS: "16" });
-    const client = new VideoClient(`http://127.0.0.1:${edgePort}`, key);
+    const client = new VideoClient(`http://127.0.0.1:${edge.port}`, key);
 
     const ids: number[] = [];
     for (let i = 0; i < TASKS; i++) {
@@ -70,11 +69,10 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
     await server.kill("SIGKILL");
     server = await startNatsServer({ storeDir: store, say: () => {}, port: natsPort });
 
-    const newEdgePort = await freeLoopbackPort();
-    await start(["edge"], { PORT: String(newEdgePort) });
+    const newEdge = await start(["edge"]);
     await start(["projector"]);
     await start(["scripted-runner"], { SCRIPTED_STATUS_CALLS: "16" });
-    const after = new VideoClient(`http://127.0.0.1:${newEdgePort}`, key);
+    const after = new VideoClient(`http://127.0.0.1:${newEdge.port}`, key);
 
     const finals = await Promise.all(ids.map((id) => after.waitForFinal(id, 60_000, 200)));
     expect(finals.map((final) => final.body.data?.status)).toEqual(ids.map(() => "success"));

@@ -14,9 +14,14 @@ export function writeConfigFile(config: ReelayConfig): string {
 
 const SCRIPTED_RUNNER = new URL("./scriptedRunnerMain.ts", import.meta.url).pathname;
 
+/** A child process running services; `port` is the edge's, read from its ready line (undefined without an edge). */
+export type ServiceChild = ChildProcess & { port: number | undefined };
+
 /**
  * `reelay serve <services>` as a real child process (so a test can kill -9 it), resolved once ready.
  * `["scripted-runner"]` is the runner with the scripted vendor as its provider (no renders).
+ * An edge binds PORT if given, else any free port (`child.port` says which): a port picked in advance could
+ * be taken by another test's server before the child binds it. The admin listener is off unless asked for.
  */
 export async function startChildService(
   services: string[],
@@ -32,10 +37,10 @@ export async function startChildService(
     /** Upstream keys, read by name from the provider entries' `apiKeyEnv`. */
     [keyVariable: string]: string | undefined;
   },
-): Promise<ChildProcess> {
+): Promise<ServiceChild> {
   const args = services[0] === "scripted-runner" ? ["--import", "tsx", SCRIPTED_RUNNER] : [CLI, "serve", ...services];
   const child = spawn(process.execPath, args, {
-    env: { ...process.env, ...env, LOG_LEVEL: "info" },
+    env: { ...process.env, PORT: "0", REELAY_ADMIN_PORT: "off", ...env, LOG_LEVEL: "info" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -55,7 +60,8 @@ export async function startChildService(
     });
   });
   child.removeAllListeners("exit");
-  return child;
+  const port = /"url":"http:\/\/localhost:(\d+)"/.exec(output)?.[1];
+  return Object.assign(child, { port: port === undefined ? undefined : Number(port) });
 }
 
 export function killHard(child: ChildProcess): Promise<void> {
