@@ -26,6 +26,20 @@ function failingUpstream(): VideoProvider & { submits: number } {
   return provider;
 }
 
+/** An upstream that accepts, then never answers a status call: each one hangs until its signal aborts. */
+function hangingStatusUpstream(): VideoProvider & { cancels: string[] } {
+  const provider = {
+    cancels: [] as string[],
+    policy: { pollFirstAfterMs: 0, pollEveryMs: 20, pollMaxEveryMs: 20, maxInFlight: 10, submitsPerSecond: 0, timeoutMs: 60_000 },
+    submit: async () => ({ providerTaskId: "hung-1" }),
+    status: ({ signal }: { signal: AbortSignal }) =>
+      new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true })),
+    cancel: async ({ providerTaskId }: { providerTaskId: string }) => void provider.cancels.push(providerTaskId),
+    close: async () => undefined,
+  };
+  return provider;
+}
+
 describe("a task actor", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   let nats: Nats;
@@ -104,5 +118,15 @@ describe("a task actor", () => {
     const { events } = await taskLog.read(41);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "GenerationFailed"]);
     expect(events[1]?.data).toEqual({ reason: "timed out: not finished within 1.5 seconds", stage: "timeout" });
+  });
+
+  it("cancels the upstream task once when the deadline cuts a status call short", async () => {
+    const upstream = hangingStatusUpstream();
+    const actor = actorFor(await created(43, 400), upstream, new AbortController().signal, 400);
+    expect(await actor.run(false)).toBe("final");
+    const { events } = await new TaskLog(nats.js, nats.jsm).read(43);
+    expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationFailed"]);
+    // A second cancel would delete the cancelled task's record at vendors like Ark.
+    expect(upstream.cancels).toEqual(["hung-1"]);
   });
 });

@@ -350,7 +350,9 @@ export class TaskActor {
       if (this.lease) this.deps.channels.noteTransient(this.lease.channel, (error as Error).message);
       if (error instanceof ProviderUnavailable && error.retryAfterMs) await this.pause(error.retryAfterMs);
     }
-    if (Date.now() >= this.deadline()) await this.timedOut();
+    // Not when the call above already timed the task out: a second cancel would delete the cancelled task's
+    // record at the upstream (Ark removes a cancelled task on DELETE).
+    if (Date.now() >= this.deadline() && !isFinal(this.task)) await this.timedOut();
   }
 
   private async reportOf(status: ProviderStatus, providerTaskId: string): Promise<ProviderReport> {
