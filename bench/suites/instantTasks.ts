@@ -80,17 +80,22 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
 
     say(`warm: ${WARM_TASKS} creates, ${IN_FLIGHT} in flight`);
     const before = await varz(nats.url);
+    const benchBefore = nc.stats();
     const warm = await phase(WARM_TASKS, create, finals);
     const settledAt = await settled(jsm, Date.now() + 120_000);
     // Let the other reactors (views, index, webhooks) finish too before counting messages.
     await pause(2000);
     const msgs = varzDelta(before, await varz(nats.url));
+    // This process's own connection (its watch of the task log, its consumer-info polls) is not reelay's cost.
+    const benchAfter = nc.stats();
+    const benchMsgs = benchAfter.inMsgs - benchBefore.inMsgs + (benchAfter.outMsgs - benchBefore.outMsgs);
     const rate = (count: number, from: number, to: number) => count / ((to - from) / 1000);
     return [
       { suite: SUITE, metric: `create→success, instant provider, warm (${WARM_TASKS} tasks, ${IN_FLIGHT} in flight, 2 cores)`, value: rate(WARM_TASKS, warm.started, warm.lastFinal), unit: "tasks/s", target: ">= 1000" },
       { suite: SUITE, metric: "creates accepted in the same run", value: rate(WARM_TASKS, warm.started, warm.createdAt), unit: "tasks/s" },
       { suite: SUITE, metric: "create→settled (each task charged), same run", value: rate(WARM_TASKS, warm.started, settledAt), unit: "tasks/s" },
-      { suite: SUITE, metric: "NATS msgs per task, whole life (in+out at the server)", value: (msgs.in_msgs + msgs.out_msgs) / WARM_TASKS, unit: "msgs", target: "<= 12" },
+      { suite: SUITE, metric: "NATS msgs per task, whole life (in+out at the server)", value: (msgs.in_msgs + msgs.out_msgs) / WARM_TASKS, unit: "msgs" },
+      { suite: SUITE, metric: "  of which reelay's own (less the bench's watch of the log)", value: (msgs.in_msgs + msgs.out_msgs - benchMsgs) / WARM_TASKS, unit: "msgs", target: "<= 12" },
       { suite: SUITE, metric: `create→success right after start (first ${COLD_TASKS} tasks)`, value: rate(COLD_TASKS, cold.started, cold.lastFinal), unit: "tasks/s" },
     ];
   } finally {
