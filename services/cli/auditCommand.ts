@@ -12,8 +12,8 @@ import { taskViewProjection } from "../projector/projectorService.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
-import { TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
-import { evolveTaskView } from "../tasks/taskView.ts";
+import { TaskEvent } from "../../contracts/videoTask.ts";
+import { foldTaskView } from "../tasks/taskView.ts";
 import { readWholeStream } from "../projector/replay.ts";
 import { UpstreamAudit } from "../projector/upstreamAudit.ts";
 
@@ -83,7 +83,7 @@ async function taskTimeline(nats: Nats, idText: string | undefined, out: Out): P
   ].sort((a, b) => a.at.localeCompare(b.at));
   out(`task ${taskId} of account ${submitted.data.account}`);
   for (const line of lines) out(`${line.at}  ${line.text}`);
-  const view = events.reduce<TaskView | null>(evolveTaskView, null);
+  const view = foldTaskView(events);
   if (view) out(`now: ${view.status}`);
 }
 

@@ -1,4 +1,3 @@
-import type { TaskView } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../billing/accountLedger.ts";
 import { Settlement } from "../billing/settlement.ts";
@@ -10,7 +9,7 @@ import { TaskLog, taskEventCodec, type TaskLogEntry } from "../shared/taskLog.ts
 import { TaskDirectory } from "../tasks/taskDirectory.ts";
 import { TaskIndexer } from "../tasks/taskIndex.ts";
 import { TaskStatsReactor } from "../tasks/taskStats.ts";
-import { evolveTaskView } from "../tasks/taskView.ts";
+import { foldTaskView } from "../tasks/taskView.ts";
 import { WebhookOutbox } from "../webhooks/webhookOutbox.ts";
 import { taskViewProjection } from "./projectorService.ts";
 
@@ -39,7 +38,7 @@ export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, lo
     nats.taskViews,
     log.child({ projection: taskViewProjection.name }),
     undefined,
-    async (key) => (await taskLog.read(Number(key))).events.reduce<TaskView | null>(evolveTaskView, null),
+    async (key) => foldTaskView((await taskLog.read(Number(key))).events),
   );
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },

@@ -59,6 +59,9 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
   }
 }
 
+/** A task's view from its whole log (null for an empty one). */
+export const foldTaskView = (events: readonly TaskEvent[]): TaskView | null => events.reduce<TaskView | null>(evolveTaskView, null);
+
 export const taskViewKey = (taskId: number): string => String(taskId);
 
 /** A view whose task has ended: nothing but a deletion of its video follows. */

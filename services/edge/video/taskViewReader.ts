@@ -2,7 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { LRUCache } from "lru-cache";
 import { TaskView, type TaskEvent } from "../../../contracts/videoTask.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
-import { evolveTaskView, isFinalView, taskViewKey } from "../../tasks/taskView.ts";
+import { evolveTaskView, foldTaskView, isFinalView, taskViewKey } from "../../tasks/taskView.ts";
 
 const CACHE_LIMIT = 100_000;
 /**
@@ -82,7 +82,7 @@ export class TaskViewReader {
       const current = stored !== undefined && stored.version >= (this.atLeast.get(taskId) ?? 0);
       if (current && isFinalView(stored)) return this.settle(taskId, stored, false, ownRead);
       const { events } = await this.taskLog.read(taskId);
-      return this.settle(taskId, events.reduce<TaskView | null>(evolveTaskView, null) ?? undefined, true, ownRead);
+      return this.settle(taskId, foldTaskView(events) ?? undefined, true, ownRead);
     } finally {
       if (ownRead) this.reading.delete(taskId);
     }
