@@ -101,6 +101,53 @@ describe("batch reactor", () => {
     await reactor.stop();
   });
 
+  it("a batch written behind is acknowledged only once its writes are kept, and none after one that is not", async () => {
+    await addConsumer("behind", true);
+    const total = (await first.jsm.streams.info(STREAM)).state.messages;
+    let keep!: () => void;
+    const kept = new Promise<void>((resolve) => (keep = resolve));
+    let seen = 0;
+    const reactor = await startBatchReactor(first, {
+      stream: STREAM,
+      durable: "behind",
+      what: "behind",
+      log: silentLog,
+      handle: async (batch) => {
+        seen += batch.length;
+        return { durable: kept };
+      },
+    });
+    await expect.poll(() => seen).toBe(total);
+    await publish("behind", 5);
+    await expect.poll(() => seen).toBe(total + 5);
+    // Handled, held: nothing is acknowledged while the writes are not kept.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect((await first.jsm.consumers.info(STREAM, "behind")).num_ack_pending).toBe(total + 5);
+    keep();
+    await expect.poll(async () => (await first.jsm.consumers.info(STREAM, "behind")).num_ack_pending).toBe(0);
+    await reactor.stop();
+
+    // Writes that fail: that batch and every later one stay unacknowledged (handed over again after the ack wait).
+    await addConsumer("lost", true);
+    let handedOver = 0;
+    const failing = await startBatchReactor(first, {
+      stream: STREAM,
+      durable: "lost",
+      what: "lost",
+      log: silentLog,
+      handle: async (batch) => {
+        handedOver += batch.length;
+        return handedOver <= total + 5 ? { durable: Promise.reject(new Error("counter write given up")) } : undefined;
+      },
+    });
+    await expect.poll(() => handedOver).toBeGreaterThanOrEqual(total + 5);
+    await publish("lost", 3);
+    await expect.poll(() => handedOver).toBeGreaterThanOrEqual(total + 8);
+    const info = await first.jsm.consumers.info(STREAM, "lost");
+    expect(info.ack_floor.stream_seq).toBe(0);
+    await failing.stop();
+  });
+
   it("a consumer made by an older reelay (explicit acks, no group) has every message acknowledged", async () => {
     await addConsumer("legacy", false);
     let seen = 0;

@@ -1,7 +1,7 @@
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../billing/accountLedger.ts";
 import { Settlement } from "../billing/settlement.ts";
-import { startBatchReactor } from "../shared/batchReactor.ts";
+import { startBatchReactor, type WrittenBehind } from "../shared/batchReactor.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { parkUndecodable, ProjectionRunner } from "../shared/projection.ts";
@@ -14,14 +14,16 @@ import { WebhookOutbox } from "../webhooks/webhookOutbox.ts";
 import { taskViewProjection } from "./projectorService.ts";
 
 interface TaskLogReactor {
-  handleEntries(entries: readonly TaskLogEntry[]): Promise<void>;
+  /** Resolves once the batch is handled; with `durable`, its writes are kept only once that resolves too. */
+  handleEntries(entries: readonly TaskLogEntry[]): Promise<void | WrittenBehind>;
 }
 
 /**
  * Every reactor on the task log, fed by one batch reactor on one durable consumer (`task_log_reactors`):
  * the views (`task_views`, final ones only), each account's task index (`account_tasks`), the counters (`task_stats`),
  * settlement (the ledger) and the webhook jobs. Each event is delivered, parsed and validated once for all
- * five, and acknowledged with its batch. A batch goes to all five at once (they write different places); if
+ * five, and acknowledged with its batch (the counters are written behind: a batch is acknowledged once they
+ * are kept too). A batch goes to all five at once (they write different places); if
  * one fails, the batch is handed over again to all five, which each absorb: the read models are idempotent,
  * the ledger's decision makes a repeated settlement a no-op, webhook jobs carry a msgID.
  *
@@ -40,14 +42,15 @@ export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, lo
     undefined,
     async (key) => foldTaskView((await taskLog.read(Number(key))).events),
   );
+  const stats = new TaskStatsReactor(nats, log.child({ reactor: "task counters" }));
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },
     new TaskIndexer(nats, directory),
-    new TaskStatsReactor(nats),
+    stats,
     new Settlement(ledger, taskLog),
     new WebhookOutbox(nats.js, directory),
   ];
-  return startBatchReactor(nats, {
+  const reactor = await startBatchReactor(nats, {
     stream: STREAMS.tasks.name,
     durable: CONSUMERS.taskLogReactors,
     what: "task log reactors",
@@ -66,7 +69,20 @@ export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, lo
         }
       }
       const results = await Promise.allSettled([...parked, ...reactors.map((reactor) => reactor.handleEntries(entries))]);
-      for (const result of results) if (result.status === "rejected") throw result.reason;
+      const durable: Array<Promise<void>> = [];
+      for (const result of results) {
+        if (result.status === "rejected") throw result.reason;
+        if (result.value) durable.push(result.value.durable);
+      }
+      return { durable: Promise.all(durable).then(() => undefined) };
     },
   });
+  return {
+    stop: async () => {
+      // The counters write what they hold at once, and give up a write that keeps failing instead of holding the stop.
+      const statsStopped = stats.stop();
+      await reactor.stop();
+      await statsStopped;
+    },
+  };
 }

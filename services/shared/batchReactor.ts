@@ -22,14 +22,21 @@ export interface BatchReactorOptions {
   /**
    * Handles the messages that arrived since the last call, in stream order. Throwing hands the same batch
    * over again after a pause, so it must be idempotent (a crash redelivers it too); nothing after it is
-   * handled meanwhile. The reactor acknowledges the batch once this resolves.
+   * handled meanwhile. The reactor acknowledges the batch once this resolves, or, when it answers with a
+   * `durable` promise (its effects are written behind), once that resolves: in order, never past a batch
+   * whose writes are not kept yet.
    */
-  handle: (batch: readonly JsMsg[]) => Promise<void>;
+  handle: (batch: readonly JsMsg[]) => Promise<void | WrittenBehind>;
   /**
    * Batches start at most this often (a batch that fills up goes at once). A read model whose readers can
    * wait that long folds more events of one document into one write: a short task's whole life, say.
    */
   lingerMs?: number;
+}
+
+/** A batch handled, whose effects are kept once `durable` resolves (a rejection: never acknowledged here). */
+export interface WrittenBehind {
+  durable: Promise<void>;
 }
 
 /**
@@ -95,6 +102,27 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
     ackTimer ??= setTimeout(flushAck, ACK_EVERY_MS);
   };
 
+  /** Batches are acknowledged in order, each once it is kept; after one that will not be, none is. */
+  let kept: Promise<void> = Promise.resolve();
+  let keepingFailed = false;
+  const acknowledgeWhenKept = (batch: readonly JsMsg[], durable: Promise<void> | undefined) => {
+    if (!durable) {
+      kept = kept.then(() => {
+        if (!keepingFailed) acknowledge(batch);
+      });
+      return;
+    }
+    kept = Promise.all([kept, durable]).then(
+      () => {
+        if (!keepingFailed) acknowledge(batch);
+      },
+      (error: unknown) => {
+        if (!keepingFailed) options.log.warn({ err: error, firstSeq: batch[0]?.seq }, `${options.what}: a batch's writes were not kept; it will be handed over again`);
+        keepingFailed = true;
+      },
+    );
+  };
+
   const work = (async () => {
     let lastBatchAt = 0;
     while (!stopping.signal.aborted) {
@@ -114,8 +142,8 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
       drained = undefined;
       for (let attempt = 0; ; attempt++) {
         try {
-          await options.handle(batch);
-          acknowledge(batch);
+          const handled = await options.handle(batch);
+          acknowledgeWhenKept(batch, handled ? handled.durable : undefined);
           break;
         } catch (error) {
           options.log.warn({ err: error, attempt, firstSeq: batch[0]?.seq, messages: batch.length }, `${options.what}: batch failed; trying it again`);
@@ -135,6 +163,7 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
       drained?.();
       await loop;
       await work;
+      await kept;
       flushAck();
     },
   };

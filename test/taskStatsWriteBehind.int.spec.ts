@@ -1,0 +1,73 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hourKey } from "../contracts/taskStats.ts";
+import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import type { TaskLogEntry } from "../services/shared/taskLog.ts";
+import { STATS_WRITE_BEHIND_MS, TaskStatsReactor } from "../services/tasks/taskStats.ts";
+import { sampleJob as job } from "./helpers/fixtures.ts";
+import { silentLog } from "./helpers/testApp.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+const at = "2031-02-03T04:05:06.000Z";
+const submitted = (taskId: number): NewTaskEvent => ({ type: "TaskSubmitted", data: { account: "acme", job, ignoredFields: [], deadlineAt: at, clientReference: `reelay-task-${taskId}` } });
+/** Task `taskId` submitted, at stream sequence `seq` (the reactor never reads the message itself). */
+const entry = (taskId: number, seq: number): TaskLogEntry => ({
+  event: { ...submitted(taskId), meta: { schema: 1, taskId, version: 1, at } } as TaskEvent,
+  seq,
+  msg: {} as JsMsg,
+});
+
+describe("task counters, written behind", () => {
+  let server: { url: string; stop(): Promise<void> };
+  let nats: Nats;
+  beforeAll(async () => {
+    server = await startTestNats();
+    nats = await connectNats(server.url, "stats-write-behind", { replicas: 1, leaseMs: 2000 });
+  });
+  afterAll(async () => {
+    await nats?.nc.close();
+    await server?.stop();
+  });
+  const created = async () => ((await nats.taskStats.get(hourKey(at)))?.json() as { created: number } | undefined)?.created;
+
+  it("given batches in quick succession, when their writes are kept, then each document was written once with their sum", async () => {
+    const stats = new TaskStatsReactor(nats, silentLog);
+    const revisionBefore = (await nats.taskStats.status()).values;
+    const first = await stats.handleEntries([entry(1, 1), entry(2, 2)]);
+    const second = await stats.handleEntries([entry(3, 3)]);
+    // Nothing is written while the changes are held.
+    expect(await created()).toBeUndefined();
+    const heldSince = performance.now();
+    await Promise.all([first.durable, second.durable]);
+    expect(performance.now() - heldSince).toBeGreaterThanOrEqual(STATS_WRITE_BEHIND_MS - 20);
+    expect(await created()).toBe(3);
+    // status, hour and day: three documents, one write each for the two batches.
+    expect((await nats.taskStats.status()).values - revisionBefore).toBe(3);
+    await stats.stop();
+  });
+
+  it("given a batch handed over again (another reactor failed), when it is written, then nothing counts twice", async () => {
+    const stats = new TaskStatsReactor(nats, silentLog);
+    const batch = [entry(4, 4), entry(5, 5)];
+    const once = await stats.handleEntries(batch);
+    const again = await stats.handleEntries(batch);
+    await Promise.all([once.durable, again.durable]);
+    expect(await created()).toBe(5);
+    // A new process meeting the same events (a crash before the acknowledgement): the documents' sequence skips them.
+    const restarted = new TaskStatsReactor(nats, silentLog);
+    await (await restarted.handleEntries([...batch, entry(6, 6)])).durable;
+    expect(await created()).toBe(6);
+    await Promise.all([stats.stop(), restarted.stop()]);
+  });
+
+  it("when stopping, what is held is written at once", async () => {
+    const stats = new TaskStatsReactor(nats, silentLog);
+    const { durable } = await stats.handleEntries([entry(7, 7)]);
+    const stoppedAt = performance.now();
+    await stats.stop();
+    await durable;
+    expect(performance.now() - stoppedAt).toBeLessThan(STATS_WRITE_BEHIND_MS);
+    expect(await created()).toBe(7);
+  });
+});
