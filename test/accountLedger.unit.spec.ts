@@ -12,7 +12,6 @@ import {
   type LedgerCommand,
 } from "../services/billing/account.ts";
 import { taskChargesProjection } from "../services/billing/projections.ts";
-import { EventOutOfOrder } from "../services/shared/projection.ts";
 import { ForbiddenError } from "../services/shared/errors.ts";
 
 const ACCOUNT = "acme";
@@ -208,9 +207,14 @@ describe("task_charges read model", () => {
     expect(evolve(afterSettle, reserveEvent)).toBe(afterSettle);
   });
 
-  it("a settlement or release seen before its reservation is retried later, never dropped", () => {
-    expect(() => evolve(null, settleEvent)).toThrow(EventOutOfOrder);
-    expect(() => evolve(null, releaseEvent)).toThrow(EventOutOfOrder);
+  it("a settlement or release closes the task's document on its own (it carries the amount reserved); only closed documents are written", () => {
+    const settledAlone = evolve(null, settleEvent);
+    expect(settledAlone).toEqual(evolve(evolve(null, reserveEvent), settleEvent));
+    expect(evolve(null, releaseEvent)).toEqual({ taskId: 7, account: ACCOUNT, state: "released", reservedMicros: 5_009_400, accountVersion: 5 });
+    const persists = (doc: ReturnType<typeof evolve>) => doc !== null && taskChargesProjection.persists?.(doc) !== false;
+    expect(persists(evolve(null, reserveEvent))).toBe(false);
+    expect(persists(settledAlone)).toBe(true);
+    expect(persists(evolve(null, releaseEvent))).toBe(true);
   });
 });
 

@@ -1,7 +1,6 @@
 import { AccountBalance, ledgerEventsOf, TaskCharge, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import type { Projection } from "../shared/projection.ts";
-import { EventOutOfOrder } from "../shared/projection.ts";
+import { EventOutOfOrder, type Projection } from "../shared/projection.ts";
 import { applyToTotals, emptyBalance } from "./account.ts";
 
 /** Per-account balance, reservations and the stream sequence it reflects (bucket `balances`). */
@@ -21,7 +20,12 @@ export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
   docSchema: AccountBalance,
 };
 
-/** Per-task charge index (bucket `task_charges`): reserved, then settled with its cost, or released. */
+/**
+ * Per-task charge index (bucket `task_charges`): what a task reserved and, once settled or released, what
+ * it cost. Only final documents are written: a settlement or release carries the amount it closes, so the
+ * final document needs nothing of the reservation's, and writing the reservation too cost two NATS messages
+ * on every create. An open reservation is in the account's fold (`balances`, the ledger writer) meanwhile.
+ */
 export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
   name: "task charges",
   stream: STREAMS.ledger.name,
@@ -34,20 +38,20 @@ export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
   evolve: (doc, event) => {
     if (doc && event.meta.version <= doc.accountVersion) return doc;
     const accountVersion = event.meta.version;
+    const { account } = event.meta;
     switch (event.type) {
       case "CostReserved":
-        return { taskId: event.data.taskId, account: event.meta.account, state: "reserved", reservedMicros: event.data.amountMicros, accountVersion };
-      case "ReservationSettled":
-        // Before its reservation (another projector instance holds that one, or it is being retried):
-        // dropping it would leave the task "reserved" for good, so it waits its turn.
-        if (!doc) throw new EventOutOfOrder(`task ${event.data.taskId}: settled before it was reserved`);
-        return { ...doc, state: "settled", costMicros: event.data.costMicros, totalTokens: event.data.totalTokens, accountVersion };
+        return { taskId: event.data.taskId, account, state: "reserved", reservedMicros: event.data.amountMicros, accountVersion };
+      case "ReservationSettled": {
+        const { taskId, reservedMicros, costMicros, totalTokens } = event.data;
+        return { taskId, account, state: "settled", reservedMicros, costMicros, totalTokens, accountVersion };
+      }
       case "ReservationReleased":
-        if (!doc) throw new EventOutOfOrder(`task ${event.data.taskId}: released before it was reserved`);
-        return { ...doc, state: "released", accountVersion };
+        return { taskId: event.data.taskId, account, state: "released", reservedMicros: event.data.reservedMicros, accountVersion };
       default:
         return doc;
     }
   },
+  persists: (doc) => doc.state !== "reserved",
   docSchema: TaskCharge,
 };

@@ -25,8 +25,8 @@ export const taskViewProjection: Projection<TaskEvent, TaskView> = {
 };
 
 /**
- * Ledger read models batch every 100 ms: a short task's reservation and settlement then fold into one
- * `task_charges` write. Creates and chat check money on the ledger writer's own fold, not on these.
+ * Ledger read models batch every 100 ms: a busy account's movements then fold into one `balances` write.
+ * Creates and chat check money on the ledger writer's own fold, not on these.
  */
 const LEDGER_MODEL_LINGER_MS = 100;
 
