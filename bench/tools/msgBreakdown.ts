@@ -1,5 +1,5 @@
 /**
- * Which NATS messages a create costs, by subject: `node --import tsx bench/tools/msgBreakdown.ts [model] [tasks] [settle-ms]`
+ * Which NATS messages a create costs, by subject: `node --import tsx bench/tools/msgBreakdown.ts [model] [tasks] [settle-ms] [in-flight]`
  * (defaults: the bench's parked model, 200 creates, 3 s; model `instant`: the instant suite's whole life, on the
  * fake OpenAI-compatible upstream finishing at the first status call). Starts nats-server and `reelay serve`, creates the
  * tasks at once, and counts what a `>` subscriber sees per subject pattern (ids folded to N) — publishes
@@ -15,10 +15,13 @@ import { varz, varzDelta } from "../lib/natsStats.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { benchConfig } from "../suites/videoPath.ts";
 import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
+import { createConcurrently } from "../lib/taskLoad.ts";
 
 const model = process.argv[2] ?? "Bench-parked";
 const tasks = Number(process.argv[3] ?? 200);
 const settleMs = Number(process.argv[4] ?? 3000);
+/** Creates in flight at once (default: all of them), as the instant suite's 64 to see its batch sizes. */
+const inFlight = Number(process.argv[5] ?? tasks);
 const workDir = mkdtempSync(join(tmpdir(), "reelay-msgs-"));
 const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
 const instant = model === "instant" ? await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 }) : undefined;
@@ -39,16 +42,14 @@ await new Promise((resolve) => setTimeout(resolve, 500));
 counts.clear();
 const before = await varz(nats.url);
 const body = JSON.stringify({ model: instant ? "VideoModel-2.0-mini" : model, prompt: "a fox", duration: 4, ...(instant ? { generate_audio: false } : {}) });
-await Promise.all(
-  Array.from({ length: tasks }, async () => {
-    const response = await fetch(`${reelay.baseUrl}/api/compat/videosGenerations`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body,
-    });
-    await response.text();
-  }),
-);
+await createConcurrently(tasks, inFlight, async () => {
+  const response = await fetch(`${reelay.baseUrl}/api/compat/videosGenerations`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body,
+  });
+  await response.text();
+});
 await new Promise((resolve) => setTimeout(resolve, settleMs));
 const delta = varzDelta(before, await varz(nats.url));
 process.stdout.write(`per task: server in+out ${((delta.in_msgs + delta.out_msgs) / tasks).toFixed(1)} (with this subscriber's copies)\n`);
