@@ -1,6 +1,8 @@
-import { randomBytes } from "node:crypto";
+import { randomUUID } from "node:crypto";
+import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import busboy from "busboy";
 
 /** The smallest file that passes as an MP4 (an `ftyp` box), what this fake "renders". */
 export const FAKE_MP4 = Buffer.concat([Buffer.from([0, 0, 0, 24]), Buffer.from("ftypisom"), Buffer.alloc(12)]);
@@ -130,21 +132,25 @@ export class OpenAiVideosUpstream {
   }
 
   private async create(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
     const behaviour = this.createScript.shift() ?? "accept";
-    if (behaviour === "429") return this.send(res, 429, openAiError("Rate limit reached for requests", "requests", "rate_limit_exceeded"), { "retry-after": "0" });
-    if (behaviour === "500") return this.send(res, 500, openAiError("The server had an error while processing your request.", "server_error", null));
-    const type = req.headers["content-type"] ?? "";
-    if (!type.startsWith("multipart/form-data")) return this.send(res, 400, openAiError("Expected multipart/form-data.", "invalid_request_error", null));
-    // Parsed as the platform's own Request does it: the same multipart rules a server framework applies.
-    const form = await new Request("http://fake/v1/videos", { method: "POST", headers: { "content-type": type }, body: Buffer.concat(chunks) }).formData();
-    const fields: Record<string, string> = {};
-    let reference: ReceivedCreate["reference"];
-    for (const [name, value] of form as unknown as Iterable<[string, string | File]>) {
-      if (typeof value === "string") fields[name] = value;
-      else reference = { bytes: Buffer.from(await value.arrayBuffer()), type: value.type, name: value.name };
+    if (behaviour !== "accept") {
+      req.resume();
+      await once(req, "end");
+      if (behaviour === "429") return this.send(res, 429, openAiError("Rate limit reached for requests", "requests", "rate_limit_exceeded"), { "retry-after": "0" });
+      return this.send(res, 500, openAiError("The server had an error while processing your request.", "server_error", null));
     }
+    const type = req.headers["content-type"] ?? "";
+    if (!type.startsWith("multipart/form-data")) {
+      req.resume();
+      return this.send(res, 400, openAiError("Expected multipart/form-data.", "invalid_request_error", null));
+    }
+    let parsed: ReceivedCreate;
+    try {
+      parsed = await readForm(req, type);
+    } catch (error) {
+      return this.send(res, 400, openAiError(`Malformed multipart body: ${(error as Error).message}`, "invalid_request_error", null));
+    }
+    const { fields, reference } = parsed;
     this.creates.push({ fields, ...(reference ? { reference } : {}) });
     if (!fields.prompt) return this.send(res, 400, openAiError("Missing required parameter: 'prompt'.", "invalid_request_error", "missing_required_parameter", "prompt"));
     const model = fields.model ?? "sora-2";
@@ -153,8 +159,28 @@ export class OpenAiVideosUpstream {
     if (!SECONDS.includes(seconds)) return this.send(res, 400, openAiError(`Invalid value: '${seconds}'. Supported values are: '4', '8', and '12'.`, "invalid_request_error", "invalid_value", "seconds"));
     const size = fields.size ?? "720x1280";
     if (!SIZES.includes(size)) return this.send(res, 400, openAiError(`Invalid value: '${size}'. Supported values are: ${SIZES.join(", ")}.`, "invalid_request_error", "invalid_value", "size"));
-    const video: FakeVideo = { id: `video_${randomBytes(12).toString("hex")}`, model, prompt: fields.prompt, seconds, size, createdAt: Math.floor(Date.now() / 1000), polls: 0, generation: this.generation };
+    const video: FakeVideo = { id: `video_${randomUUID().replaceAll("-", "")}`, model, prompt: fields.prompt, seconds, size, createdAt: Math.floor(Date.now() / 1000), polls: 0, generation: this.generation };
     this.videos.set(video.id, video);
     this.send(res, 200, this.view(video));
   }
+}
+
+/** The fields and the one file of a multipart body, parsed with busboy as it streams in. */
+function readForm(req: IncomingMessage, contentType: string): Promise<ReceivedCreate> {
+  return new Promise((resolve, reject) => {
+    const fields: Record<string, string> = {};
+    const files: Array<Promise<NonNullable<ReceivedCreate["reference"]>>> = [];
+    const parser = busboy({ headers: { "content-type": contentType } });
+    parser.on("field", (name, value) => (fields[name] = value));
+    parser.on("file", (_name, stream, info) => {
+      const chunks: Buffer[] = [];
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+      files.push(once(stream, "close").then(() => ({ bytes: Buffer.concat(chunks), type: info.mimeType, name: info.filename ?? "" })));
+    });
+    parser.on("error", reject);
+    parser.on("close", () => {
+      Promise.all(files).then(([reference]) => resolve({ fields, ...(reference ? { reference } : {}) }), reject);
+    });
+    req.pipe(parser);
+  });
 }
