@@ -28,6 +28,10 @@ export interface TaskActorDeps {
 export type TaskActorExit = "final" | "steppedAside" | "stopped";
 
 const MISCONFIGURED = "this model is not available right now; no charge was made";
+/** The reason the calls of an actor that ended are aborted with (one object: nothing is built per task). */
+const ACTOR_ENDED = new Error("the task's actor ended");
+/** For calls that must finish even when the actor ends (cancel, forget): bounded by their own timeout only. */
+const NEVER_ABORTED = new AbortController().signal;
 
 /**
  * The upstream's reported usage wins; otherwise design.md's estimate on what was delivered: the frame size and
@@ -56,8 +60,13 @@ export class TaskActor {
   private state: TaskDeciderState = initialTaskState();
   private lastSequence = 0;
   private readonly log: Logger;
-  private readonly aborter = new AbortController();
-  private readonly signal: AbortSignal;
+  /** Stopped, finished or stepped aside: no more calls, pauses end at once. */
+  private ended = false;
+  /**
+   * The signal of the actor's upstream calls, which run one at a time: made once and renewed only after a
+   * call's timeout fired it (Node 20 makes every AbortController transferable, a few microseconds each).
+   */
+  private calls: AbortController | undefined;
   /**
    * This is the first delivery of the task's first event: no runner had the task before, so nothing can have
    * been submitted for it before this actor's first attempt.
@@ -85,8 +94,6 @@ export class TaskActor {
     this.taskId = submitted.meta.taskId;
     this.command = submitted.data;
     this.log = deps.log.child({ taskId: this.taskId });
-    this.signal = this.aborter.signal;
-    this.signal.addEventListener("abort", () => this.wake?.(), { once: true });
   }
 
   private get task() {
@@ -103,7 +110,15 @@ export class TaskActor {
    * every listener it has on each add, so thousands of live tasks made each task start cost milliseconds.
    */
   stop(): void {
-    this.aborter.abort();
+    this.end();
+  }
+
+  /** Aborts the call in progress and ends the current pause; later calls start aborted. */
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.calls?.abort(ACTOR_ENDED);
+    this.wake?.();
   }
 
   /** Where the task stands, for metrics ("unsubmitted" counts as pending: that is what its customer sees). */
@@ -142,7 +157,7 @@ export class TaskActor {
       throw error;
     } finally {
       this.lease?.release();
-      this.aborter.abort();
+      this.end();
     }
   }
 
@@ -197,19 +212,31 @@ export class TaskActor {
 
   /**
    * Runs `call` bounded by the task's deadline (and by `limitMs`, a single call's timeout); past the
-   * deadline, the task fails with its timeout reason. One timer and one listener per call, released after.
+   * deadline, the task fails with its timeout reason. One timer per call, cleared after; the signal is the actor's (see `calls`).
    */
   private async withinDeadline<T>(call: (signal: AbortSignal) => Promise<T>, limitMs = Number.POSITIVE_INFINITY): Promise<T | undefined> {
     const remaining = this.deadline() - Date.now();
     if (remaining > 0) {
+      const calls = this.callController();
+      const timer = setTimeout(() => calls.abort(new DOMException("the call took too long", "TimeoutError")), Math.min(remaining, limitMs));
       try {
-        return await withSignal(this.signal, Math.min(remaining, limitMs), call);
+        return await call(calls.signal);
       } catch (error) {
-        if (this.signal.aborted || Date.now() < this.deadline()) throw error;
+        if (this.ended || Date.now() < this.deadline()) throw error;
+      } finally {
+        clearTimeout(timer);
       }
     }
     await this.timedOut();
     return undefined;
+  }
+
+  private callController(): AbortController {
+    if (this.calls === undefined || this.calls.signal.aborted) {
+      this.calls = new AbortController();
+      if (this.ended) this.calls.abort(ACTOR_ENDED);
+    }
+    return this.calls;
   }
 
   /** One upstream call: within the deadline and within the provider's per-call timeout. */
@@ -231,7 +258,7 @@ export class TaskActor {
     if (!provider?.cancel) return;
     const reference = clientReference(this.taskId);
     try {
-      await withSignal(new AbortController().signal, provider.policy.timeoutMs, async (signal) => {
+      await withSignal(NEVER_ABORTED, provider.policy.timeoutMs, async (signal) => {
         const providerTaskId = known ?? (await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
         if (providerTaskId !== undefined) await provider.cancel?.(this.accepted(providerTaskId, signal));
       });
@@ -402,7 +429,7 @@ export class TaskActor {
   /** Waits `ms` (not past the deadline); the actor's abort wakes it through the one listener it keeps. */
   private async pause(ms: number): Promise<void> {
     const until = Math.min(Date.now() + ms, this.deadline());
-    if (until > Date.now() && !this.signal.aborted) {
+    if (until > Date.now() && !this.ended) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           this.wake = undefined;
@@ -424,7 +451,7 @@ export class TaskActor {
     if (task.status === "unsubmitted" || task.providerTaskId === undefined || !provider?.forget) return;
     const forget = provider.forget.bind(provider);
     const providerTaskId = task.providerTaskId;
-    await withSignal(new AbortController().signal, 5_000, (signal) => forget(this.accepted(providerTaskId, signal))).catch(() => undefined);
+    await withSignal(NEVER_ABORTED, 5_000, (signal) => forget(this.accepted(providerTaskId, signal))).catch(() => undefined);
   }
 
   private async restore(redelivered: boolean): Promise<void> {
@@ -452,7 +479,7 @@ export class TaskActor {
 
   private async afterLostRace(): Promise<TaskActorExit> {
     // Our own work on it (a render, a download) stops here; the other runner carries the task on.
-    this.aborter.abort();
+    this.end();
     const history = await this.deps.taskLog.read(this.taskId);
     this.state = foldTask(history.events);
     this.log.info({ state: this.task.status }, "another runner wrote to this task; stepping aside");
