@@ -1,4 +1,4 @@
-import { errors as undiciErrors, type FormData, request } from "undici";
+import { errors as undiciErrors, request } from "undici";
 import { ProviderUnavailable } from "./types.ts";
 
 /** Calling upstream HTTP APIs and reading their answers the same way in every adapter. */
@@ -35,7 +35,7 @@ export interface UpstreamAnswer {
  */
 export async function callUpstream(
   url: string,
-  options: { method: "GET" | "POST" | "DELETE"; headers: Record<string, string>; body: string | FormData | null; signal: AbortSignal; timeoutMs: number; what: string },
+  options: { method: "GET" | "POST" | "DELETE"; headers: Record<string, string>; body: string | Buffer | null; signal: AbortSignal; timeoutMs: number; what: string },
 ): Promise<UpstreamAnswer> {
   let response: Awaited<ReturnType<typeof request>>;
   try {

@@ -1,7 +1,6 @@
 import { readFile, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { FormData } from "undici";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
@@ -9,6 +8,7 @@ import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "../local/referenceFetch.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
 import { resolutionOf, secondsOf, UpstreamError, UpstreamVideo } from "./openAiVideoApi.ts";
+import { multipartBody, type FilePart } from "./multipartBody.ts";
 import { callUpstream, parseJsonOrUndefined, retryAfterMs } from "../httpAnswers.ts";
 import { upstreamUsageOf } from "../vendor/vendorModels.ts";
 
@@ -42,11 +42,12 @@ export class OpenAiVideoProvider implements VideoProvider {
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
-    const form = new FormData();
-    form.set("model", this.settings.model);
-    form.set("prompt", task.job.prompt);
-    form.set("seconds", String(task.job.durationSeconds));
-    form.set("size", `${task.job.width}x${task.job.height}`);
+    const fields: Array<[string, string | FilePart]> = [
+      ["model", this.settings.model],
+      ["prompt", task.job.prompt],
+      ["seconds", String(task.job.durationSeconds)],
+      ["size", `${task.job.width}x${task.job.height}`],
+    ];
     const dir = task.job.references.image_url ? await mkdtemp(join(tmpdir(), "reelay-openai-ref-")) : undefined;
     try {
       if (dir && task.job.references.image_url) {
@@ -54,9 +55,9 @@ export class OpenAiVideoProvider implements VideoProvider {
         const path = await fetchReference(task.job.references.image_url, dir, MAX_REFERENCE_BYTES, task.signal, check).catch((error: unknown) => {
           throw new ProviderRejected((error as Error).message);
         });
-        form.set("input_reference", new Blob([await readFile(path)]), basename(path));
+        fields.push(["input_reference", { bytes: await readFile(path), type: "", name: basename(path) }]);
       }
-      const video = await this.call("POST", "/videos", task.signal, form);
+      const video = await this.call("POST", "/videos", task.signal, multipartBody(fields));
       return { providerTaskId: video.id };
     } finally {
       if (dir) await rm(dir, { recursive: true, force: true });
@@ -117,12 +118,12 @@ export class OpenAiVideoProvider implements VideoProvider {
   }
 
   /** One call; maps the answer to the port's errors: 4xx rejected (the task's fault), 401/403 misconfigured, 429/5xx/network unavailable. */
-  private async call(method: "GET" | "POST" | "DELETE", path: string, signal: AbortSignal, body?: FormData, parse = true): Promise<UpstreamVideo> {
-    const headers = { ...this.authorization(), accept: "application/json" };
+  private async call(method: "GET" | "POST" | "DELETE", path: string, signal: AbortSignal, form?: { body: Buffer; contentType: string }, parse = true): Promise<UpstreamVideo> {
+    const headers = { ...this.authorization(), accept: "application/json", ...(form ? { "content-type": form.contentType } : {}) };
     const { status, text, headers: answerHeaders } = await callUpstream(`${this.base}${path}`, {
       method,
       headers,
-      body: body ?? null,
+      body: form?.body ?? null,
       signal,
       timeoutMs: this.policy.timeoutMs,
       what: `${method} ${path}`,
