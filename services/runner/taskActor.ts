@@ -67,6 +67,8 @@ export class TaskActor {
    * call's timeout fired it (Node 20 makes every AbortController transferable, a few microseconds each).
    */
   private calls: AbortController | undefined;
+  /** A call is in progress on `calls` (ending the actor then aborts it; otherwise nothing needs aborting). */
+  private calling = false;
   /**
    * This is the first delivery of the task's first event: no runner had the task before, so nothing can have
    * been submitted for it before this actor's first attempt.
@@ -117,7 +119,7 @@ export class TaskActor {
   private end(): void {
     if (this.ended) return;
     this.ended = true;
-    this.calls?.abort(ACTOR_ENDED);
+    if (this.calling) this.calls?.abort(ACTOR_ENDED);
     this.wake?.();
   }
 
@@ -219,11 +221,13 @@ export class TaskActor {
     if (remaining > 0) {
       const calls = this.callController();
       const timer = setTimeout(() => calls.abort(new DOMException("the call took too long", "TimeoutError")), Math.min(remaining, limitMs));
+      this.calling = true;
       try {
         return await call(calls.signal);
       } catch (error) {
         if (this.ended || Date.now() < this.deadline()) throw error;
       } finally {
+        this.calling = false;
         clearTimeout(timer);
       }
     }

@@ -39,7 +39,12 @@ export class OpenAiVideoProvider implements VideoProvider {
   ) {
     this.policy = policyOf(settings);
     this.base = settings.baseUrl.replace(/\/+$/, "");
+    // Only with deleteAfterCopy is there anything to forget: without it the runner makes no call at all.
+    if (settings.deleteAfterCopy) this.forget = (task) => this.cancel(task).catch(() => undefined);
   }
+
+  /** Deletes the upstream's copy once ours is stored (`deleteAfterCopy`). */
+  readonly forget?: (task: AcceptedTask) => Promise<void>;
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
     const fields: Array<[string, string | FilePart]> = [
@@ -106,9 +111,6 @@ export class OpenAiVideoProvider implements VideoProvider {
     await this.call("DELETE", `/videos/${encodeURIComponent(task.providerTaskId)}`, task.signal, undefined, false);
   }
 
-  async forget(task: AcceptedTask): Promise<void> {
-    if (this.settings.deleteAfterCopy) await this.cancel(task).catch(() => undefined);
-  }
 
   async close(): Promise<void> {}
 
