@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent, TaskSubmittedEvent } from "../contracts/videoTask.ts";
+import { OBJECT_STORES } from "../infra/jetstreamLayout.ts";
 import { firstTaskEvent } from "../machines/videoTaskDecider.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
@@ -68,6 +69,7 @@ describe("a task actor", () => {
       submitted,
       {
         videos: nats.videos,
+        videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
         log: silentLog,
         taskLog: new TaskLog(nats.js, nats.jsm),
         channels: onlyChannel(provider),
@@ -103,6 +105,7 @@ describe("a task actor", () => {
     const upstream = failingUpstream();
     const actor = new TaskActor(await created(41, 1_500), {
       videos: nats.videos,
+      videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
       log: silentLog,
       taskLog,
       channels: onlyChannel(upstream),

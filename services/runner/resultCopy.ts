@@ -4,6 +4,7 @@ import type { ObjectStore } from "@nats-io/obj";
 import { request } from "undici";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
 import { assertPublicAddress } from "../shared/publicAddressGuard.ts";
+import { putNewObject, type ObjectBucket } from "./newObject.ts";
 import type { VideoResult } from "./providers/types.ts";
 
 /** The result can never be copied (gone, not a video, too big): the task fails with this customer-readable reason. */
@@ -14,12 +15,18 @@ export class ResultGone extends ResultUnusable {}
 
 export interface ResultCopyOptions {
   videos: ObjectStore;
+  /**
+   * Set when the name cannot have been stored before (the task's first copy, by its first runner): the
+   * object is written straight into this bucket, without the client's look-up of an older one (newObject.ts).
+   */
+  newIn?: ObjectBucket;
   maxBytes: number;
   /** Off only where tests serve results from loopback. */
   allowPrivateAddresses: boolean;
   signal: AbortSignal;
 }
 
+const DESCRIPTION = "video result";
 const ACCEPTED_TYPES = /^(video\/mp4|video\/quicktime|application\/octet-stream|binary\/octet-stream)(;|$)/i;
 const MAX_REDIRECTS = 5;
 
@@ -36,7 +43,9 @@ export async function copyResult(result: VideoResult, name: string, options: Res
   const source: Readable = result.kind === "file" ? createReadStream(result.path) : await download(result.url, result.headers ?? {}, options);
   const guarded = guardedStream(source, options.maxBytes);
   try {
-    const info = await options.videos.put({ name, description: "video result" }, guarded.stream);
+    const info = options.newIn
+      ? await putNewObject(options.newIn, name, DESCRIPTION, guarded.stream)
+      : await options.videos.put({ name, description: DESCRIPTION }, guarded.stream);
     if (!guarded.checked()) {
       await options.videos.delete(name);
       throw new ResultUnusable("the generated video is empty");

@@ -1,7 +1,7 @@
 import type { JsMsg } from "@nats-io/jetstream";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { jobChannels, TaskEvent, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
-import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
+import { CONSUMERS, OBJECT_STORES, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import { reportLiveTasks, runnerHeartbeat, tasksFinished, type LiveTask } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -168,6 +168,7 @@ export class RunnerService {
     this.beatLater(msg);
     const actor = new TaskActor(submitted, {
       videos: this.nats.videos,
+      videoBucket: { nc: this.nats.nc, js: this.nats.js, jsm: this.nats.jsm, name: OBJECT_STORES.videos },
       log: this.log,
       taskLog: this.taskLog,
       channels: this.channels,

@@ -8,11 +8,14 @@ import type { TaskLog } from "../shared/taskLog.ts";
 import type { ChannelLease, ChannelPool } from "./policy/channelPool.ts";
 import { pollDelay, retryDelay } from "./policy/schedule.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
+import type { ObjectBucket } from "./newObject.ts";
 import { copyResult, ResultGone, ResultUnusable } from "./resultCopy.ts";
 import { withSignal } from "./scopedSignal.ts";
 
 export interface TaskActorDeps {
   videos: ObjectStore;
+  /** The same bucket, written directly for a task's first copy (resultCopy.ts). */
+  videoBucket: ObjectBucket;
   log: Logger;
   taskLog: TaskLog;
   /** The runner's channels: the task takes a slot on one of its model's channels before it is submitted. */
@@ -78,6 +81,8 @@ export class TaskActor {
   private wake: (() => void) | undefined;
   /** The slot this task holds, and with it the channel it runs on. */
   private lease: ChannelLease | undefined;
+  /** A copy of the result was started before: its name may be taken (by a whole or partial object). */
+  private copyStarted = false;
   /** A result address already turned out expired once: the upstream was asked again for a fresh one. */
   private askedForFreshResult = false;
   /** When the upstream was last asked about the task (epoch ms). */
@@ -405,10 +410,14 @@ export class TaskActor {
   /** The copy is a step of its own: passing trouble (a NATS hiccup, a dropped download) is retried until the deadline. */
   private async copyWithRetries(status: Extract<ProviderStatus, { state: "succeeded" }>, providerTaskId: string) {
     for (let attempt = 0; !this.stopping; attempt++) {
+      // Only this runner's first copy of a task nobody held before writes without looking for an older object.
+      const isNew = this.firstHolder && !this.copyStarted;
+      this.copyStarted = true;
       try {
         return await this.withinDeadline((signal) =>
           copyResult(status.result, videoObjectName(providerTaskId), {
             videos: this.deps.videos,
+            ...(isNew ? { newIn: this.deps.videoBucket } : {}),
             maxBytes: this.deps.maxResultBytes,
             allowPrivateAddresses: this.deps.allowPrivateResultAddresses,
             signal,
