@@ -5,18 +5,12 @@ import { putNewObject, type ObjectBucket } from "../services/runner/newObject.ts
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
-/** `bytes` as a stream in pieces of `piece` bytes, failing after `failAfter` pieces if given. */
-function streamOf(bytes: Buffer, piece: number, failAfter?: number): ReadableStream<Uint8Array> {
-  let offset = 0;
-  let pieces = 0;
-  return new ReadableStream({
-    pull(controller) {
-      if (failAfter !== undefined && pieces++ >= failAfter) return controller.error(new Error("download cut"));
-      if (offset >= bytes.length) return controller.close();
-      controller.enqueue(bytes.subarray(offset, offset + piece));
-      offset += piece;
-    },
-  });
+/** `bytes` in pieces of `piece` bytes, failing after `failAfter` pieces if given. */
+async function* streamOf(bytes: Buffer, piece: number, failAfter?: number): AsyncGenerator<Uint8Array> {
+  for (let offset = 0, pieces = 0; offset < bytes.length; offset += piece, pieces++) {
+    if (failAfter !== undefined && pieces >= failAfter) throw new Error("download cut");
+    yield bytes.subarray(offset, offset + piece);
+  }
 }
 
 describe("a new object written directly into the videos bucket", () => {

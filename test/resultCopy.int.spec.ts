@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { OBJECT_STORES } from "../infra/jetstreamLayout.ts";
 import { copyResult, ResultGone, ResultUnusable } from "../services/runner/resultCopy.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { FAKE_MP4 } from "./fakes/openAiVideosUpstream.ts";
@@ -54,16 +55,23 @@ describe("copying a result into the object store", () => {
   });
 
   let copies = 0;
-  const copy = (path: string) =>
-    copyResult({ kind: "url", url: `${base}${path}` }, `copy-${++copies}.mp4`, { videos: nats.videos, maxBytes: MAX_BYTES, allowPrivateAddresses: true, signal: new AbortController().signal });
+  /** A copy through the client's put, or (`asNew`) written as a new object (a task's first copy). */
+  const copy = (path: string, asNew = false, maxBytes = MAX_BYTES) =>
+    copyResult({ kind: "url", url: `${base}${path}` }, `copy-${++copies}.mp4`, {
+      videos: nats.videos,
+      ...(asNew ? { newIn: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos } } : {}),
+      maxBytes,
+      allowPrivateAddresses: true,
+      signal: new AbortController().signal,
+    });
   /** Nothing is left in the store under that name (no object, or only the marker of a deleted one). */
   const nothingStored = async () => expect((await nats.videos.info(`copy-${copies}.mp4`))?.deleted ?? true).toBe(true);
 
-  it("an MP4 is stored byte for byte, whole or in pieces", async () => {
-    const stored = await copy("/video.mp4");
+  it.each([false, true])("an MP4 is stored byte for byte, whole or in pieces (as a new object: %s)", async (asNew) => {
+    const stored = await copy("/video.mp4", asNew);
     expect(stored).toEqual({ object: `copy-${copies}.mp4`, bytes: FAKE_MP4.length, contentType: "video/mp4" });
     expect(Buffer.from((await nats.videos.getBlob(stored.object)) ?? [])).toEqual(FAKE_MP4);
-    const pieces = await copy("/chunked.mp4");
+    const pieces = await copy("/chunked.mp4", asNew);
     expect(pieces.bytes).toBe(FAKE_MP4.length + 50 * 1024);
   });
 
@@ -74,14 +82,16 @@ describe("copying a result into the object store", () => {
     expect(stored.bytes).toBe(FAKE_MP4.length);
   });
 
-  it.each([
-    ["larger than the cap as it streams", "/chunked.mp4", 16 * 1024, /larger than 16384 bytes/],
-    ["larger than the cap by its declared length", "/declared-big", MAX_BYTES, /larger than 65536 bytes/],
-    ["not an MP4", "/not-mp4", MAX_BYTES, /not an MP4 file/],
-    ["not a video type", "/page.html", MAX_BYTES, /came as text\/html, not video\/mp4/],
-    ["empty", "/empty", MAX_BYTES, /is empty/],
-  ])("a result %s can never be used: the task fails with that reason, nothing is stored", async (_case, path, maxBytes, reason) => {
-    const attempt = copyResult({ kind: "url", url: `${base}${path}` }, `copy-${++copies}.mp4`, { videos: nats.videos, maxBytes, allowPrivateAddresses: true, signal: new AbortController().signal });
+  it.each(
+    [false, true].flatMap((asNew) => [
+      ["larger than the cap as it streams", "/chunked.mp4", 16 * 1024, /larger than 16384 bytes/, asNew] as const,
+      ["larger than the cap by its declared length", "/declared-big", MAX_BYTES, /larger than 65536 bytes/, asNew] as const,
+      ["not an MP4", "/not-mp4", MAX_BYTES, /not an MP4 file/, asNew] as const,
+      ["not a video type", "/page.html", MAX_BYTES, /came as text\/html, not video\/mp4/, asNew] as const,
+      ["empty", "/empty", MAX_BYTES, /is empty/, asNew] as const,
+    ]),
+  )("a result %s can never be used: the task fails with that reason, nothing is stored (as a new object: %s)", async (_case, path, maxBytes, reason, asNew) => {
+    const attempt = copy(path, asNew, maxBytes);
     await expect(attempt).rejects.toBeInstanceOf(ResultUnusable);
     await expect(attempt).rejects.toThrow(reason);
     await nothingStored();

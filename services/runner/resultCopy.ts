@@ -41,11 +41,12 @@ const looksLikeMp4 = (head: Uint8Array) => head.length >= 8 && Buffer.from(head.
  */
 export async function copyResult(result: VideoResult, name: string, options: ResultCopyOptions): Promise<StoredVideo> {
   const source: Readable = result.kind === "file" ? createReadStream(result.path) : await download(result.url, result.headers ?? {}, options);
-  const guarded = guardedStream(source, options.maxBytes);
+  const guarded = guardedChunks(source, options.maxBytes);
   try {
+    // A new object takes the chunks as they come; the client's put reads a web stream.
     const info = options.newIn
-      ? await putNewObject(options.newIn, name, DESCRIPTION, guarded.stream)
-      : await options.videos.put({ name, description: DESCRIPTION }, guarded.stream);
+      ? await putNewObject(options.newIn, name, DESCRIPTION, guarded.chunks)
+      : await options.videos.put({ name, description: DESCRIPTION }, webStreamOf(guarded.chunks));
     if (!guarded.checked()) {
       await options.videos.delete(name);
       throw new ResultUnusable("the generated video is empty");
@@ -56,35 +57,40 @@ export async function copyResult(result: VideoResult, name: string, options: Res
   }
 }
 
-/**
- * The video's bytes as the web stream the object store reads, checked as they pass: an MP4 from the first
- * chunk, at most `maxBytes`. One stream pulling from the Node stream, rather than Readable.toWeb piped
- * through a TransformStream: Node 20's web streams cost tens of microseconds each to set up, three per copy.
- */
-function guardedStream(source: Readable, maxBytes: number): { stream: ReadableStream<Uint8Array>; checked(): boolean } {
-  const chunks = source[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
-  let bytes = 0;
+/** The video's chunks as they arrive, checked as they pass: an MP4 from the first chunk, at most `maxBytes` in all. */
+function guardedChunks(source: Readable, maxBytes: number): { chunks: AsyncIterable<Uint8Array>; checked(): boolean } {
   let checked = false;
-  const stream = new ReadableStream<Uint8Array>(
+  async function* chunks(): AsyncGenerator<Uint8Array> {
+    let bytes = 0;
+    for await (const chunk of source as AsyncIterable<Uint8Array>) {
+      if (!checked) {
+        if (!looksLikeMp4(chunk)) throw new ResultUnusable("the generated video is not an MP4 file");
+        checked = true;
+      }
+      bytes += chunk.byteLength;
+      if (bytes > maxBytes) throw new ResultUnusable(`the generated video is larger than ${maxBytes} bytes`);
+      yield chunk;
+    }
+  }
+  return { chunks: chunks(), checked: () => checked };
+}
+
+/** Chunks as the web stream the object store client reads, pulled one at a time. */
+function webStreamOf(chunks: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  const iterator = chunks[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
-        const { done, value } = await chunks.next();
-        if (done) return controller.close();
-        if (!checked) {
-          if (!looksLikeMp4(value)) throw new ResultUnusable("the generated video is not an MP4 file");
-          checked = true;
-        }
-        bytes += value.byteLength;
-        if (bytes > maxBytes) throw new ResultUnusable(`the generated video is larger than ${maxBytes} bytes`);
-        controller.enqueue(value);
+        const { done, value } = await iterator.next();
+        if (done) controller.close();
+        else controller.enqueue(value);
       },
       async cancel() {
-        await chunks.return?.();
+        await iterator.return?.();
       },
     },
     { highWaterMark: 0 },
   );
-  return { stream, checked: () => checked };
 }
 
 async function download(address: string, headers: Record<string, string>, options: ResultCopyOptions): Promise<Readable> {

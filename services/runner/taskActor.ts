@@ -93,6 +93,8 @@ export class TaskActor {
   private readonly taskId: number;
   /** The task as its create submitted it (its first event's data). */
   private readonly command: TaskSubmittedEvent["data"];
+  /** Its deadline (epoch ms), read once: every call and pause checks it. */
+  private readonly deadlineAt: number;
 
   constructor(
     private readonly submitted: TaskSubmittedEvent,
@@ -100,6 +102,7 @@ export class TaskActor {
   ) {
     this.taskId = submitted.meta.taskId;
     this.command = submitted.data;
+    this.deadlineAt = Date.parse(submitted.data.deadlineAt);
     this.log = deps.log.child({ taskId: this.taskId });
   }
 
@@ -214,7 +217,7 @@ export class TaskActor {
   }
 
   private deadline(): number {
-    return Date.parse(this.command.deadlineAt);
+    return this.deadlineAt;
   }
 
   /**
