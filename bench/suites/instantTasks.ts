@@ -95,7 +95,8 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
       { suite: SUITE, metric: "creates accepted in the same run", value: rate(WARM_TASKS, warm.started, warm.createdAt), unit: "tasks/s" },
       { suite: SUITE, metric: "create→settled (each task charged), same run", value: rate(WARM_TASKS, warm.started, settledAt), unit: "tasks/s" },
       { suite: SUITE, metric: "NATS msgs per task, whole life (in+out at the server)", value: (msgs.in_msgs + msgs.out_msgs) / WARM_TASKS, unit: "msgs" },
-      { suite: SUITE, metric: "  of which reelay's own (less the bench's watch of the log)", value: (msgs.in_msgs + msgs.out_msgs - benchMsgs) / WARM_TASKS, unit: "msgs", target: "<= 12" },
+      // Issue 7's "<= 12 messages per task" is read on the create path (the video suite), where its "31" was measured.
+      { suite: SUITE, metric: "  of which reelay's own (less the bench's watch of the log)", value: (msgs.in_msgs + msgs.out_msgs - benchMsgs) / WARM_TASKS, unit: "msgs" },
       { suite: SUITE, metric: `create→success right after start (first ${COLD_TASKS} tasks)`, value: rate(COLD_TASKS, cold.started, cold.lastFinal), unit: "tasks/s" },
     ];
   } finally {
