@@ -140,6 +140,21 @@ describe("provider contract (scripted vendor)", () => {
     expect(final.body.msg).toMatch(/timed out/);
   });
 
+  it("a submit cut short by the deadline that the upstream registers late is still found and cancelled", async () => {
+    slowVendor.scriptSubmits("hangThenLandLate");
+    slowVendor.generation = { kind: "never" };
+    const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("slow-late", 100));
+    const { taskId } = await create(slowClient);
+    const final = await slowClient.waitForFinal(taskId, 10_000, 50);
+    expect(final.body.msg).toMatch(/timed out/);
+    const ofTask = (id: string) => id.startsWith(`scripted-${taskId}-`);
+    // Not registered yet when the task timed out: the upstream does so 0.5 s after our side gave up, so the
+    // first look-up misses it and the one 2 s later finds it.
+    expect(slowVendor.submits.some(ofTask)).toBe(false);
+    await expect.poll(() => slowVendor.submits.some(ofTask), { timeout: 3_000 }).toBe(true);
+    await expect.poll(() => slowVendor.cancelled.some(ofTask), { timeout: 5_000 }).toBe(true);
+  });
+
   it("with maxInFlight 1, tasks wait their turn (pending) and never overlap at the upstream", async () => {
     slowVendor.generation = { kind: "succeed", after: 2 };
     slowVendor.inFlightPeak = 0;

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { ObjectStore } from "@nats-io/obj";
 import { clientReference, estimateVideoTokens, jobChannels, type TaskEvent, type TaskSubmittedEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
 import { isFinal, type ProviderReport } from "../../machines/videoTask.ts";
@@ -33,6 +34,11 @@ export type TaskActorExit = "final" | "steppedAside" | "stopped";
 const MISCONFIGURED = "this model is not available right now; no charge was made";
 /** The reason the calls of an actor that ended are aborted with (one object: nothing is built per task). */
 const ACTOR_ENDED = new Error("the task's actor ended");
+/**
+ * After a submit the deadline cut short, the upstream may still register the task a little later (the
+ * request was sent): it is looked up again after these pauses, and cancelled when found.
+ */
+const LATE_LOOKUP_PAUSES_MS = [0, 2_000, 10_000, 30_000];
 /** For calls that must finish even when the actor ends (cancel, forget): bounded by their own timeout only. */
 const NEVER_ABORTED = new AbortController().signal;
 
@@ -87,6 +93,8 @@ export class TaskActor {
   private askedForFreshResult = false;
   /** When the upstream was last asked about the task (epoch ms). */
   private lastAskedAt = 0;
+  /** A submit was sent and has not been answered (still in flight, or cut short by the deadline). */
+  private submitUnanswered = false;
   /** Channels where a submit of this actor's ended without an answer: they may have the task. */
   private readonly unsureChannels = new Set<string>();
 
@@ -257,26 +265,44 @@ export class TaskActor {
   }
 
   private async timedOut(): Promise<void> {
+    const submitCutShort = this.submitUnanswered;
     await this.execute({ type: "CheckDeadline", now: new Date(Math.max(Date.now(), this.deadline())), maxTaskMs: this.deps.maxTaskMs });
-    if (this.task.status === "failed") await this.cancelUpstream(this.task.providerTaskId);
+    if (this.task.status === "failed") await this.cancelUpstream(this.task.providerTaskId, submitCutShort);
   }
 
   /**
    * Best effort, so the vendor stops (and stops charging us) for a task that ran out of time. A submit
-   * that hung may still have created it: then the upstream's id is looked up by the client reference.
+   * that hung may still have created it: then the upstream's id is looked up by the client reference, and,
+   * when the deadline cut the submit short, looked up again a few times (LATE_LOOKUP_PAUSES_MS) in case the
+   * upstream registers it late. The slot is given back first: the look-ups need none.
    */
-  private async cancelUpstream(known: string | undefined): Promise<void> {
+  private async cancelUpstream(known: string | undefined, submitCutShort = false): Promise<void> {
     const provider = this.providerOf();
     if (!provider?.cancel) return;
     const reference = clientReference(this.taskId);
-    try {
-      await withSignal(NEVER_ABORTED, provider.policy.timeoutMs, async (signal) => {
-        const providerTaskId = known ?? (await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
-        if (providerTaskId !== undefined) await provider.cancel?.(this.accepted(providerTaskId, signal));
-      });
-    } catch (error) {
-      this.log.warn({ err: error }, "could not cancel the upstream task after its deadline");
+    const cancel = async (find: boolean): Promise<boolean> => {
+      try {
+        return await withSignal(NEVER_ABORTED, provider.policy.timeoutMs, async (signal) => {
+          const providerTaskId = find ? await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }) : known;
+          if (providerTaskId !== undefined) await provider.cancel?.(this.accepted(providerTaskId, signal));
+          return providerTaskId !== undefined;
+        });
+      } catch (error) {
+        this.log.warn({ err: error }, "could not cancel the upstream task after its deadline");
+        return false;
+      }
+    };
+    if (known !== undefined || !submitCutShort) {
+      await cancel(known === undefined);
+      return;
     }
+    this.lease?.release();
+    this.lease = undefined;
+    for (const pauseMs of LATE_LOOKUP_PAUSES_MS) {
+      if (pauseMs > 0) await sleep(pauseMs, undefined, { signal: this.deps.shutdown }).catch(() => undefined);
+      if (this.stopping || (await cancel(true))) return;
+    }
+    this.log.warn({ reference }, "a submit the deadline cut short was not found upstream; if the upstream created it late, it runs on there");
   }
 
   private accepted(providerTaskId: string, signal: AbortSignal): AcceptedTask {
@@ -312,13 +338,18 @@ export class TaskActor {
           found ??
           (await this.call(provider, async ({ signal }) => {
             await lease.submitTurn(signal);
-            return { channel, providerTaskId: (await provider.submit({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal })).providerTaskId };
+            // Cleared once the upstream answers; a submit the deadline cuts short leaves it set (see timedOut).
+            this.submitUnanswered = true;
+            const { providerTaskId } = await provider.submit({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal });
+            this.submitUnanswered = false;
+            return { channel, providerTaskId };
           }));
         if (accepted === undefined) return; // the deadline ended the task
         // The creating edge learns the upstream's id from this event (its feed of the task log).
         await this.execute({ type: "RecordAcceptance", providerTaskId: accepted.providerTaskId, channel: accepted.channel });
         decided = true;
       } catch (error) {
+        this.submitUnanswered = false;
         if (error instanceof ConcurrencyError || this.stopping) throw error;
         if (error instanceof ProviderRejected) {
           await this.execute({ type: "RecordRejection", reason: error.message, detail: error.message });

@@ -13,7 +13,7 @@ import {
 } from "../../services/runner/providers/types.ts";
 
 /** What the fake upstream does with the next submit. */
-export type SubmitBehaviour = "accept" | "reject" | "429" | "5xx" | "acceptThenLoseAnswer" | "hang";
+export type SubmitBehaviour = "accept" | "reject" | "429" | "5xx" | "acceptThenLoseAnswer" | "hang" | "hangThenLandLate";
 
 /** How an accepted task's generation goes, status call by status call. */
 export type Generation = { kind: "succeed"; after: number; usageTokens?: number } | { kind: "fail"; after: number; reason: string } | { kind: "never" };
@@ -30,6 +30,8 @@ const TINY_MP4 = Buffer.concat([Buffer.from([0, 0, 0, 24]), Buffer.from("ftypiso
 export class ScriptedVendor implements VideoProvider {
   readonly policy: ProviderPolicy;
   readonly submits: string[] = [];
+  /** Upstream ids cancelled, in order. */
+  readonly cancelled: string[] = [];
   readonly statusCalls = new Map<string, number>();
   private readonly tasks = new Map<string, { reference: string; generation: Generation }>();
   private readonly submitScript: SubmitBehaviour[] = [];
@@ -77,6 +79,15 @@ export class ScriptedVendor implements VideoProvider {
         this.create(task);
         await new Promise((_, reject) => task.signal.addEventListener("abort", () => reject(task.signal.reason), { once: true }));
         throw new Error("unreachable");
+      case "hangThenLandLate":
+        // The request never answers, and the upstream registers the task only after our side gave up.
+        await new Promise((_, reject) =>
+          task.signal.addEventListener("abort", () => {
+            setTimeout(() => this.create(task), 500);
+            reject(task.signal.reason);
+          }, { once: true }),
+        );
+        throw new Error("unreachable");
       case "acceptThenLoseAnswer":
         this.create(task);
         throw new ProviderUnavailable("connection reset after the request was sent");
@@ -112,6 +123,7 @@ export class ScriptedVendor implements VideoProvider {
   }
 
   async cancel(task: AcceptedTask): Promise<void> {
+    this.cancelled.push(task.providerTaskId);
     this.tasks.delete(task.providerTaskId);
   }
 
