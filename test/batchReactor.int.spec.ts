@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy, type JsMsg } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REACTOR_GROUP } from "../infra/jetstreamLayout.ts";
-import { startBatchReactor } from "../services/shared/batchReactor.ts";
+import { startBatchReactor, type BatchReactorOptions } from "../services/shared/batchReactor.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { silentLog } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
@@ -33,6 +33,8 @@ describe("batch reactor", () => {
       max_deliver: -1,
       ...(pinned ? { priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client" as const, priority_timeout: 1_000_000_000 } : {}),
     });
+  /** A batch reactor of the first process on STREAM's consumer `durable`. */
+  const reactorOn = (durable: string, handle: BatchReactorOptions["handle"]) => startBatchReactor(first, { stream: STREAM, durable, what: durable, log: silentLog, handle });
   const publish = async (subject: string, count: number) => {
     for (let i = 0; i < count; i++) await first.js.publish(`batch.${subject}`, JSON.stringify({ i }));
   };
@@ -107,15 +109,9 @@ describe("batch reactor", () => {
     let keep!: () => void;
     const kept = new Promise<void>((resolve) => (keep = resolve));
     let seen = 0;
-    const reactor = await startBatchReactor(first, {
-      stream: STREAM,
-      durable: "behind",
-      what: "behind",
-      log: silentLog,
-      handle: async (batch) => {
-        seen += batch.length;
-        return { durable: kept };
-      },
+    const reactor = await reactorOn("behind", async (batch) => {
+      seen += batch.length;
+      return { durable: kept };
     });
     await expect.poll(() => seen).toBe(total);
     await publish("behind", 5);
@@ -130,15 +126,9 @@ describe("batch reactor", () => {
     // Writes that fail: that batch and every later one stay unacknowledged (handed over again after the ack wait).
     await addConsumer("lost", true);
     let handedOver = 0;
-    const failing = await startBatchReactor(first, {
-      stream: STREAM,
-      durable: "lost",
-      what: "lost",
-      log: silentLog,
-      handle: async (batch) => {
-        handedOver += batch.length;
-        return handedOver <= total + 5 ? { durable: Promise.reject(new Error("counter write given up")) } : undefined;
-      },
+    const failing = await reactorOn("lost", async (batch) => {
+      handedOver += batch.length;
+      return handedOver <= total + 5 ? { durable: Promise.reject(new Error("counter write given up")) } : undefined;
     });
     await expect.poll(() => handedOver).toBeGreaterThanOrEqual(total + 5);
     await publish("lost", 3);
