@@ -39,6 +39,8 @@ const ACTOR_ENDED = new Error("the task's actor ended");
  * request was sent): it is looked up again after these pauses, and cancelled when found.
  */
 const LATE_LOOKUP_PAUSES_MS = [0, 2_000, 10_000, 30_000];
+/** A pause at least this long drops the actor's call signal (see `pause`). */
+const LONG_PAUSE_MS = 1_000;
 /** For calls that must finish even when the actor ends (cancel, forget): bounded by their own timeout only. */
 const NEVER_ABORTED = new AbortController().signal;
 
@@ -73,7 +75,8 @@ export class TaskActor {
   private ended = false;
   /**
    * The signal of the actor's upstream calls, which run one at a time: made once and renewed only after a
-   * call's timeout fired it (Node 20 makes every AbortController transferable, a few microseconds each).
+   * call's timeout fired it or a long pause dropped it (Node 20 makes every AbortController transferable, a
+   * few microseconds and about half a kilobyte each).
    */
   private calls: AbortController | undefined;
   /** A call is in progress on `calls` (ending the actor then aborts it; otherwise nothing needs aborting). */
@@ -475,6 +478,9 @@ export class TaskActor {
 
   /** Waits `ms` (not past the deadline); the actor's abort wakes it through the one listener it keeps. */
   private async pause(ms: number): Promise<void> {
+    // A task that waits long keeps no signal meanwhile (thousands of waiting tasks would each hold one); the
+    // next call makes a new one.
+    if (ms >= LONG_PAUSE_MS && !this.calling) this.calls = undefined;
     const until = Math.min(Date.now() + ms, this.deadline());
     if (until > Date.now() && !this.ended) {
       await new Promise<void>((resolve) => {

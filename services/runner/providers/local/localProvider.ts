@@ -19,7 +19,12 @@ interface LocalJob {
   status: ProviderStatus;
   /** The render's own folder (the result file lives there until `forget`). */
   dir?: string;
-  abort: AbortController;
+  /** Forgotten (cancelled, or its task ended): it is not rendered, or its render stops. */
+  cancelled: boolean;
+  /** Aborts the render, once it started (a job waiting in the queue has no signal: see queueWait). */
+  abort?: AbortController;
+  /** Ends the job's wait in the queue early (forget, close). */
+  wake?: () => void;
 }
 
 /**
@@ -66,12 +71,15 @@ export class LocalProvider implements VideoProvider {
     const job = this.jobs.get(task.providerTaskId);
     if (!job) return;
     this.jobs.delete(task.providerTaskId);
-    job.abort.abort();
+    job.cancelled = true;
+    job.wake?.();
+    job.abort?.abort();
     if (job.dir) await rm(job.dir, { recursive: true, force: true });
   }
 
   async close(): Promise<void> {
     this.closing.abort();
+    for (const job of this.jobs.values()) job.wake?.();
     await Promise.allSettled(this.running);
     await Promise.all([...this.jobs.values()].map((job) => (job.dir ? rm(job.dir, { recursive: true, force: true }) : undefined)));
     this.jobs.clear();
@@ -79,12 +87,11 @@ export class LocalProvider implements VideoProvider {
 
   private start(task: AcceptedTask): void {
     if (this.jobs.has(task.providerTaskId) || this.closing.signal.aborted) return;
-    const job: LocalJob = { status: { state: "queued" }, abort: new AbortController() };
+    const job: LocalJob = { status: { state: "queued" }, cancelled: false };
     this.jobs.set(task.providerTaskId, job);
-    const signal = AbortSignal.any([job.abort.signal, this.closing.signal]);
-    const work = this.render(task, job, signal)
+    const work = this.render(task, job)
       .catch((error: unknown) => {
-        if (signal.aborted) return;
+        if (job.cancelled || this.closing.signal.aborted) return;
         // Customers read the reason; ffmpeg's output and network errors stay with operators.
         const failure = error instanceof RenderFailure ? error : new RenderFailure("rendering failed", (error as Error).message);
         this.deps.log.warn({ taskId: task.taskId, reason: failure.reason, detail: failure.detail }, "local render failed");
@@ -94,8 +101,12 @@ export class LocalProvider implements VideoProvider {
     this.running.add(work);
   }
 
-  private async render(task: AcceptedTask, job: LocalJob, signal: AbortSignal): Promise<void> {
-    if (this.settings.queueDelayMs > 0) await sleepUnlessAborted(this.settings.queueDelayMs, signal);
+  private async render(task: AcceptedTask, job: LocalJob): Promise<void> {
+    if (this.settings.queueDelayMs > 0) await queueWait(job, this.settings.queueDelayMs);
+    if (job.cancelled) return;
+    // Signals only from here: each is a heavy object in Node 20, and thousands of jobs may wait in the queue.
+    job.abort = new AbortController();
+    const signal = AbortSignal.any([job.abort.signal, this.closing.signal]);
     await this.renders.run(async () => {
       signal.throwIfAborted();
       job.status = { state: "running" };
@@ -123,16 +134,15 @@ export class LocalProvider implements VideoProvider {
   }
 }
 
-function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", stop);
-      resolve();
-    }, ms);
-    const stop = () => {
+/** Waits `ms`, or until the job is forgotten or the provider closes (its `wake`). */
+function queueWait(job: LocalJob, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
       clearTimeout(timer);
-      reject(signal.reason);
+      job.wake = undefined;
+      resolve();
     };
-    signal.addEventListener("abort", stop, { once: true });
+    const timer = setTimeout(done, ms);
+    job.wake = done;
   });
 }
