@@ -19,12 +19,7 @@ interface LocalJob {
   status: ProviderStatus;
   /** The render's own folder (the result file lives there until `forget`). */
   dir?: string;
-  /** Forgotten (cancelled, or its task ended): it is not rendered, or its render stops. */
-  cancelled: boolean;
-  /** Aborts the render, once it started (a job waiting in the queue has no signal: see queueWait). */
-  abort?: AbortController;
-  /** Ends the job's wait in the queue early (forget, close). */
-  wake?: () => void;
+  abort: AbortController;
 }
 
 /**
@@ -71,15 +66,12 @@ export class LocalProvider implements VideoProvider {
     const job = this.jobs.get(task.providerTaskId);
     if (!job) return;
     this.jobs.delete(task.providerTaskId);
-    job.cancelled = true;
-    job.wake?.();
-    job.abort?.abort();
+    job.abort.abort();
     if (job.dir) await rm(job.dir, { recursive: true, force: true });
   }
 
   async close(): Promise<void> {
     this.closing.abort();
-    for (const job of this.jobs.values()) job.wake?.();
     await Promise.allSettled(this.running);
     await Promise.all([...this.jobs.values()].map((job) => (job.dir ? rm(job.dir, { recursive: true, force: true }) : undefined)));
     this.jobs.clear();
@@ -87,11 +79,12 @@ export class LocalProvider implements VideoProvider {
 
   private start(task: AcceptedTask): void {
     if (this.jobs.has(task.providerTaskId) || this.closing.signal.aborted) return;
-    const job: LocalJob = { status: { state: "queued" }, cancelled: false };
+    const job: LocalJob = { status: { state: "queued" }, abort: new AbortController() };
     this.jobs.set(task.providerTaskId, job);
-    const work = this.render(task, job)
+    const signal = AbortSignal.any([job.abort.signal, this.closing.signal]);
+    const work = this.render(task, job, signal)
       .catch((error: unknown) => {
-        if (job.cancelled || this.closing.signal.aborted) return;
+        if (signal.aborted) return;
         // Customers read the reason; ffmpeg's output and network errors stay with operators.
         const failure = error instanceof RenderFailure ? error : new RenderFailure("rendering failed", (error as Error).message);
         this.deps.log.warn({ taskId: task.taskId, reason: failure.reason, detail: failure.detail }, "local render failed");
@@ -101,12 +94,8 @@ export class LocalProvider implements VideoProvider {
     this.running.add(work);
   }
 
-  private async render(task: AcceptedTask, job: LocalJob): Promise<void> {
-    if (this.settings.queueDelayMs > 0) await queueWait(job, this.settings.queueDelayMs);
-    if (job.cancelled) return;
-    // Signals only from here: each is a heavy object in Node 20, and thousands of jobs may wait in the queue.
-    job.abort = new AbortController();
-    const signal = AbortSignal.any([job.abort.signal, this.closing.signal]);
+  private async render(task: AcceptedTask, job: LocalJob, signal: AbortSignal): Promise<void> {
+    if (this.settings.queueDelayMs > 0) await sleepUnlessAborted(this.settings.queueDelayMs, signal);
     await this.renders.run(async () => {
       signal.throwIfAborted();
       job.status = { state: "running" };
@@ -134,15 +123,16 @@ export class LocalProvider implements VideoProvider {
   }
 }
 
-/** Waits `ms`, or until the job is forgotten or the provider closes (its `wake`). */
-function queueWait(job: LocalJob, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      job.wake = undefined;
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", stop);
       resolve();
+    }, ms);
+    const stop = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
     };
-    const timer = setTimeout(done, ms);
-    job.wake = done;
+    signal.addEventListener("abort", stop, { once: true });
   });
 }
