@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { dayKey } from "../contracts/taskStats.ts";
 import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
@@ -77,16 +78,24 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
     const finals = await Promise.all(ids.map((id) => after.waitForFinal(id, 60_000, 200)));
     expect(finals.map((final) => final.body.data?.status)).toEqual(ids.map(() => "success"));
     const taskLog = new TaskLog(nats.js, nats.jsm);
+    let createdAt = "";
     for (const id of ids) {
       const { events } = await taskLog.read(id);
       // One clean life each: submitted once, accepted upstream once, succeeded once, versions without gaps.
       expect(events.map((event) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
       expect(events.map((event) => event.meta.version)).toEqual([1, 2, 3, 4]);
+      createdAt = events[0]?.meta.at ?? createdAt;
     }
     await expect.poll(async () => (await ledger.current("survivor")).reservedMicros, { timeout: 20_000 }).toBe(0);
     const history = await readAccountHistory(nats.js, nats.jsm, "survivor");
     const settled = history.filter((entry) => entry.event.type === "ReservationSettled").map((entry) => ("taskId" in entry.event.data ? entry.event.data.taskId : 0));
     expect(settled.sort((a, b) => a - b)).toEqual([...ids].sort((a, b) => a - b));
     expect((await ledger.current("survivor")).balanceMicros).toBe(100_000_000 - TASKS * MINI_4S_MICROS);
+    // The counters the projector writes behind (held up to 250 ms) lost nothing to its SIGKILL and counted
+    // nothing twice when the unacknowledged events came again.
+    const day = dayKey(createdAt, "survivor", "VideoModel-2.0-mini");
+    await expect
+      .poll(async () => (await nats?.taskStats.get(day))?.json(), { timeout: 10_000 })
+      .toMatchObject({ created: TASKS, succeeded: TASKS, failed: 0, chargedMicros: TASKS * MINI_4S_MICROS });
   });
 });
