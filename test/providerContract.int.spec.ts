@@ -149,7 +149,7 @@ describe("provider contract (scripted vendor)", () => {
     expect(final.body.msg).toMatch(/timed out/);
     const ofTask = (id: string) => id.startsWith(`scripted-${taskId}-`);
     // Not registered yet when the task timed out: the upstream does so 0.5 s after our side gave up, so the
-    // first look-up misses it and the one 2 s later finds it.
+    // first look-up misses it and the one a second later finds it.
     expect(slowVendor.submits.some(ofTask)).toBe(false);
     await expect.poll(() => slowVendor.submits.some(ofTask), { timeout: 3_000 }).toBe(true);
     await expect.poll(() => slowVendor.cancelled.some(ofTask), { timeout: 5_000 }).toBe(true);

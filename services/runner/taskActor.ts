@@ -38,7 +38,7 @@ const ACTOR_ENDED = new Error("the task's actor ended");
  * After a submit the deadline cut short, the upstream may still register the task a little later (the
  * request was sent): it is looked up again after these pauses, and cancelled when found.
  */
-const LATE_LOOKUP_PAUSES_MS = [0, 2_000, 10_000, 30_000];
+const LATE_LOOKUP_PAUSES_MS = [0, 1_000, 5_000, 30_000];
 /** A pause at least this long drops the actor's call signal (see `pause`). */
 const LONG_PAUSE_MS = 1_000;
 /** For calls that must finish even when the actor ends (cancel, forget): bounded by their own timeout only. */
