@@ -141,21 +141,24 @@ describe("provider contract (scripted vendor)", () => {
   });
 
   it("a submit cut short by the deadline that the upstream registers late is still found and cancelled", async () => {
-    // The slow vendor takes one task at a time: the earlier tests' tasks are gone first, so this one's
-    // submit is sent (and hangs) before its deadline rather than waiting for the slot.
-    await expect.poll(() => slowVendor.inFlight, { timeout: 10_000 }).toBe(0);
-    slowVendor.scriptSubmits("hangThenLandLate");
-    slowVendor.generation = { kind: "never" };
-    const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("slow-late", 100));
-    const { taskId } = await create(slowClient);
-    const final = await slowClient.waitForFinal(taskId, 10_000, 50);
-    expect(final.body.msg).toMatch(/timed out/);
-    // The upstream registers the task 0.5 s after our side gave up: the look-up at the deadline misses it,
-    // a later one (after 1 s, 5 s) finds and cancels it.
-    const ofTask = (id: string) => id.startsWith(`scripted-${taskId}-`);
-    await expect.poll(() => slowVendor.submits.some(ofTask), { timeout: 10_000 }).toBe(true);
-    await expect.poll(() => slowVendor.cancelled.some(ofTask), { timeout: 15_000 }).toBe(true);
-    expect(slowVendor.inFlight).toBe(0);
+    // A vendor and gateway of its own: nothing else holds a slot or a scripted submit there.
+    const lateVendor = new ScriptedVendor();
+    const late = await startTestApp({ providers: () => lateVendor, tweak: (config) => (config.limits.maxTaskMs = 1_500) });
+    try {
+      lateVendor.scriptSubmits("hangThenLandLate");
+      lateVendor.generation = { kind: "never" };
+      const lateClient = new VideoClient(late.baseUrl, await late.keyFor("late", 100));
+      const { taskId } = await create(lateClient);
+      const final = await lateClient.waitForFinal(taskId, 10_000, 50);
+      expect(final.body.msg).toMatch(/timed out/);
+      // The upstream registers the task 0.5 s after our side gave up: the look-up at the deadline misses it,
+      // a later one (after 1 s, 5 s) finds and cancels it.
+      const ofTask = (id: string) => id.startsWith(`scripted-${taskId}-`);
+      await expect.poll(() => lateVendor.submits.some(ofTask), { timeout: 10_000 }).toBe(true);
+      await expect.poll(() => lateVendor.cancelled.some(ofTask), { timeout: 15_000 }).toBe(true);
+    } finally {
+      await late.stop();
+    }
   });
 
   it("with maxInFlight 1, tasks wait their turn (pending) and never overlap at the upstream", async () => {
