@@ -144,7 +144,7 @@ export class TaskActor {
 
   /** Where the task stands, for metrics ("unsubmitted" counts as pending: that is what its customer sees). */
   progress(now: number): { state: "pending" | "running"; pastDeadline: boolean } {
-    return { state: this.task.status === "running" ? "running" : "pending", pastDeadline: !isFinal(this.task) && now > this.deadline() };
+    return { state: this.task.status === "running" ? "running" : "pending", pastDeadline: !isFinal(this.task) && now > this.deadlineAt };
   }
 
   /** How the task ended, once `run` returned "final". */
@@ -227,16 +227,12 @@ export class TaskActor {
     return channel === undefined ? undefined : this.deps.channels.provider(channel);
   }
 
-  private deadline(): number {
-    return this.deadlineAt;
-  }
-
   /**
    * Runs `call` bounded by the task's deadline (and by `limitMs`, a single call's timeout); past the
    * deadline, the task fails with its timeout reason. One timer per call, cleared after; the signal is the actor's (see `calls`).
    */
   private async withinDeadline<T>(call: (signal: AbortSignal) => Promise<T>, limitMs = Number.POSITIVE_INFINITY): Promise<T | undefined> {
-    const remaining = this.deadline() - Date.now();
+    const remaining = this.deadlineAt - Date.now();
     if (remaining > 0) {
       const calls = this.callController();
       const timer = setTimeout(() => calls.abort(new DOMException("the call took too long", "TimeoutError")), Math.min(remaining, limitMs));
@@ -244,7 +240,7 @@ export class TaskActor {
       try {
         return await call(calls.signal);
       } catch (error) {
-        if (this.ended || Date.now() < this.deadline()) throw error;
+        if (this.ended || Date.now() < this.deadlineAt) throw error;
       } finally {
         this.calling = false;
         clearTimeout(timer);
@@ -269,7 +265,7 @@ export class TaskActor {
 
   private async timedOut(): Promise<void> {
     const submitCutShort = this.submitUnanswered;
-    await this.execute({ type: "CheckDeadline", now: new Date(Math.max(Date.now(), this.deadline())), maxTaskMs: this.deps.maxTaskMs });
+    await this.execute({ type: "CheckDeadline", now: new Date(Math.max(Date.now(), this.deadlineAt)), maxTaskMs: this.deps.maxTaskMs });
     if (this.task.status === "failed") await this.cancelUpstream(this.task.providerTaskId, submitCutShort);
   }
 
@@ -283,10 +279,11 @@ export class TaskActor {
     const provider = this.providerOf();
     if (!provider?.cancel) return;
     const reference = clientReference(this.taskId);
-    const cancel = async (find: boolean): Promise<boolean> => {
+    /** Cancels the known task, or the one found by reference; whether there was one. */
+    const cancelOnce = async (): Promise<boolean> => {
       try {
         return await withSignal(NEVER_ABORTED, provider.policy.timeoutMs, async (signal) => {
-          const providerTaskId = find ? await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }) : known;
+          const providerTaskId = known ?? (await provider.findByClientReference?.({ taskId: this.taskId, job: this.command.job, clientReference: reference, signal }));
           if (providerTaskId !== undefined) await provider.cancel?.(this.accepted(providerTaskId, signal));
           return providerTaskId !== undefined;
         });
@@ -295,17 +292,19 @@ export class TaskActor {
         return false;
       }
     };
-    if (known !== undefined || !submitCutShort) {
-      await cancel(known === undefined);
-      return;
+    const lateLookups = known === undefined && submitCutShort;
+    if (lateLookups) {
+      this.lease?.release();
+      this.lease = undefined;
     }
-    this.lease?.release();
-    this.lease = undefined;
-    for (const pauseMs of LATE_LOOKUP_PAUSES_MS) {
-      if (pauseMs > 0) await sleep(pauseMs, undefined, { signal: this.deps.shutdown }).catch(() => undefined);
-      if (this.stopping || (await cancel(true))) return;
+    for (const pauseMs of lateLookups ? LATE_LOOKUP_PAUSES_MS : [0]) {
+      if (pauseMs > 0) {
+        await sleep(pauseMs, undefined, { signal: this.deps.shutdown }).catch(() => undefined);
+        if (this.stopping) return;
+      }
+      if (await cancelOnce()) return;
     }
-    this.log.warn({ reference }, "a submit the deadline cut short was not found upstream; if the upstream created it late, it runs on there");
+    if (lateLookups) this.log.warn({ reference }, "a submit the deadline cut short was not found upstream; if the upstream created it late, it runs on there");
   }
 
   private accepted(providerTaskId: string, signal: AbortSignal): AcceptedTask {
@@ -425,7 +424,7 @@ export class TaskActor {
     }
     // Not when the call above already timed the task out: a second cancel would delete the cancelled task's
     // record at the upstream (Ark removes a cancelled task on DELETE).
-    if (Date.now() >= this.deadline() && !isFinal(this.task)) await this.timedOut();
+    if (Date.now() >= this.deadlineAt && !isFinal(this.task)) await this.timedOut();
   }
 
   private async reportOf(status: ProviderStatus, providerTaskId: string): Promise<ProviderReport> {
@@ -476,12 +475,12 @@ export class TaskActor {
     return undefined;
   }
 
-  /** Waits `ms` (not past the deadline); the actor's abort wakes it through the one listener it keeps. */
+  /** Waits `ms` (not past the deadline); ending the actor (`end`) or news from the upstream wakes it early. */
   private async pause(ms: number): Promise<void> {
     // A task that waits long keeps no signal meanwhile (thousands of waiting tasks would each hold one); the
     // next call makes a new one.
     if (ms >= LONG_PAUSE_MS && !this.calling) this.calls = undefined;
-    const until = Math.min(Date.now() + ms, this.deadline());
+    const until = Math.min(Date.now() + ms, this.deadlineAt);
     if (until > Date.now() && !this.ended) {
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
@@ -495,7 +494,7 @@ export class TaskActor {
       });
     }
     if (this.stopping) return;
-    if (Date.now() >= this.deadline() && !isFinal(this.task)) await this.timedOut();
+    if (Date.now() >= this.deadlineAt && !isFinal(this.task)) await this.timedOut();
   }
 
   private async forgetUpstream(): Promise<void> {

@@ -106,12 +106,6 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   let kept: Promise<void> = Promise.resolve();
   let keepingFailed = false;
   const acknowledgeWhenKept = (batch: readonly JsMsg[], durable: Promise<void> | undefined) => {
-    if (!durable) {
-      kept = kept.then(() => {
-        if (!keepingFailed) acknowledge(batch);
-      });
-      return;
-    }
     kept = Promise.all([kept, durable]).then(
       () => {
         if (!keepingFailed) acknowledge(batch);

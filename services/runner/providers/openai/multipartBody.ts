@@ -17,13 +17,13 @@ export interface FilePart {
  */
 export function multipartBody(fields: ReadonlyArray<readonly [string, string | FilePart]>): { body: Buffer; contentType: string } {
   const boundary = `----reelay-${randomUUID()}`;
-  const parts: Buffer[] = [];
+  const parts: Uint8Array[] = [];
   for (const [name, value] of fields) {
     const disposition = `--${boundary}\r\nContent-Disposition: form-data; name="${escapeQuoted(normalizeLineBreaks(name))}"`;
     if (typeof value === "string") {
       parts.push(Buffer.from(`${disposition}\r\n\r\n${normalizeLineBreaks(value)}\r\n`));
     } else {
-      parts.push(Buffer.from(`${disposition}; filename="${escapeQuoted(value.name)}"\r\nContent-Type: ${value.type || "application/octet-stream"}\r\n\r\n`), Buffer.from(value.bytes), Buffer.from("\r\n"));
+      parts.push(Buffer.from(`${disposition}; filename="${escapeQuoted(value.name)}"\r\nContent-Type: ${value.type || "application/octet-stream"}\r\n\r\n`), value.bytes, Buffer.from("\r\n"));
     }
   }
   parts.push(Buffer.from(`--${boundary}--\r\n`));
