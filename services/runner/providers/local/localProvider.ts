@@ -19,8 +19,14 @@ interface LocalJob {
   status: ProviderStatus;
   /** The render's own folder (the result file lives there until `forget`). */
   dir?: string;
-  abort: AbortController;
+  /** Set while the job waits out the queue delay (thousands may wait: a timer each, no signal, no promise). */
+  queued?: NodeJS.Timeout;
+  /** Aborts the render, once it started. */
+  abort?: AbortController;
 }
+
+/** What a render needs of its task (not the submitting call's signal, which belongs to the runner). */
+type RenderOrder = Pick<ProviderTask, "taskId" | "job">;
 
 /**
  * The built-in generator behind the provider port: renders a real MP4 with ffmpeg in this process and
@@ -66,12 +72,14 @@ export class LocalProvider implements VideoProvider {
     const job = this.jobs.get(task.providerTaskId);
     if (!job) return;
     this.jobs.delete(task.providerTaskId);
-    job.abort.abort();
+    clearTimeout(job.queued);
+    job.abort?.abort();
     if (job.dir) await rm(job.dir, { recursive: true, force: true });
   }
 
   async close(): Promise<void> {
     this.closing.abort();
+    for (const job of this.jobs.values()) clearTimeout(job.queued);
     await Promise.allSettled(this.running);
     await Promise.all([...this.jobs.values()].map((job) => (job.dir ? rm(job.dir, { recursive: true, force: true }) : undefined)));
     this.jobs.clear();
@@ -79,29 +87,36 @@ export class LocalProvider implements VideoProvider {
 
   private start(task: AcceptedTask): void {
     if (this.jobs.has(task.providerTaskId) || this.closing.signal.aborted) return;
-    const job: LocalJob = { status: { state: "queued" }, abort: new AbortController() };
+    const job: LocalJob = { status: { state: "queued" } };
     this.jobs.set(task.providerTaskId, job);
+    const order: RenderOrder = { taskId: task.taskId, job: task.job };
+    if (this.settings.queueDelayMs > 0) job.queued = setTimeout(() => this.begin(order, job), this.settings.queueDelayMs);
+    else this.begin(order, job);
+  }
+
+  private begin(order: RenderOrder, job: LocalJob): void {
+    job.queued = undefined;
+    job.abort = new AbortController();
     const signal = AbortSignal.any([job.abort.signal, this.closing.signal]);
-    const work = this.render(task, job, signal)
+    const work = this.render(order, job, signal)
       .catch((error: unknown) => {
         if (signal.aborted) return;
         // Customers read the reason; ffmpeg's output and network errors stay with operators.
         const failure = error instanceof RenderFailure ? error : new RenderFailure("rendering failed", (error as Error).message);
-        this.deps.log.warn({ taskId: task.taskId, reason: failure.reason, detail: failure.detail }, "local render failed");
+        this.deps.log.warn({ taskId: order.taskId, reason: failure.reason, detail: failure.detail }, "local render failed");
         job.status = { state: "failed", reason: failure.reason, ...(failure.detail ? { detail: failure.detail } : {}) };
       })
       .finally(() => this.running.delete(work));
     this.running.add(work);
   }
 
-  private async render(task: AcceptedTask, job: LocalJob, signal: AbortSignal): Promise<void> {
-    if (this.settings.queueDelayMs > 0) await sleepUnlessAborted(this.settings.queueDelayMs, signal);
+  private async render(order: RenderOrder, job: LocalJob, signal: AbortSignal): Promise<void> {
     await this.renders.run(async () => {
       signal.throwIfAborted();
       job.status = { state: "running" };
       const dir = await mkdtemp(join(tmpdir(), "reelay-render-"));
       job.dir = dir;
-      const { job: spec } = task;
+      const { job: spec } = order;
       const imagePath = spec.references.image_url
         ? await fetchReference(spec.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck)
         : undefined;
@@ -121,18 +136,4 @@ export class LocalProvider implements VideoProvider {
       job.status = { state: "succeeded", result: { kind: "file", path: outputPath }, durationSeconds: spec.durationSeconds, resolution: `${spec.width}*${spec.height}` };
     });
   }
-}
-
-function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", stop);
-      resolve();
-    }, ms);
-    const stop = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", stop, { once: true });
-  });
 }
