@@ -4,7 +4,7 @@ import { OBJECT_STORES } from "../infra/jetstreamLayout.ts";
 import { firstTaskEvent } from "../machines/videoTaskDecider.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
-import { TaskActor } from "../services/runner/taskActor.ts";
+import { TaskActor, type TaskActorExit } from "../services/runner/taskActor.ts";
 import type { VideoProvider } from "../services/runner/providers/types.ts";
 import { ChannelPool } from "../services/runner/policy/channelPool.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
@@ -64,6 +64,14 @@ describe("a task actor", () => {
     return (await new TaskLog(nats.js, nats.jsm).appendFirst(taskId, submitted)).event as TaskSubmittedEvent;
   }
 
+  /** Drives an actor as RunnerService does: each wait for a poll is slept out, then the actor resumes. */
+  async function runToExit(actor: TaskActor, redelivered: boolean): Promise<TaskActorExit> {
+    for (let step = await actor.start(redelivered); ; step = await actor.resume()) {
+      if ("exit" in step) return step.exit;
+      await new Promise((resolve) => setTimeout(resolve, step.pollAt - Date.now()));
+    }
+  }
+
   const actorFor = (submitted: TaskSubmittedEvent, provider: VideoProvider, shutdown: AbortSignal, maxTaskMs = 10_000) =>
     new TaskActor(
       submitted,
@@ -86,14 +94,14 @@ describe("a task actor", () => {
     const firstRunner = new AbortController();
     const submitted = await created(42, 10_000);
     const firstActor = actorFor(submitted, vendor, firstRunner.signal);
-    const first = firstActor.run(false);
+    const first = runToExit(firstActor, false);
     await expect.poll(() => vendor.submits.length).toBe(1);
     // The runner goes away while the upstream's answer is in flight (as RunnerService.stop does it).
     firstRunner.abort();
     firstActor.stop();
     expect(await first).toBe("stopped");
 
-    expect(await actorFor(submitted, vendor, new AbortController().signal).run(true)).toBe("final");
+    expect(await runToExit(actorFor(submitted, vendor, new AbortController().signal), true)).toBe("final");
     expect(vendor.submits).toHaveLength(1);
     const { events } = await new TaskLog(nats.js, nats.jsm).read(42);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationSucceeded"]);
@@ -115,7 +123,7 @@ describe("a task actor", () => {
       shutdown: new AbortController().signal,
     });
 
-    expect(await actor.run(false)).toBe("final");
+    expect(await runToExit(actor, false)).toBe("final");
 
     expect(upstream.submits).toBeGreaterThan(1);
     const { events } = await taskLog.read(41);
@@ -126,7 +134,7 @@ describe("a task actor", () => {
   it("cancels the upstream task once when the deadline cuts a status call short", async () => {
     const upstream = hangingStatusUpstream();
     const actor = actorFor(await created(43, 400), upstream, new AbortController().signal, 400);
-    expect(await actor.run(false)).toBe("final");
+    expect(await runToExit(actor, false)).toBe("final");
     const { events } = await new TaskLog(nats.js, nats.jsm).read(43);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationFailed"]);
     // A second cancel would delete the cancelled task's record at vendors like Ark.

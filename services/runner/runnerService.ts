@@ -9,9 +9,18 @@ import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
 import { drainLegacyWorkQueue } from "./legacyWorkQueue.ts";
-import { TaskActor } from "./taskActor.ts";
+import { TaskActor, type TaskActorDeps, type TaskActorExit, type TaskActorStep } from "./taskActor.ts";
 import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
-import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
+import { SpanKind, startPiecewiseSpan, type PiecewiseSpan } from "../shared/tracing/tracing.ts";
+
+/** A task this runner hosts. */
+interface HostedTask {
+  taskId: number;
+  actor: TaskActor;
+  span: PiecewiseSpan;
+  /** Set while the task waits for its next poll: a waiting task has no call chain, only this timer (see TaskActorStep). */
+  pollTimer: NodeJS.Timeout | undefined;
+}
 
 /** How often per heartbeat period the runner looks for held jobs due for one. */
 const BEAT_CHECKS_PER_PERIOD = 10;
@@ -26,8 +35,10 @@ const BEAT_CHECKS_PER_PERIOD = 10;
  */
 export class RunnerService {
   private readonly held = new Map<number, JsMsg>();
-  /** Live actors by task id. */
-  private readonly actors = new Map<number, TaskActor>();
+  /** Live tasks by id. */
+  private readonly hosted = new Map<number, HostedTask>();
+  /** What every actor gets (one object for all of them). */
+  private readonly actorDeps: TaskActorDeps;
   private stopReporting: (() => void) | undefined;
   private readonly taskLog: TaskLog;
   private readonly shutdown = new AbortController();
@@ -45,6 +56,17 @@ export class RunnerService {
     private readonly log: Logger,
   ) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
+    this.actorDeps = {
+      videos: nats.videos,
+      videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+      log,
+      taskLog: this.taskLog,
+      channels,
+      maxTaskMs: config.limits.maxTaskMs,
+      maxResultBytes: config.runner.maxResultBytes,
+      allowPrivateResultAddresses: config.runner.allowPrivateResultUrls,
+      shutdown: this.shutdown.signal,
+    };
   }
 
   async start(): Promise<void> {
@@ -76,7 +98,10 @@ export class RunnerService {
   async stop(): Promise<void> {
     this.shutdown.abort();
     this.stopReporting?.();
-    for (const actor of this.actors.values()) actor.stop();
+    for (const task of this.hosted.values()) {
+      task.actor.stop();
+      clearTimeout(task.pollTimer);
+    }
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
     await this.legacyDrain;
@@ -92,9 +117,14 @@ export class RunnerService {
 
   /** The upstream said there is news about one of its tasks (a callback): the task hosted here asks now. */
   poke(channel: string, providerTaskId: string): boolean {
-    for (const actor of this.actors.values()) {
+    for (const task of this.hosted.values()) {
+      const { actor } = task;
       if (actor.providerTaskId() === providerTaskId && actor.channel() === channel) {
-        actor.pokeNow();
+        // A task in a pause or a call is woken by the actor itself; a waiting one is resumed here.
+        if (actor.pokeNow() && task.pollTimer !== undefined) {
+          clearTimeout(task.pollTimer);
+          this.pollDue(task);
+        }
         return true;
       }
     }
@@ -123,7 +153,7 @@ export class RunnerService {
 
   private *liveTasks(): Iterable<LiveTask> {
     const now = Date.now();
-    for (const actor of this.actors.values()) yield { provider: actor.channel(), ...actor.progress(now) };
+    for (const { actor } of this.hosted.values()) yield { provider: actor.channel(), ...actor.progress(now) };
   }
 
   /** After a reconnect (a nats-server restart), held jobs are heartbeated at once, before their lease can run out. */
@@ -166,41 +196,51 @@ export class RunnerService {
     this.held.set(taskId, msg);
     // Just delivered: its lease is fresh.
     this.beatLater(msg);
-    const actor = new TaskActor(submitted, {
-      videos: this.nats.videos,
-      videoBucket: { nc: this.nats.nc, js: this.nats.js, jsm: this.nats.jsm, name: OBJECT_STORES.videos },
-      log: this.log,
-      taskLog: this.taskLog,
-      channels: this.channels,
-      maxTaskMs: this.config.limits.maxTaskMs,
-      maxResultBytes: this.config.runner.maxResultBytes,
-      allowPrivateResultAddresses: this.config.runner.allowPrivateResultUrls,
-      shutdown: this.shutdown.signal,
-    });
-    this.actors.set(taskId, actor);
+    const actor = new TaskActor(submitted, this.actorDeps);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
-    const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } };
-    const work = inSpan("video task", span, () => actor.run(redelivered))
-      .then((exit) => {
-        if (exit === "stopped") return; // stop() hands the job back
-        if (exit === "final") {
-          msg.ack();
-          const outcome = actor.outcome();
-          if (outcome) tasksFinished.inc({ provider: actor.channel(), outcome });
-        }
-        else this.log.info({ taskId }, "left the task to its other runner");
-        this.held.delete(taskId);
+    const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
+    const task: HostedTask = { taskId, actor, span, pollTimer: undefined };
+    this.hosted.set(taskId, task);
+    this.drive(task, () => actor.start(redelivered));
+  }
+
+  /** Runs one step of a hosted task; a task that then waits gets a timer that resumes it. */
+  private drive(task: HostedTask, step: () => Promise<TaskActorStep>): void {
+    const work = task.span
+      .run(step)
+      .then((next) => {
+        if ("exit" in next) return this.finish(task, next.exit);
+        if (this.shutdown.signal.aborted) return; // stop() hands the job back
+        task.pollTimer = setTimeout(this.pollDue, next.pollAt - Date.now(), task);
       })
       .catch((error: unknown) => {
-        this.log.error({ err: error, taskId }, "task actor failed; retrying the task shortly");
+        task.span.end(error as Error);
+        this.log.error({ err: error, taskId: task.taskId }, "task actor failed; retrying the task shortly");
+        this.hosted.delete(task.taskId);
         if (this.shutdown.signal.aborted) return;
-        this.held.delete(taskId);
-        msg.nak(1000);
+        this.held.get(task.taskId)?.nak(1000);
+        this.held.delete(task.taskId);
       })
-      .finally(() => {
-        this.actors.delete(taskId);
-        this.running.delete(work);
-      });
+      .finally(() => this.running.delete(work));
     this.running.add(work);
+  }
+
+  /** A waiting task's next poll is due (or its upstream said there is news). One function for every task: no closure each. */
+  private readonly pollDue = (task: HostedTask): void => {
+    task.pollTimer = undefined;
+    this.drive(task, () => task.actor.resume());
+  };
+
+  private finish({ taskId, actor, span }: HostedTask, exit: TaskActorExit): void {
+    span.end();
+    this.hosted.delete(taskId);
+    if (exit === "stopped") return; // stop() hands the job back
+    const msg = this.held.get(taskId);
+    if (exit === "final") {
+      msg?.ack();
+      const outcome = actor.outcome();
+      if (outcome) tasksFinished.inc({ provider: actor.channel(), outcome });
+    } else this.log.info({ taskId }, "left the task to its other runner");
+    this.held.delete(taskId);
   }
 }

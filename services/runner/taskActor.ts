@@ -31,6 +31,16 @@ export interface TaskActorDeps {
 /** How a hosted task ended for this runner. */
 export type TaskActorExit = "final" | "steppedAside" | "stopped";
 
+/**
+ * What a step of the actor ended with: the task left this runner, or it waits for its next poll until
+ * `pollAt` (epoch ms, never past its deadline). A waiting task keeps no call chain (no suspended async
+ * functions, promises or signals): the runner holds one timer for it and calls `resume` when it is due.
+ */
+export type TaskActorStep = { exit: TaskActorExit } | { pollAt: number };
+
+const FINAL: TaskActorStep = { exit: "final" };
+const STOPPED: TaskActorStep = { exit: "stopped" };
+
 const MISCONFIGURED = "this model is not available right now; no charge was made";
 /** The reason the calls of an actor that ended are aborted with (one object: nothing is built per task). */
 const ACTOR_ENDED = new Error("the task's actor ended");
@@ -39,7 +49,7 @@ const ACTOR_ENDED = new Error("the task's actor ended");
  * request was sent): it is looked up again after these pauses, and cancelled when found.
  */
 const LATE_LOOKUP_PAUSES_MS = [0, 1_000, 5_000, 30_000];
-/** A pause at least this long drops the actor's call signal (see `pause`). */
+/** A wait at least this long drops the actor's call signal (see `dropIdleCallSignal`). */
 const LONG_PAUSE_MS = 1_000;
 /** For calls that must finish even when the actor ends (cancel, forget): bounded by their own timeout only. */
 const NEVER_ABORTED = new AbortController().signal;
@@ -70,7 +80,8 @@ export const videoObjectName = (providerTaskId: string): string => `${providerTa
 export class TaskActor {
   private state: TaskDeciderState = initialTaskState();
   private lastSequence = 0;
-  private readonly log: Logger;
+  /** Made on first use: most tasks never log. */
+  private taskLogger: Logger | undefined;
   /** Stopped, finished or stepped aside: no more calls, pauses end at once. */
   private ended = false;
   /**
@@ -86,7 +97,7 @@ export class TaskActor {
    * been submitted for it before this actor's first attempt.
    */
   private firstHolder = false;
-  /** Ends the current pause early (on abort, or when the upstream said there is news). */
+  /** Ends the current pause of a retry early (on abort, or when the upstream said there is news). */
   private wake: (() => void) | undefined;
   /** The slot this task holds, and with it the channel it runs on. */
   private lease: ChannelLease | undefined;
@@ -98,8 +109,10 @@ export class TaskActor {
   private lastAskedAt = 0;
   /** A submit was sent and has not been answered (still in flight, or cut short by the deadline). */
   private submitUnanswered = false;
-  /** Channels where a submit of this actor's ended without an answer: they may have the task. */
-  private readonly unsureChannels = new Set<string>();
+  /** Channels where a submit of this actor's ended without an answer: they may have the task (made on first use). */
+  private unsureChannels: Set<string> | undefined;
+  /** Polls so far on this runner: the polling schedule grows with them. */
+  private polls = 0;
 
   private readonly taskId: number;
   /** The task as its create submitted it (its first event's data). */
@@ -114,7 +127,11 @@ export class TaskActor {
     this.taskId = submitted.meta.taskId;
     this.command = submitted.data;
     this.deadlineAt = Date.parse(submitted.data.deadlineAt);
-    this.log = deps.log.child({ taskId: this.taskId });
+  }
+
+  private get log(): Logger {
+    this.taskLogger ??= this.deps.log.child({ taskId: this.taskId });
+    return this.taskLogger;
   }
 
   private get task() {
@@ -153,32 +170,55 @@ export class TaskActor {
     return status === "success" || status === "failed" ? status : undefined;
   }
 
-  /** `redelivered`: another runner may have held the task (the first event was delivered before, or came from WORK). */
-  async run(redelivered: boolean): Promise<TaskActorExit> {
-    await this.restore(redelivered);
-    this.firstHolder = !redelivered;
+  /**
+   * Restores the task and submits it (or takes its slot back when an upstream accepted it already), then
+   * polls until it waits. `redelivered`: another runner may have held the task (the first event was
+   * delivered before, or came from WORK).
+   */
+  start(redelivered: boolean): Promise<TaskActorStep> {
+    return this.step(async () => {
+      await this.restore(redelivered);
+      this.firstHolder = !redelivered;
+      if (isFinal(this.task)) return;
+      // The task waits here, still pending, while every channel it may use is at its limit.
+      const accepted = this.task.status === "pending" || this.task.status === "running" ? this.task.providerTaskId : undefined;
+      if (accepted === undefined) await this.submitUpstream();
+      else await this.takeSlot({ pinned: true });
+    });
+  }
+
+  /** The task's next poll is due (or the upstream said there is news): asks the upstream, then polls on until it waits. */
+  resume(): Promise<TaskActorStep> {
+    return this.step(() => this.pollNow());
+  }
+
+  /** Runs `work`, then polls while the schedule says now; ends with the task's wait or its exit. */
+  private async step(work: () => Promise<void>): Promise<TaskActorStep> {
+    let waits = false;
     try {
-      if (!isFinal(this.task)) {
-        // The task waits here, still pending, while every channel it may use is at its limit.
-        const accepted = this.task.status === "pending" || this.task.status === "running" ? this.task.providerTaskId : undefined;
-        if (accepted === undefined) await this.submitUpstream();
-        else await this.takeSlot({ pinned: true });
-        for (let polls = 0; !isFinal(this.task); polls++) {
-          if (this.stopping) return "stopped";
-          await this.pollOnce(polls);
+      await work();
+      while (!this.stopping && !isFinal(this.task)) {
+        const pollAt = this.nextPollAt();
+        if (pollAt > Date.now()) {
+          waits = true;
+          if (pollAt - Date.now() >= LONG_PAUSE_MS) this.dropIdleCallSignal();
+          return { pollAt };
         }
+        await this.pollNow();
       }
-      if (this.stopping) return "stopped";
+      if (this.stopping) return STOPPED;
       // The final event is in the log: settlement reacts to it (services/billing/settlement.ts).
       await this.forgetUpstream();
-      return "final";
+      return FINAL;
     } catch (error) {
-      if (error instanceof ConcurrencyError) return this.afterLostRace();
-      if (this.stopping) return "stopped";
+      if (error instanceof ConcurrencyError) return { exit: await this.afterLostRace() };
+      if (this.stopping) return STOPPED;
       throw error;
     } finally {
-      this.lease?.release();
-      this.end();
+      if (!waits) {
+        this.lease?.release();
+        this.end();
+      }
     }
   }
 
@@ -188,11 +228,14 @@ export class TaskActor {
   }
 
   /**
-   * The upstream said there is news about this task (a callback): ask now instead of at the next poll. At
-   * most one such call a second: callbacks are unsigned, so a flood of them must not become a flood of calls.
+   * The upstream said there is news about this task (a callback): true when it should ask now instead of at
+   * the next poll (a pause in progress ends here; a waiting task the runner resumes). At most one such call a
+   * second: callbacks are unsigned, so a flood of them must not become a flood of calls.
    */
-  pokeNow(): void {
-    if ((this.task.status === "pending" || this.task.status === "running") && Date.now() - this.lastAskedAt >= 1000) this.wake?.();
+  pokeNow(): boolean {
+    if ((this.task.status !== "pending" && this.task.status !== "running") || Date.now() - this.lastAskedAt < 1000) return false;
+    this.wake?.();
+    return true;
   }
 
   providerTaskId(): string | undefined {
@@ -333,7 +376,7 @@ export class TaskActor {
       try {
         // An attempt that may follow an earlier submit asks the upstreams first: after a crash every channel
         // of the model, otherwise those where a submit got no answer (one that answered an error created nothing).
-        const found = this.firstHolder && this.unsureChannels.size === 0 ? undefined : await this.findEarlierSubmit(this.firstHolder ? [...this.unsureChannels] : undefined);
+        const found = this.firstHolder && this.unsureChannels === undefined ? undefined : await this.findEarlierSubmit(this.firstHolder ? [...(this.unsureChannels ?? [])] : undefined);
         // Found on another channel: the task is that channel's from now on, and waits for a slot there.
         if (found && found.channel !== channel && (await this.takeSlot({ on: found.channel })) === undefined) return;
         const accepted =
@@ -361,7 +404,7 @@ export class TaskActor {
           avoid = channel;
         } else {
           this.log.warn({ err: error, attempt, channel }, "upstream submit failed; retrying until the deadline");
-          if (!(error instanceof ProviderUnavailable && error.refused)) this.unsureChannels.add(channel);
+          if (!(error instanceof ProviderUnavailable && error.refused)) (this.unsureChannels ??= new Set()).add(channel);
           this.deps.channels.noteTransient(channel, (error as Error).message);
           avoid = channel;
           // The slot is given back while the task backs off: another task (or channel) can use it.
@@ -397,14 +440,26 @@ export class TaskActor {
     return undefined;
   }
 
-  private async pollOnce(polls: number): Promise<void> {
+  /** When to ask the upstream next: `pollDelay` after the last poll, never past the deadline. */
+  private nextPollAt(): number {
+    const policy = this.lease?.provider.policy;
+    return Math.min(Date.now() + (policy ? pollDelay(policy, this.polls) : 0), this.deadlineAt);
+  }
+
+  /** A poll that is due: past the deadline the task times out instead. */
+  private async pollNow(): Promise<void> {
+    this.polls++;
+    if (this.stopping || isFinal(this.task)) return;
+    if (Date.now() >= this.deadlineAt) await this.timedOut();
+    else await this.pollOnce();
+  }
+
+  private async pollOnce(): Promise<void> {
     const task = this.task;
     if (task.status !== "pending" && task.status !== "running") return;
     const providerTaskId = task.providerTaskId;
     const provider = this.lease?.provider;
     if (providerTaskId === undefined || provider === undefined) return;
-    await this.pause(pollDelay(provider.policy, polls));
-    if (isFinal(this.task)) return;
     try {
       this.lastAskedAt = Date.now();
       const status = await this.call(provider, ({ signal }) => provider.status(this.accepted(providerTaskId, signal)));
@@ -475,11 +530,14 @@ export class TaskActor {
     return undefined;
   }
 
-  /** Waits `ms` (not past the deadline); ending the actor (`end`) or news from the upstream wakes it early. */
+  /** A task that waits long keeps no signal meanwhile (thousands of waiting tasks would each hold one); the next call makes a new one. */
+  private dropIdleCallSignal(): void {
+    if (!this.calling) this.calls = undefined;
+  }
+
+  /** Waits `ms` before a retry (not past the deadline); ending the actor (`end`) or news from the upstream wakes it early. */
   private async pause(ms: number): Promise<void> {
-    // A task that waits long keeps no signal meanwhile (thousands of waiting tasks would each hold one); the
-    // next call makes a new one.
-    if (ms >= LONG_PAUSE_MS && !this.calling) this.calls = undefined;
+    if (ms >= LONG_PAUSE_MS) this.dropIdleCallSignal();
     const until = Math.min(Date.now() + ms, this.deadlineAt);
     if (until > Date.now() && !this.ended) {
       await new Promise<void>((resolve) => {
@@ -526,7 +584,7 @@ export class TaskActor {
   private apply(event: TaskEvent): void {
     this.state = evolveTask(this.state, event);
     if (event.type === "GenerationFailed" && event.data.detail) this.log.warn({ reason: event.data.reason, detail: event.data.detail }, "task failed");
-    this.log.debug({ event: event.type, state: this.task.status }, "task event appended");
+    if (this.deps.log.isLevelEnabled("debug")) this.log.debug({ event: event.type, state: this.task.status }, "task event appended");
   }
 
   private async afterLostRace(): Promise<TaskActorExit> {

@@ -72,6 +72,34 @@ export function inSpan<T>(name: string, options: { kind?: SpanKind; parent?: Con
   });
 }
 
+/** A span over work done in separate pieces (a task that sleeps between polls holds no call chain meanwhile). */
+export interface PiecewiseSpan {
+  /** Runs one piece of the work in the span's context (calls and appends in it become its children). */
+  run<T>(piece: () => Promise<T>): Promise<T>;
+  /** Ends the span, marked failed when `error` is given. */
+  end(error?: Error): void;
+}
+
+const NO_PIECEWISE_SPAN: PiecewiseSpan = { run: (piece) => piece(), end: () => undefined };
+
+/** Starts a span whose work runs in pieces (see `PiecewiseSpan`); the caller ends it. */
+export function startPiecewiseSpan(name: string, options: { kind?: SpanKind; parent?: Context; attributes?: Record<string, string | number> }): PiecewiseSpan {
+  if (!provider) return NO_PIECEWISE_SPAN;
+  const parent = options.parent ?? context.active();
+  const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, ...(options.attributes ? { attributes: options.attributes } : {}) }, parent);
+  const within = trace.setSpan(parent, span);
+  return {
+    run: (piece) => context.with(within, piece),
+    end: (error) => {
+      if (error) {
+        span.recordException(error);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+      }
+      span.end();
+    },
+  };
+}
+
 /** The context a W3C `traceparent` (and `tracestate`) header names; the active one when absent. */
 export function contextFromTraceparent(traceparent: string | undefined, tracestate?: string): Context {
   if (!traceparent) return context.active();
