@@ -42,6 +42,39 @@ interface Waiter {
 
 const RECENT_ERRORS = 5;
 
+/** A held slot: a class rather than closures, since every live task holds one (thousands at a time). */
+class Slot implements ChannelLease {
+  private released = false;
+
+  constructor(
+    private readonly on: Channel,
+    private readonly pool: ChannelPool,
+  ) {}
+
+  get channel(): string {
+    return this.on.name;
+  }
+
+  get provider(): VideoProvider {
+    return this.on.settings.provider;
+  }
+
+  async submitTurn(signal: AbortSignal): Promise<void> {
+    const { submitsPerSecond } = this.on.settings.provider.policy;
+    if (submitsPerSecond <= 0) return;
+    const now = Date.now();
+    const at = Math.max(now, this.on.nextSubmitAt);
+    this.on.nextSubmitAt = at + 1000 / submitsPerSecond;
+    if (at > now) await sleep(at - now, undefined, { signal });
+  }
+
+  release(): void {
+    if (this.released) return;
+    this.released = true;
+    this.pool.slotReleased(this.on);
+  }
+}
+
 /**
  * The runner's channels and their limits. A task asks for a slot on any of its model's channels: it gets one
  * on a channel in rotation with free capacity, chosen by weight among those; when all are full it waits,
@@ -160,25 +193,13 @@ export class ChannelPool {
 
   private lease(channel: Channel): ChannelLease {
     channel.inFlight++;
-    let released = false;
-    const { submitsPerSecond } = channel.settings.provider.policy;
-    return {
-      channel: channel.name,
-      provider: channel.settings.provider,
-      submitTurn: async (signal) => {
-        if (submitsPerSecond <= 0) return;
-        const now = Date.now();
-        const at = Math.max(now, channel.nextSubmitAt);
-        channel.nextSubmitAt = at + 1000 / submitsPerSecond;
-        if (at > now) await sleep(at - now, undefined, { signal });
-      },
-      release: () => {
-        if (released) return;
-        released = true;
-        channel.inFlight--;
-        this.dispatch();
-      },
-    };
+    return new Slot(channel, this);
+  }
+
+  /** A slot was given back (its `Slot` calls this): a waiter may take it. */
+  slotReleased(channel: Channel): void {
+    channel.inFlight--;
+    this.dispatch();
   }
 
   /** Grants free slots to waiters, one per account per round, until no waiter can be served. */
