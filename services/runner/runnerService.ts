@@ -9,6 +9,7 @@ import { pullLoop } from "../shared/pullLoop.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
 import { drainLegacyWorkQueue } from "./legacyWorkQueue.ts";
+import { HeldJob } from "./heldJob.ts";
 import { TaskActor, type TaskActorDeps, type TaskActorExit, type TaskActorStep } from "./taskActor.ts";
 import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { SpanKind, startPiecewiseSpan, type PiecewiseSpan } from "../shared/tracing/tracing.ts";
@@ -34,7 +35,7 @@ const BEAT_CHECKS_PER_PERIOD = 10;
  * (one account's burst cannot starve another's task).
  */
 export class RunnerService {
-  private readonly held = new Map<number, JsMsg>();
+  private readonly held = new Map<number, HeldJob>();
   /** Live tasks by id. */
   private readonly hosted = new Map<number, HostedTask>();
   /** What every actor gets (one object for all of them). */
@@ -45,8 +46,6 @@ export class RunnerService {
   private loop: Promise<void> | undefined;
   private legacyDrain: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
-  /** When each held job is next heartbeated (performance.now()). */
-  private readonly beatDue = new WeakMap<JsMsg, number>();
   private readonly running = new Set<Promise<void>>();
 
   constructor(
@@ -106,7 +105,7 @@ export class RunnerService {
     await this.loop;
     await this.legacyDrain;
     await Promise.allSettled(this.running);
-    for (const msg of this.held.values()) msg.nak();
+    for (const job of this.held.values()) job.nak();
     this.held.clear();
   }
 
@@ -135,18 +134,18 @@ export class RunnerService {
     return Math.max(100, Math.floor(this.config.runner.leaseMs / 3));
   }
 
-  /** `msg`'s lease was just renewed: its next heartbeat is due a third of the lease from `now`. */
-  private beatLater(msg: JsMsg, now = performance.now()): void {
-    this.beatDue.set(msg, now + this.beatEveryMs());
+  /** `job`'s lease was just renewed: its next heartbeat is due a third of the lease from `now`. */
+  private beatLater(job: HeldJob, now = performance.now()): void {
+    job.beatDue = now + this.beatEveryMs();
   }
 
   /** Heartbeats the held jobs that are due (all of them with `all`). */
   private beat(all = false): void {
     const now = performance.now();
-    for (const msg of this.held.values()) {
-      if (!all && (this.beatDue.get(msg) ?? 0) > now) continue;
-      msg.working();
-      this.beatLater(msg, now);
+    for (const job of this.held.values()) {
+      if (!all && job.beatDue > now) continue;
+      job.working();
+      this.beatLater(job, now);
     }
     runnerHeartbeat.setToCurrentTime();
   }
@@ -181,9 +180,10 @@ export class RunnerService {
     if (this.held.has(taskId)) {
       // Redelivered while we still work on it (its lease ran out during a NATS outage): keep working,
       // now holding (and heartbeating) the newer delivery. A second actor would do the work twice.
-      this.held.set(taskId, msg);
-      msg.working();
-      this.beatLater(msg);
+      const job = HeldJob.of(this.nats.nc, msg);
+      this.held.set(taskId, job);
+      job.working();
+      this.beatLater(job);
       return;
     }
     const candidates = jobChannels(submitted.data.job);
@@ -193,9 +193,10 @@ export class RunnerService {
       msg.nak(5000);
       return;
     }
-    this.held.set(taskId, msg);
+    const job = HeldJob.of(this.nats.nc, msg);
+    this.held.set(taskId, job);
     // Just delivered: its lease is fresh.
-    this.beatLater(msg);
+    this.beatLater(job);
     const actor = new TaskActor(submitted, this.actorDeps);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
     const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
@@ -235,9 +236,8 @@ export class RunnerService {
     span.end();
     this.hosted.delete(taskId);
     if (exit === "stopped") return; // stop() hands the job back
-    const msg = this.held.get(taskId);
     if (exit === "final") {
-      msg?.ack();
+      this.held.get(taskId)?.ack();
       const outcome = actor.outcome();
       if (outcome) tasksFinished.inc({ provider: actor.channel(), outcome });
     } else this.log.info({ taskId }, "left the task to its other runner");
