@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { CHROMIUM, FFMPEG, locateProgram } from "../infra/binaries.ts";
 import { locateNatsServer } from "../infra/natsServerBinary.ts";
 
@@ -6,7 +9,7 @@ import { locateNatsServer } from "../infra/natsServerBinary.ts";
  * hands them to every test worker and child process through NATS_SERVER_BIN and FFMPEG_BIN: one look-up,
  * one install at most, before any test starts (an install racing the tests made renders fail).
  */
-export default function setup(): void {
+export default function setup(): () => void {
   const say = (line: string): void => void process.stderr.write(`reelay tests: ${line}\n`);
   const server = locateNatsServer({ say });
   say(`nats-server ${server.version} (${server.source}: ${server.path})`);
@@ -14,4 +17,12 @@ export default function setup(): void {
   process.env.FFMPEG_BIN = locateProgram(FFMPEG, say);
   // The console's browser test drives Debian's Chromium through Playwright (installed like ffmpeg when missing).
   process.env.CHROMIUM_BIN = locateProgram(CHROMIUM, say);
+  // Every temporary file of the run (stores, configs, renders, browser profiles, of workers and children) goes
+  // under one folder, removed at the end: tests killed mid-way, and helpers without a stop, left them behind.
+  // (Each vitest project runs this set-up: the first one makes the folder.)
+  if (process.env.REELAY_TEST_TMPDIR) return () => undefined;
+  const runDir = mkdtempSync(join(tmpdir(), "reelay-test-run-"));
+  process.env.REELAY_TEST_TMPDIR = runDir;
+  process.env.TMPDIR = runDir;
+  return () => rmSync(runDir, { recursive: true, force: true });
 }
