@@ -212,7 +212,9 @@ export class RunnerService {
       .then((next) => {
         if ("exit" in next) return this.finish(task, next.exit);
         if (this.shutdown.signal.aborted) return; // stop() hands the job back
-        task.pollTimer = setTimeout(this.pollDue, next.pollAt - Date.now(), task);
+        // One millisecond late rather than early: a timer may fire up to a millisecond before its time by
+        // Date.now(), and a wait cut off by the deadline must wake past it (to time out, not call the upstream).
+        task.pollTimer = setTimeout(this.pollDue, next.pollAt - Date.now() + 1, task);
       })
       .catch((error: unknown) => {
         task.span.end(error as Error);
