@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { availableMicros } from "../services/billing/account.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -10,8 +11,10 @@ const mini = (prompt: string) => ({ model: "VideoModel-2.0-mini", prompt, durati
 
 describe("billing: reserve, settle, release", () => {
   let app: TestApp;
+  // The instant scripted vendor: this file is about money, not rendering.
+  const vendor = new ScriptedVendor();
   beforeAll(async () => {
-    app = await startTestApp();
+    app = await startTestApp({ providers: () => vendor });
   });
   afterAll(async () => app?.stop());
 
@@ -42,8 +45,10 @@ describe("billing: reserve, settle, release", () => {
 
   it("releases the reservation of a failed task: failed work is free", async () => {
     const client = new VideoClient(app.baseUrl, await app.keyFor("unlucky", 10));
-    const created = await client.create({ model: "VideoModel-2.0", prompt: "bad ref", duration: 4, image_url: "http://127.0.0.1:1/x.png" });
+    vendor.generation = { kind: "fail", after: 1, reason: "the generation failed" };
+    const created = await client.create({ model: "VideoModel-2.0", prompt: "fails upstream", duration: 4 });
     const final = await client.waitForFinal(created.body.data?.task_id as number);
+    vendor.generation = { kind: "succeed", after: 1 };
     expect(final.status).toBe(500);
     await expect.poll(async () => (await app.ledger.current("unlucky")).reservedMicros).toBe(0);
     expect((await app.ledger.current("unlucky")).balanceMicros).toBe(10_000_000);

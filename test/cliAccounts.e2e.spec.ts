@@ -5,6 +5,7 @@ import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
 import { AccountBalance } from "../contracts/ledger.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { reelayInProcess, type CliResult } from "./helpers/cliInProcess.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -43,7 +44,8 @@ describe("reelay accounts and reelay audit", () => {
   };
 
   beforeAll(async () => {
-    app = await startTestApp();
+    // The instant scripted vendor: this file is about the CLI and the ledger, not rendering.
+    app = await startTestApp({ providers: () => new ScriptedVendor() });
   });
   afterAll(async () => app?.stop());
 

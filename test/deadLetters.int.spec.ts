@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deadLetterSubject, STREAMS } from "../infra/jetstreamLayout.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
 describe("an event no projection can read", () => {
   let app: TestApp;
   beforeAll(async () => {
-    app = await startTestApp();
+    app = await startTestApp({ providers: () => new ScriptedVendor() });
   });
   afterAll(async () => {
     await app?.stop();

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { IdempotencyKeys } from "../services/edge/video/idempotencyKeys.ts";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -23,7 +24,9 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
   let configPath: string;
   const children: ChildProcess[] = [];
   beforeAll(async () => {
+    // The instant scripted vendor: this file is about create requests, not rendering.
     app = await startTestApp({
+      providers: () => new ScriptedVendor(),
       tweak: (config) => {
         config.limits.idempotencyClaimTimeoutMs = CLAIM_TIMEOUT_MS;
         config.runner.reservationSweepMs = 300;

@@ -3,6 +3,7 @@ import { createServer, type IncomingHttpHeaders, type Server, type ServerRespons
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, testConfig, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -36,7 +37,10 @@ describe("webhook dispatcher crash", () => {
       config.webhooks.timeoutMs = 30_000;
     };
     // Edge and runner here; the projector (with the dispatcher) in child processes that can be killed.
-    app = await startTestApp({ services: ["edge", "runner"], tweak });
+    // The scripted vendor (queued, running, then done at the third status call) instead of renders.
+    const vendor = new ScriptedVendor();
+    vendor.generation = { kind: "succeed", after: 3 };
+    app = await startTestApp({ services: ["edge", "runner"], tweak, providers: () => vendor });
   });
   afterAll(async () => {
     for (const child of children) await killHard(child);

@@ -5,6 +5,7 @@ import { promisify } from "node:util";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebhookSecrets } from "../services/webhooks/webhookSecrets.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -44,7 +45,11 @@ describe("webhooks", () => {
 
   beforeAll(async () => {
     receiver = await startReceiver();
+    // The scripted vendor (queued, running, then done at the third status call): this file is about deliveries.
+    const vendor = new ScriptedVendor();
+    vendor.generation = { kind: "succeed", after: 3 };
     app = await startTestApp({
+      providers: () => vendor,
       tweak: (config) => {
         config.webhooks.allowHttp = true;
         config.webhooks.allowPrivateAddresses = true;
