@@ -15,7 +15,8 @@ const run = (command, args) =>
   });
 
 const [typecheck, suite] = await Promise.all([
-  run("tsc", ["--noEmit", "-p", "."]),
+  // Incremental: a run after a small change checks in about a third of the CPU (the suite is CPU-bound on 2 cores).
+  run("tsc", ["--noEmit", "-p", ".", "--incremental", "--tsBuildInfoFile", "node_modules/.cache/reelay/tsc.tsbuildinfo"]),
   run("vitest", ["run", "--config", "test/vitest.config.ts", ...process.argv.slice(2)]),
 ]);
 if (typecheck !== 0) process.stderr.write("npm test: the type check failed (tsc --noEmit -p .)\n");
