@@ -5,6 +5,7 @@ import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
+import { addInstantUpstream } from "./helpers/instantUpstream.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
@@ -70,12 +71,16 @@ describe("hostile mix", () => {
   let key: string;
   /** The child's log lines from the moment it was ready. */
   let log = "";
+  let stopUpstream: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
     server = await startTestNats();
     const config = testConfig();
+    // An instant upstream instead of a render: this file is about the edge under attack.
+    const instant = await addInstantUpstream(config);
+    stopUpstream = () => instant.upstream.stop();
     nats = await connectNats(server.url, "hostile-test", { replicas: 1, leaseMs: config.runner.leaseMs });
-    child = await startChildService([], { NATS_URL: server.url, REELAY_CONFIG: writeConfigFile(config) });
+    child = await startChildService([], { NATS_URL: server.url, REELAY_CONFIG: writeConfigFile(config), ...instant.env });
     port = child.port ?? 0;
     child.stdout?.on("data", (chunk: Buffer) => (log += chunk.toString()));
     const ledger = new AccountLedger(nats);
@@ -87,6 +92,7 @@ describe("hostile mix", () => {
     if (child) await killHard(child);
     await nats?.nc.drain();
     await server?.stop();
+    await stopUpstream?.();
   });
 
   it("stays up and under 512 MiB through thousands of hostile requests", async () => {

@@ -6,6 +6,7 @@ import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
+import { addInstantUpstream } from "./helpers/instantUpstream.ts";
 import { parseSamples, sampleSum } from "./helpers/promText.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
@@ -24,16 +25,21 @@ describe("GET /metrics of reelay serve", () => {
   let metricsUrl: string;
   let edgeUrl: string;
   let client: VideoClient;
+  let stopUpstream: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
     server = await startTestNats();
     const config = testConfig();
+    // An instant upstream instead of a render: this file is about metrics.
+    const instant = await addInstantUpstream(config);
+    stopUpstream = () => instant.upstream.stop();
     nats = await connectNats(server.url, "metrics-test", { replicas: 1, leaseMs: config.runner.leaseMs });
     const metricsPort = await freeLoopbackPort();
     child = await startChildService([], {
       NATS_URL: server.url,
       REELAY_CONFIG: writeConfigFile(config),
       REELAY_METRICS_PORT: String(metricsPort),
+      ...instant.env,
     });
     const { port } = child;
     metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
@@ -47,6 +53,7 @@ describe("GET /metrics of reelay serve", () => {
     if (child) await killHard(child);
     await nats?.nc.drain();
     await server?.stop();
+    await stopUpstream?.();
   });
 
   const scrapeText = async () => {
@@ -68,7 +75,7 @@ describe("GET /metrics of reelay serve", () => {
       samples = parseSamples(await scrapeText());
     }
     expect(sampleSum(samples, "reelay_video_tasks_created_total", { model: "VideoModel-2.0-mini" })).toBe(1);
-    expect(sampleSum(samples, "reelay_video_tasks_finished_total", { provider: "local", outcome: "success" })).toBe(1);
+    expect(sampleSum(samples, "reelay_video_tasks_finished_total", { provider: "instant", outcome: "success" })).toBe(1);
     expect(sampleSum(samples, "reelay_ledger_movements_yuan_total", { kind: "settled" })).toBeGreaterThan(0);
     const threads = samples.filter((s) => s.name === "reelay_thread_event_loop_delay_p99_seconds").map((s) => s.labels.thread);
     expect(threads.sort()).toEqual(["main", "projector", "runner"]);

@@ -4,6 +4,7 @@ import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
+import { addInstantUpstream } from "./helpers/instantUpstream.ts";
 import { startOtlpReceiver } from "./helpers/otlpReceiver.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
@@ -16,16 +17,21 @@ describe("traces across NATS", () => {
   let nats: Nats;
   let child: ServiceChild;
   let client: VideoClient;
+  let stopUpstream: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
     [server, receiver] = await Promise.all([startTestNats(), startOtlpReceiver()]);
     const config = testConfig();
+    // An instant upstream instead of a render: this file is about traces.
+    const instant = await addInstantUpstream(config);
+    stopUpstream = () => instant.upstream.stop();
     nats = await connectNats(server.url, "tracing-test", { replicas: 1, leaseMs: config.runner.leaseMs });
     child = await startChildService([], {
       NATS_URL: server.url,
       REELAY_CONFIG: writeConfigFile(config),
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint,
       OTEL_BSP_SCHEDULE_DELAY: "100",
+      ...instant.env,
     });
     const ledger = new AccountLedger(nats);
     await ledger.execute("traced", { type: "open" });
@@ -35,7 +41,7 @@ describe("traces across NATS", () => {
   afterAll(async () => {
     if (child) await killHard(child);
     await nats?.nc.drain();
-    await Promise.all([server?.stop(), receiver?.stop()]);
+    await Promise.all([server?.stop(), receiver?.stop(), stopUpstream?.()]);
   });
 
   it("continues the client's traceparent through the edge, the runner's task and upstream calls, and the settlement", async () => {
