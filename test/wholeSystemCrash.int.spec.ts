@@ -10,7 +10,7 @@ import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
-import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
+import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -48,10 +48,19 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
     await ledger.execute("survivor", { type: "credit", amountMicros: 100_000_000, creditId: "whole-crash" });
     const key = (await new ApiKeyStore(nats.apiKeys).create("survivor")).key;
 
-    const start = async (services: string[], extra: Record<string, string> = {}) => {
-      const child = await startChildService(services, { NATS_URL: server?.url ?? "", REELAY_CONFIG: configPath, ...extra });
-      children.push(child);
-      return child;
+    const start = async (services: string[], extra: Record<string, string> = {}): Promise<ServiceChild> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const child = await startChildService(services, { NATS_URL: server?.url ?? "", REELAY_CONFIG: configPath, ...extra });
+          children.push(child);
+          return child;
+        } catch (error) {
+          // `reelay serve` exits when a service cannot start (a JetStream request timing out right after the
+          // server's restart, under the whole suite's load); its supervisor starts it again, as here.
+          if (attempt >= 3 || !/TimeoutError/.test(String(error))) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 1_000));
+        }
+      }
     };
     const edge = await start(["edge"]);
     const projector = await start(["projector"]);
