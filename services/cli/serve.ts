@@ -112,13 +112,13 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   const threaded = availableParallelism() > 1;
   if (selected.includes("projector")) {
     const projector = threaded
-      ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, config }))
+      ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, config }, log))
       : await (await import("../projector/main.ts")).startProjector(nats, config, createLogger("projector"));
     stops.unshift({ service: "projector", stop: projector.stop });
   }
   if (selected.includes("runner")) {
     const runner = threaded
-      ? withThreadMetrics(await startServiceThread({ service: "runner", natsUrl: url, config }))
+      ? withThreadMetrics(await startServiceThread({ service: "runner", natsUrl: url, config }, log))
       : await (await import("../runner/main.ts")).startRunner(nats, config, createLogger("runner"));
     stops.unshift({ service: "runner", stop: runner.stop });
   }

@@ -4,6 +4,7 @@ import { createLogger } from "../shared/log.ts";
 import { registry } from "../shared/metrics/metrics.ts";
 import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
 import { startTracing, stopTracing } from "../shared/tracing/tracing.ts";
+import { asServiceUnavailable } from "../shared/infrastructureErrors.ts";
 import { connectNats } from "../shared/nats.ts";
 import { drainWithin } from "./natsContext.ts";
 
@@ -29,14 +30,31 @@ const { service, natsUrl, config } = workerData as ServiceThreadData;
 const port = parentPort;
 if (!port) throw new Error("serviceThread.ts runs only as a worker thread");
 
+/** The thread could not start; `passing`: NATS trouble that may be gone in a moment (the main thread starts a new thread then). */
+export interface StartFailed {
+  type: "startFailed";
+  passing: boolean;
+  message: string;
+}
+
 const log = createLogger(service);
 startThreadMetrics(service, { processDefaults: false });
 await startTracing(service);
-const nats = await connectNats(natsUrl, `reelay-${service}`);
-// Only this thread's service is loaded: a runner thread never loads the projector's modules, nor the reverse.
-const running =
-  service === "runner" ? await (await import("../runner/main.ts")).startRunner(nats, config, log) : await (await import("../projector/main.ts")).startProjector(nats, config, log);
+const { nats, running } = await startService().catch((error: unknown) => {
+  const failed: StartFailed = { type: "startFailed", passing: asServiceUnavailable(error) !== undefined, message: error instanceof Error ? (error.stack ?? error.message) : String(error) };
+  port.postMessage(failed);
+  // Ends this thread only, with whatever it had started (its NATS connection among it): a new thread starts clean.
+  process.exit(1);
+});
 port.postMessage("ready");
+async function startService() {
+  const nats = await connectNats(natsUrl, `reelay-${service}`);
+  // Only this thread's service is loaded: a runner thread never loads the projector's modules, nor the reverse.
+  const running =
+    service === "runner" ? await (await import("../runner/main.ts")).startRunner(nats, config, log) : await (await import("../projector/main.ts")).startProjector(nats, config, log);
+  return { nats, running };
+}
+
 port.on("message", (message: unknown) => {
   if (isMetricsRequest(message)) {
     // The main thread merges every thread's registry into one scrape (services/shared/metrics).

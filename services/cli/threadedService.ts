@@ -1,6 +1,8 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { Worker } from "node:worker_threads";
+import type { Logger } from "../shared/log.ts";
 import type { MetricsSnapshot } from "../shared/metrics/processMetrics.ts";
-import type { ServiceThreadData } from "./serviceThread.ts";
+import type { ServiceThreadData, StartFailed } from "./serviceThread.ts";
 
 /** A scrape that a busy thread cannot answer within this gets the other threads' metrics only. */
 const METRICS_WAIT_MS = 2_000;
@@ -9,17 +11,55 @@ const METRICS_WAIT_MS = 2_000;
 const STOP_GRACE_MS = 8_000;
 const ENTRY = new URL("../../scripts/service-thread.mjs", import.meta.url);
 
+/** Pauses before starting a thread again after passing NATS trouble at its start (then it gives up). */
+const RESTART_PAUSES_MS = [1_000, 2_000, 4_000, 8_000];
+
+type ServiceThread = { stop(): Promise<void>; metrics(): Promise<MetricsSnapshot> };
+
+/** A service thread's start failed; `passing`: on NATS trouble that may be gone in a moment. */
+class ThreadStartFailed extends Error {
+  constructor(
+    readonly service: string,
+    readonly passing: boolean,
+    detail: string,
+  ) {
+    super(`the ${service} thread could not start: ${detail}`);
+  }
+}
+
+const isStartFailed = (message: unknown): message is StartFailed =>
+  typeof message === "object" && message !== null && (message as { type?: unknown }).type === "startFailed";
+
 /**
  * Runs the runner or the projector on a thread of its own, so one `reelay serve` process uses more than
  * one core (Node runs JavaScript on one thread; the edge keeps the main one). Resolves once it is ready.
+ * A thread whose start fails on passing NATS trouble (a JetStream request timing out right after the
+ * server restarted) ends with all it had started, and a new one starts after a pause, a few times.
  */
-export async function startServiceThread(data: ServiceThreadData): Promise<{ stop(): Promise<void>; metrics(): Promise<MetricsSnapshot> }> {
+export async function startServiceThread(data: ServiceThreadData, log: Logger): Promise<ServiceThread> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await startThreadOnce(data);
+    } catch (error) {
+      const pauseMs = RESTART_PAUSES_MS[attempt];
+      if (!(error instanceof ThreadStartFailed && error.passing) || pauseMs === undefined) throw error;
+      log.warn({ err: error, attempt: attempt + 1, pauseMs }, `the ${data.service} thread could not start (passing NATS trouble); starting it again`);
+      await sleep(pauseMs);
+    }
+  }
+}
+
+async function startThreadOnce(data: ServiceThreadData): Promise<ServiceThread> {
   const worker = new Worker(ENTRY, { workerData: data });
   let onMessage: ((message: unknown) => void) | undefined;
   let onError: ((error: Error) => void) | undefined;
   let onExit: ((code: number) => void) | undefined;
   await new Promise<void>((resolve, reject) => {
-    onMessage = (message) => (message === "ready" ? resolve() : reject(new Error(String(message))));
+    onMessage = (message) => {
+      if (message === "ready") resolve();
+      else if (isStartFailed(message)) reject(new ThreadStartFailed(data.service, message.passing, message.message));
+      else reject(new Error(String(message)));
+    };
     onError = reject;
     onExit = (code) => reject(new Error(`${data.service} thread exited with code ${code} before it was ready`));
     worker.once("message", onMessage).once("error", onError).once("exit", onExit);

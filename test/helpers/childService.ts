@@ -14,8 +14,8 @@ export function writeConfigFile(config: ReelayConfig): string {
 
 const SCRIPTED_RUNNER = new URL("./scriptedRunnerMain.ts", import.meta.url).pathname;
 
-/** A child process running services; `port` is the edge's, read from its ready line (undefined without an edge). */
-export type ServiceChild = ChildProcess & { port: number | undefined };
+/** A child process running services; `port` is the edge's, read from its ready line (undefined without an edge); `startupOutput`: what it printed until ready. */
+export type ServiceChild = ChildProcess & { port: number | undefined; startupOutput: string };
 
 /**
  * `reelay serve <services>` as a real child process (so a test can kill -9 it), resolved once ready.
@@ -61,7 +61,7 @@ export async function startChildService(
   });
   child.removeAllListeners("exit");
   const port = /"url":"http:\/\/localhost:(\d+)"/.exec(output)?.[1];
-  return Object.assign(child, { port: port === undefined ? undefined : Number(port) });
+  return Object.assign(child, { port: port === undefined ? undefined : Number(port), startupOutput: output });
 }
 
 export function killHard(child: ChildProcess): Promise<void> {
