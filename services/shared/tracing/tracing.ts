@@ -50,26 +50,38 @@ export async function stopTracing(): Promise<void> {
   await provider?.shutdown().catch(() => undefined);
 }
 
+type SpanOptions = { kind?: SpanKind; parent?: Context; attributes?: Record<string, string | number> };
+
 /**
  * Runs `work` in a new span (a child of `parent`, or of the active span), ends it when `work` settles,
  * and marks it failed when `work` throws.
  */
-export function inSpan<T>(name: string, options: { kind?: SpanKind; parent?: Context; attributes?: Record<string, string | number> }, work: (span: Span) => Promise<T>): Promise<T> {
+export function inSpan<T>(name: string, options: SpanOptions, work: (span: Span) => Promise<T>): Promise<T> {
   // Tracing off: no span to start and no context to enter (that was 7% of a runner's CPU, for nothing).
   if (!provider) return work(NO_SPAN);
-  const parent = options.parent ?? context.active();
-  const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, ...(options.attributes ? { attributes: options.attributes } : {}) }, parent);
-  return context.with(trace.setSpan(parent, span), async () => {
+  const { span, within } = openSpan(name, options);
+  return context.with(within, async () => {
     try {
       return await work(span);
     } catch (error) {
-      span.recordException(error as Error);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+      markFailed(span, error as Error);
       throw error;
     } finally {
       span.end();
     }
   });
+}
+
+/** A new span (a child of `parent`, or of the active span) and the context its work runs in. */
+function openSpan(name: string, options: SpanOptions): { span: Span; within: Context } {
+  const parent = options.parent ?? context.active();
+  const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, ...(options.attributes ? { attributes: options.attributes } : {}) }, parent);
+  return { span, within: trace.setSpan(parent, span) };
+}
+
+function markFailed(span: Span, error: Error): void {
+  span.recordException(error);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
 }
 
 /** A span over work done in separate pieces (a task that sleeps between polls holds no call chain meanwhile). */
@@ -83,18 +95,13 @@ export interface PiecewiseSpan {
 const NO_PIECEWISE_SPAN: PiecewiseSpan = { run: (piece) => piece(), end: () => undefined };
 
 /** Starts a span whose work runs in pieces (see `PiecewiseSpan`); the caller ends it. */
-export function startPiecewiseSpan(name: string, options: { kind?: SpanKind; parent?: Context; attributes?: Record<string, string | number> }): PiecewiseSpan {
+export function startPiecewiseSpan(name: string, options: SpanOptions): PiecewiseSpan {
   if (!provider) return NO_PIECEWISE_SPAN;
-  const parent = options.parent ?? context.active();
-  const span = tracer.startSpan(name, { kind: options.kind ?? SpanKind.INTERNAL, ...(options.attributes ? { attributes: options.attributes } : {}) }, parent);
-  const within = trace.setSpan(parent, span);
+  const { span, within } = openSpan(name, options);
   return {
     run: (piece) => context.with(within, piece),
     end: (error) => {
-      if (error) {
-        span.recordException(error);
-        span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
-      }
+      if (error) markFailed(span, error);
       span.end();
     },
   };
