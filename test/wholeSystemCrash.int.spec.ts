@@ -55,8 +55,9 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
           children.push(child);
           return child;
         } catch (error) {
-          // `reelay serve` exits when a service cannot start (a JetStream request timing out right after the
-          // server's restart, under the whole suite's load); its supervisor starts it again, as here.
+          // A child whose start meets a JetStream request timing out right after the server's restart, under
+          // the whole suite's load, exits, unless it is a service thread (those start again by themselves: the
+          // edge and the scripted runner are not); its supervisor starts it again, as here.
           if (attempt >= 3 || !/TimeoutError/.test(String(error))) throw error;
           await new Promise((resolve) => setTimeout(resolve, 1_000));
         }

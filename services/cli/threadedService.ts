@@ -19,7 +19,7 @@ type ServiceThread = { stop(): Promise<void>; metrics(): Promise<MetricsSnapshot
 /** A service thread's start failed; `passing`: on NATS trouble that may be gone in a moment. */
 class ThreadStartFailed extends Error {
   constructor(
-    readonly service: string,
+    service: string,
     readonly passing: boolean,
     detail: string,
   ) {
