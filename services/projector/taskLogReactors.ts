@@ -45,7 +45,7 @@ export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, lo
   const stats = new TaskStatsReactor(nats, log.child({ reactor: "task counters" }));
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },
-    new TaskIndexer(nats, directory),
+    new TaskIndexer(nats),
     stats,
     new Settlement(ledger, taskLog),
     new WebhookOutbox(nats.js, directory),

@@ -242,9 +242,8 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
         const tasks: Array<z.infer<typeof TaskSummary>> = [];
         if (query.account !== undefined) {
           // The account's own index: only its tasks are read.
-          const { ids, more } = await listAccountTasks(nats.accountTasks, query.account, { limit: query.limit, ...(query.before === undefined ? {} : { before: query.before }), ...(query.status === undefined ? {} : { status: query.status }) });
-          for (const view of await Promise.all(ids.map(taskView))) if (matches(view)) tasks.push(taskSummaryOf(view));
-          return { tasks, next_before: more ? (ids.at(-1) ?? null) : null };
+          const { views, more } = await listAccountTasks(nats.accountTasks, query.account, { limit: query.limit, ...(query.before === undefined ? {} : { before: query.before }), matches }, taskView);
+          return { tasks: views.map(taskSummaryOf), next_before: more ? (views.at(-1)?.taskId ?? null) : null };
         }
         const newest = await newestTaskId(nats.jsm);
         let id = Math.min(query.before === undefined ? newest : query.before - 1, newest);

@@ -90,9 +90,8 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
       (request) =>
         deps.keys.withAccount(request.header("authorization"), async (key) => {
           const query = listQueryOf(request.query);
-          const { ids, more } = await listAccountTasks(deps.accountTasks, key.account, query);
-          const views = await Promise.all(ids.map((id) => deps.views.get(id)));
-          const data = views.flatMap((view) => (view && view.account === key.account ? [objectOf(view)] : []));
+          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, query, (id) => deps.views.get(id));
+          const data = views.map(objectOf);
           return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
         }),
       { replyForError },

@@ -71,11 +71,11 @@ export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
     route(
       (request) =>
         deps.keys.withAccount(request.header("authorization"), async (key) => {
-          const query = parseListQuery(request.query);
-          const { ids, more } = await listAccountTasks(deps.accountTasks, key.account, query);
-          const views = await Promise.all(ids.map((id) => deps.views.get(id)));
-          const tasks = views.flatMap((view) => (view && view.account === key.account ? [taskDataObject(view, baseUrl(request))] : []));
-          return jsonReply(200, { code: 200, msg: "success", data: { tasks, next_before: more ? (ids.at(-1) ?? null) : null } });
+          const { status, ...page } = parseListQuery(request.query);
+          const matches = status === undefined ? {} : { matches: (view: TaskView) => view.status === status };
+          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, { ...page, ...matches }, (id) => deps.views.get(id));
+          const tasks = views.map((view) => taskDataObject(view, baseUrl(request)));
+          return jsonReply(200, { code: 200, msg: "success", data: { tasks, next_before: more ? (views.at(-1)?.taskId ?? null) : null } });
         }),
       { replyForError },
     ),
