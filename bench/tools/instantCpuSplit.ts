@@ -5,7 +5,8 @@
  * (default 3,000; 64 in flight) and prints µs per task for each thread of reelay, nats-server and this
  * process (the load generator and the fake upstream). Names: `main` is a process's main thread (reelay's
  * edge); reelay's runner and projector are worker threads (the runner is the busiest), V8's helper threads
- * (garbage collection) are the four alike; nats-server's threads are summed. `R_NODE_OPTIONS` is passed to reelay as NODE_OPTIONS (to try V8 flags).
+ * (garbage collection) are the four alike; nats-server's threads are summed. Beside each: the part spent in the
+ * kernel, and write and read system calls per task (proc(5)'s `syscw`, `syscr`: sockets and files). `R_NODE_OPTIONS` is passed to reelay as NODE_OPTIONS (to try V8 flags).
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -51,12 +52,17 @@ try {
   const after = cpuTicks(processes);
 
   const rows = [...after]
-    .map(([thread, ticks]) => [thread, ((ticks - (before.get(thread) ?? 0)) / TICKS_PER_SECOND / tasks) * 1e6] as const)
-    .filter(([, micros]) => micros >= 5)
-    .sort((a, b) => b[1] - a[1]);
-  process.stdout.write(`${(tasks / seconds).toFixed(0)} tasks/s\n`);
-  for (const [thread, micros] of rows) process.stdout.write(`${micros.toFixed(0).padStart(6)} µs/task  ${thread}\n`);
-  process.stdout.write(`${rows.reduce((sum, [, micros]) => sum + micros, 0).toFixed(0).padStart(6)} µs/task  in all\n`);
+    .map(([thread, use]) => {
+      const earlier = before.get(thread) ?? { cpu: 0, system: 0, writes: 0, reads: 0 };
+      const perTask = (ticks: number) => (ticks / TICKS_PER_SECOND / tasks) * 1e6;
+      return { thread, micros: perTask(use.cpu - earlier.cpu), systemMicros: perTask(use.system - earlier.system), writes: (use.writes - earlier.writes) / tasks, reads: (use.reads - earlier.reads) / tasks };
+    })
+    .filter(({ micros }) => micros >= 5)
+    .sort((a, b) => b.micros - a.micros);
+  process.stdout.write(`${(tasks / seconds).toFixed(0)} tasks/s\n   CPU per task (in the kernel)   writes  reads (system calls per task)\n`);
+  for (const { thread, micros, systemMicros, writes, reads } of rows)
+    process.stdout.write(`${micros.toFixed(0).padStart(6)} µs/task (${systemMicros.toFixed(0).padStart(4)})  ${writes.toFixed(1).padStart(6)} ${reads.toFixed(1).padStart(6)}  ${thread}\n`);
+  process.stdout.write(`${rows.reduce((sum, { micros }) => sum + micros, 0).toFixed(0).padStart(6)} µs/task  in all\n`);
 } finally {
   finals.stop();
   await nc.close();
@@ -66,9 +72,9 @@ try {
   rmSync(workDir, { recursive: true, force: true });
 }
 
-/** User + system ticks of every thread of the processes, keyed `<process>:<thread name> <tid>`. */
-function cpuTicks(processes: ReadonlyArray<{ label: string; pid: number | undefined }>): Map<string, number> {
-  const ticks = new Map<string, number>();
+/** User + system ticks and read and write system calls of every thread of the processes, keyed `<process>:<thread name> <tid>`. */
+function cpuTicks(processes: ReadonlyArray<{ label: string; pid: number | undefined }>): Map<string, ThreadUse> {
+  const ticks = new Map<string, ThreadUse>();
   for (const { label, pid } of processes) {
     if (pid === undefined) continue;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -83,10 +89,31 @@ function cpuTicks(processes: ReadonlyArray<{ label: string; pid: number | undefi
       // Fields after the command name: utime and stime are the 12th and 13th (stat(5): fields 14 and 15).
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       const key = `${label}:${name}`;
-      ticks.set(key, (ticks.get(key) ?? 0) + Number(fields[11]) + Number(fields[12]));
+      const previous = ticks.get(key) ?? { cpu: 0, system: 0, writes: 0, reads: 0 };
+      const io = systemCalls(`/proc/${pid}/task/${tid}/io`);
+      ticks.set(key, { cpu: previous.cpu + Number(fields[11]) + Number(fields[12]), system: previous.system + Number(fields[12]), writes: previous.writes + io.writes, reads: previous.reads + io.reads });
     }
   }
   return ticks;
+}
+
+interface ThreadUse {
+  /** User and system time, in clock ticks. */
+  cpu: number;
+  /** Of which in the kernel. */
+  system: number;
+  writes: number;
+  reads: number;
+}
+
+/** A thread's read and write system calls so far (`syscr`, `syscw` of proc(5)'s io file; 0 if unreadable). */
+function systemCalls(ioFile: string): { reads: number; writes: number } {
+  try {
+    const io = readFileSync(ioFile, "utf8");
+    return { reads: Number(/syscr: (\d+)/.exec(io)?.[1] ?? 0), writes: Number(/syscw: (\d+)/.exec(io)?.[1] ?? 0) };
+  } catch {
+    return { reads: 0, writes: 0 };
+  }
 }
 
 /** The child of `parent` running `command` (nats-server runs under a small watchdog shell). */
