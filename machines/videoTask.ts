@@ -122,9 +122,12 @@ const TRANSITION_SCOPE: ActorScope<VideoTaskSnapshot, TaskEvent> = (() => {
   return { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: ignore };
 })();
 
+/** The snapshot after `event`, or undefined when the current state does not accept it. */
+export const acceptTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): VideoTaskSnapshot | undefined =>
+  snapshot.can(event) ? videoTaskMachine.transition(snapshot, event, TRANSITION_SCOPE) : undefined;
+
 /** Applies one event; an event the current state does not accept leaves the snapshot unchanged. */
-export const applyTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): VideoTaskSnapshot =>
-  snapshot.can(event) ? videoTaskMachine.transition(snapshot, event, TRANSITION_SCOPE) : snapshot;
+export const applyTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): VideoTaskSnapshot => acceptTaskEvent(snapshot, event) ?? snapshot;
 
 /** The machine's snapshot in the union's terms. The machine's transitions make every branch total. */
 export function taskStateOf(snapshot: VideoTaskSnapshot): TaskState {

@@ -1,5 +1,5 @@
 import { clientReference, type NewTaskEvent, type TaskEvent, type VideoJobSpec } from "../contracts/videoTask.ts";
-import { applyTaskEvent, INITIAL_SNAPSHOT, taskStateOf, type ProviderReport, type TaskState, type VideoTaskSnapshot } from "./videoTask.ts";
+import { acceptTaskEvent, applyTaskEvent, INITIAL_SNAPSHOT, taskStateOf, type ProviderReport, type TaskState, type VideoTaskSnapshot } from "./videoTask.ts";
 
 /**
  * The video task's decider (emmett's shape: initialState, evolve, decide). `decide` maps a command to the
@@ -93,23 +93,37 @@ const detailOf = (source: { detail?: string }) => (source.detail === undefined ?
 
 /** A new event as the machine would see it once appended (the meta is the appender's; the machine never reads it). */
 function placed(event: NewTaskEvent, taskId: number, version: number): TaskEvent {
-  return { ...event, meta: { schema: 1, taskId, version, at: new Date(0).toISOString() } } as TaskEvent;
+  return { ...event, meta: { schema: 1, taskId, version, at: NO_TIME } } as TaskEvent;
+}
+
+const NO_TIME = new Date(0).toISOString();
+
+/** One event decided, and the task's state once it is appended (`evolveTask` with it would compute the same). */
+export interface DecidedEvent {
+  event: NewTaskEvent;
+  after: TaskDeciderState;
+}
+
+/**
+ * The events to append for `command`, in order (those the machine accepts one after the other), each with
+ * the state it leads to: an appender keeps that state instead of asking the machine again.
+ */
+export function decideTaskSteps(command: TaskCommand, state: TaskDeciderState): DecidedEvent[] {
+  const task = taskOf(state);
+  const taskId = command.type === "SubmitTask" ? command.taskId : task.status === "unsubmitted" ? 0 : task.task.taskId;
+  const steps: DecidedEvent[] = [];
+  let after = state;
+  for (const event of candidates(command, task)) {
+    const snapshot = acceptTaskEvent(after.snapshot, placed(event, taskId, after.version + 1));
+    if (!snapshot) continue;
+    after = { version: after.version + 1, snapshot };
+    steps.push({ event, after });
+  }
+  return steps;
 }
 
 /** The events to append for `command`, in order: those the machine accepts one after the other. */
-export function decideTask(command: TaskCommand, state: TaskDeciderState): NewTaskEvent[] {
-  const task = taskOf(state);
-  const taskId = command.type === "SubmitTask" ? command.taskId : task.status === "unsubmitted" ? 0 : task.task.taskId;
-  const accepted: NewTaskEvent[] = [];
-  let snapshot = state.snapshot;
-  for (const event of candidates(command, task)) {
-    const full = placed(event, taskId, state.version + accepted.length + 1);
-    if (!snapshot.can(full)) continue;
-    snapshot = applyTaskEvent(snapshot, full);
-    accepted.push(event);
-  }
-  return accepted;
-}
+export const decideTask = (command: TaskCommand, state: TaskDeciderState): NewTaskEvent[] => decideTaskSteps(command, state).map(({ event }) => event);
 
 /** What a create says about a new task: its first event is decided from this. */
 export type NewTask = Omit<Extract<TaskCommand, { type: "SubmitTask" }>, "type" | "clientReference">;

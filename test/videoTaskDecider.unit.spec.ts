@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
 import type { ProviderReport } from "../machines/videoTask.ts";
-import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand } from "../machines/videoTaskDecider.ts";
+import { decideTask, decideTaskSteps, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand } from "../machines/videoTaskDecider.ts";
 import { deciderSpecification } from "./helpers/deciderSpecification.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 
@@ -105,5 +105,23 @@ describe("video task state", () => {
     expect(state.version).toBe(3);
     expect(taskOf(state)).toMatchObject({ status: "pending", providerTaskId: "up-1" });
     expect(decideTask(report({ state: "running" }), state)).toEqual([started]);
+  });
+
+  it("the state each decided event leads to is what evolving the appended event gives (an appender keeps it)", () => {
+    const commands = [submit, accept("up-2"), reject, report({ state: "running", progress: 50 }), report(success), report({ state: "failed", reason: "x" }), clock("2030-01-01T00:20:00Z"), deleteVideo];
+    for (const given of [UNSUBMITTED, PENDING, ACCEPTED, RUNNING, SUCCESS, FAILED]) {
+      for (const command of commands) {
+        let state = foldTask(given);
+        for (const { event, after } of decideTaskSteps(command, state)) {
+          // The appender's meta (its time, its position) is not the decider's: the machine never reads it.
+          const appended = { ...event, meta: { schema: 1, taskId: 7, version: state.version + 1, at: "2030-01-01T00:21:00.000Z" } } as TaskEvent;
+          state = evolveTask(state, appended);
+          expect(after.version).toBe(state.version);
+          expect(taskOf(after)).toEqual(taskOf(state));
+          expect(after.snapshot.value).toEqual(state.snapshot.value);
+          expect(after.snapshot.context).toEqual(state.snapshot.context);
+        }
+      }
+    }
   });
 });

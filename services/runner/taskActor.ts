@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { ObjectStore } from "@nats-io/obj";
 import { clientReference, estimateVideoTokens, jobChannels, type TaskEvent, type TaskSubmittedEvent, type VideoJobSpec } from "../../contracts/videoTask.ts";
 import { isFinal, type ProviderReport } from "../../machines/videoTask.ts";
-import { decideTask, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
+import { decideTaskSteps, foldTask, initialTaskState, taskOf, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Logger } from "../shared/log.ts";
 import type { TaskLog } from "../shared/taskLog.ts";
@@ -571,18 +571,19 @@ export class TaskActor {
     this.state = foldTask(history.events);
   }
 
-  /** Decide, then append each event at the next position of the task's log, then evolve. */
+  /** Decide, then append each event at the next position of the task's log and keep the state it was decided to lead to. */
   private async execute(command: TaskCommand): Promise<void> {
-    for (const event of decideTask(command, this.state)) {
+    for (const { event, after } of decideTaskSteps(command, this.state)) {
       if (this.stopping) return;
-      const appended = await this.deps.taskLog.append(this.taskId, event, this.state.version + 1, this.lastSequence);
+      const appended = await this.deps.taskLog.append(this.taskId, event, after.version, this.lastSequence);
       this.lastSequence = appended.sequence;
-      this.apply(appended.event);
+      // What the machine decided is what it would make of the appended event (it never reads an event's meta).
+      this.state = after;
+      this.appended(appended.event);
     }
   }
 
-  private apply(event: TaskEvent): void {
-    this.state = evolveTask(this.state, event);
+  private appended(event: TaskEvent): void {
     if (event.type === "GenerationFailed" && event.data.detail) this.log.warn({ reason: event.data.reason, detail: event.data.detail }, "task failed");
     if (this.deps.log.isLevelEnabled("debug")) this.log.debug({ event: event.type, state: this.task.status }, "task event appended");
   }
