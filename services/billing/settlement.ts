@@ -2,7 +2,7 @@ import { LRUCache } from "lru-cache";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
-import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
+import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
@@ -34,7 +34,7 @@ export class Settlement {
     for (const { event, msg } of entries) {
       if (event.type === "TaskSubmitted") this.billing.set(event.meta.taskId, billingOf(event));
       else if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") {
-        const span = { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": event.meta.taskId } };
+        const span = { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": event.meta.taskId } };
         settling.push(inSpan("settle video task", span, () => this.settle(event)));
       }
     }

@@ -11,7 +11,7 @@ import type { ChannelPool } from "./policy/channelPool.ts";
 import { drainLegacyWorkQueue } from "./legacyWorkQueue.ts";
 import { HeldJob } from "./heldJob.ts";
 import { TaskActor, type TaskActorDeps, type TaskActorExit, type TaskActorStep } from "./taskActor.ts";
-import { contextFromHeaders } from "../shared/tracing/natsTraceHeaders.ts";
+import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
 import { SpanKind, startPiecewiseSpan, type PiecewiseSpan } from "../shared/tracing/tracing.ts";
 
 /** A task this runner hosts. */
@@ -199,7 +199,7 @@ export class RunnerService {
     this.beatLater(job);
     const actor = new TaskActor(submitted, this.actorDeps);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
-    const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextFromHeaders(msg.headers), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
+    const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
     const task: HostedTask = { taskId, actor, span, pollTimer: undefined };
     this.hosted.set(taskId, task);
     this.drive(task, () => actor.start(redelivered));

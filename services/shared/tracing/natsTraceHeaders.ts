@@ -1,5 +1,6 @@
 import { context, propagation, type Context } from "@opentelemetry/api";
 import { headers as natsHeaders, type MsgHdrs } from "@nats-io/transport-node";
+import { tracingOn } from "./tracing.ts";
 
 /**
  * W3C trace context in NATS message headers (`traceparent`, `tracestate`), so a trace goes on from the
@@ -14,8 +15,13 @@ export function traceHeaders(from: Context = context.active()): MsgHdrs | undefi
   return result;
 }
 
-/** The context a message carries (the active one when it carries none). */
-export function contextFromHeaders(headers: MsgHdrs | undefined): Context {
+/**
+ * The context a message carries (the active one when it carries none). With tracing off its headers are
+ * not read at all: nats.js decodes them on first access, a tenth of the projector's allocations per event.
+ */
+export function contextOfMessage(msg: { readonly headers: MsgHdrs | undefined }): Context {
+  if (!tracingOn()) return context.active();
+  const headers = msg.headers;
   if (!headers) return context.active();
   return propagation.extract(context.active(), headers, {
     keys: (carrier) => carrier.keys(),

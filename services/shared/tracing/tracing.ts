@@ -14,6 +14,9 @@ let provider: { shutdown(): Promise<void> } | undefined;
 /** The span `work` gets while tracing is off: the API's non-recording span, made once. */
 const NO_SPAN: Span = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
+/** Whether this thread exports spans (startTracing found an endpoint). */
+export const tracingOn = (): boolean => provider !== undefined;
+
 export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }
