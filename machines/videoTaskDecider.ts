@@ -133,7 +133,9 @@ export type NewTask = Omit<Extract<TaskCommand, { type: "SubmitTask" }>, "type" 
  * writes at create (and a runner for a job an older reelay queued). Decided on an empty task, so never refused.
  */
 export function firstTaskEvent(task: NewTask): NewTaskEvent {
-  const [submitted] = decideTask({ type: "SubmitTask", ...task, clientReference: clientReference(task.taskId) }, initialTaskState());
-  if (!submitted) throw new Error(`task ${task.taskId}: the task machine refused its own first event`);
+  const command: TaskCommand = { type: "SubmitTask", ...task, clientReference: clientReference(task.taskId) };
+  const [submitted] = candidates(command, taskOf(initialTaskState()));
+  // The machine is asked, but the state after the event is not needed here: no transition (a create's largest allocation).
+  if (!submitted || !INITIAL_SNAPSHOT.can(placed(submitted, task.taskId, 1))) throw new Error(`task ${task.taskId}: the task machine refused its own first event`);
   return submitted;
 }

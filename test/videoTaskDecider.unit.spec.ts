@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
 import type { ProviderReport } from "../machines/videoTask.ts";
-import { decideTask, decideTaskSteps, evolveTask, foldTask, initialTaskState, taskOf, type TaskCommand } from "../machines/videoTaskDecider.ts";
+import { decideTask, decideTaskSteps, evolveTask, firstTaskEvent, foldTask, initialTaskState, taskOf, type TaskCommand } from "../machines/videoTaskDecider.ts";
 import { deciderSpecification } from "./helpers/deciderSpecification.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 
@@ -38,6 +38,7 @@ const FAILED = log(submitted, accepted, failed("boom", "generation"));
 
 describe("video task decider: every transition", () => {
   it("unsubmitted + SubmitTask → TaskSubmitted", () => spec.given(UNSUBMITTED).when(submit).then([submitted]));
+  it("a create's first event is that TaskSubmitted", () => expect([firstTaskEvent({ taskId: 7, account: "a", job, ignoredFields: [], deadlineAt })]).toEqual(decideTask(submit, initialTaskState())));
   it("pending + RecordAcceptance → UpstreamAccepted", () => spec.given(PENDING).when(accept("up-1")).then([accepted]));
   it("pending + RecordRejection → GenerationFailed at submit", () => spec.given(PENDING).when(reject).then([failed("nsfw", "submit")]));
   it("accepted + report running → GenerationStarted", () => spec.given(ACCEPTED).when(report({ state: "running" })).then([started]));
