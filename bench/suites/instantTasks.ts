@@ -15,8 +15,15 @@ import type { BenchRow } from "../table.ts";
 const SUITE = "instant";
 /** The first tasks after start: the JIT is still compiling the hot paths (a third of the CPU then). */
 const COLD_TASKS = 2000;
-/** Then measured: a running gateway's steady state. */
+/** Then measured: a running gateway's steady state, in WINDOWS windows of WARM_TASKS tasks each, one after the other. */
 const WARM_TASKS = 3000;
+/**
+ * The first window is still slower than the next (about 1,080 tasks/s against 1,260–1,330 on 2026-11-26:
+ * after 2,000 tasks the gateway has not settled yet), and a window lasts under 3 s, so a second of another
+ * tenant's load on this shared machine moves its rate by a tenth: the target row is the median window's,
+ * and the slowest is reported beside it.
+ */
+const WINDOWS = 3;
 const IN_FLIGHT = 64;
 
 const suiteStart = performance.now();
@@ -50,9 +57,10 @@ async function phase(count: number, create: () => Promise<void>, finals: FinalsW
  * (both cores, unpinned) whose model runs on a fake OpenAI-compatible video upstream that finishes at the first
  * status call (test/fakes/openAiVideosUpstream.ts; each result is still copied into the object store). Timed
  * from the first create to the last success event in the task log, which this process reads with its own
- * ordered consumer. First COLD_TASKS right after start (reported, not the target), then WARM_TASKS measured:
- * rate, the time until settlement has charged every one of them, and NATS messages per task over the whole
- * life cycle (creates, runs, read models, settlement, webhooks).
+ * ordered consumer. First COLD_TASKS right after start (reported, not the target), then WINDOWS windows of
+ * WARM_TASKS measured: each window's rate (the median is the target row), the time until settlement has
+ * charged every one of them, and NATS messages per task over the whole life cycle (creates, runs, read
+ * models, settlement, webhooks).
  */
 export async function instantTasksBench(): Promise<BenchRow[]> {
   const workDir = mkdtempSync(join(tmpdir(), "reelay-bench-instant-"));
@@ -78,10 +86,17 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
     await settled(jsm, Date.now() + 120_000);
     await pause(1000);
 
-    say(`warm: ${WARM_TASKS} creates, ${IN_FLIGHT} in flight`);
+    const warmStarted = performance.now();
     const before = await varz(nats.url);
     const benchBefore = nc.stats();
-    const warm = await phase(WARM_TASKS, create, finals);
+    const windows: Array<{ success: number; accepted: number }> = [];
+    const rate = (count: number, from: number, to: number) => count / ((to - from) / 1000);
+    for (let window = 1; window <= WINDOWS; window++) {
+      say(`warm window ${window} of ${WINDOWS}: ${WARM_TASKS} creates, ${IN_FLIGHT} in flight`);
+      const warm = await phase(WARM_TASKS, create, finals);
+      windows.push({ success: rate(WARM_TASKS, warm.started, warm.lastFinal), accepted: rate(WARM_TASKS, warm.started, warm.createdAt) });
+      say(`window ${window}: ${windows.at(-1)?.success.toFixed(0)} tasks/s to success`);
+    }
     const settledAt = await settled(jsm, Date.now() + 120_000);
     // Let the other reactors (views, index, webhooks) finish too before counting messages.
     await pause(2000);
@@ -89,14 +104,17 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
     // This process's own connection (its watch of the task log, its consumer-info polls) is not reelay's cost.
     const benchAfter = nc.stats();
     const benchMsgs = benchAfter.inMsgs - benchBefore.inMsgs + (benchAfter.outMsgs - benchBefore.outMsgs);
-    const rate = (count: number, from: number, to: number) => count / ((to - from) / 1000);
+    const measured = WINDOWS * WARM_TASKS;
+    const bySuccess = [...windows].sort((a, b) => a.success - b.success);
+    const median = bySuccess[Math.floor(WINDOWS / 2)] ?? { success: 0, accepted: 0 };
     return [
-      { suite: SUITE, metric: `create→success, instant provider, warm (${WARM_TASKS} tasks, ${IN_FLIGHT} in flight, 2 cores)`, value: rate(WARM_TASKS, warm.started, warm.lastFinal), unit: "tasks/s", target: ">= 1000" },
-      { suite: SUITE, metric: "creates accepted in the same run", value: rate(WARM_TASKS, warm.started, warm.createdAt), unit: "tasks/s" },
-      { suite: SUITE, metric: "create→settled (each task charged), same run", value: rate(WARM_TASKS, warm.started, settledAt), unit: "tasks/s" },
-      { suite: SUITE, metric: "NATS msgs per task, whole life (in+out at the server)", value: (msgs.in_msgs + msgs.out_msgs) / WARM_TASKS, unit: "msgs" },
+      { suite: SUITE, metric: `create→success, instant provider, warm (median of ${WINDOWS} windows of ${WARM_TASKS} tasks, ${IN_FLIGHT} in flight, 2 cores)`, value: median.success, unit: "tasks/s", target: ">= 1000" },
+      { suite: SUITE, metric: "  the slowest window", value: bySuccess[0]?.success ?? 0, unit: "tasks/s" },
+      { suite: SUITE, metric: "creates accepted in the median window", value: median.accepted, unit: "tasks/s" },
+      { suite: SUITE, metric: `create→settled (each task charged), all ${WINDOWS} windows`, value: rate(measured, warmStarted, settledAt), unit: "tasks/s" },
+      { suite: SUITE, metric: "NATS msgs per task, whole life (in+out at the server)", value: (msgs.in_msgs + msgs.out_msgs) / measured, unit: "msgs" },
       // Issue 7's "<= 12 messages per task" is read on the create path (the video suite), where its "31" was measured.
-      { suite: SUITE, metric: "  of which reelay's own (less the bench's watch of the log)", value: (msgs.in_msgs + msgs.out_msgs - benchMsgs) / WARM_TASKS, unit: "msgs" },
+      { suite: SUITE, metric: "  of which reelay's own (less the bench's watch of the log)", value: (msgs.in_msgs + msgs.out_msgs - benchMsgs) / measured, unit: "msgs" },
       { suite: SUITE, metric: `create→success right after start (first ${COLD_TASKS} tasks)`, value: rate(COLD_TASKS, cold.started, cold.lastFinal), unit: "tasks/s" },
     ];
   } finally {
