@@ -1,7 +1,7 @@
 /**
  * Where the instant suite's CPU goes, per thread: `node --import tsx bench/tools/instantCpuSplit.ts [tasks]`.
  * Starts nats-server, the instant suite's fake upstream and `reelay serve` as the suite does, warms up with
- * 2,000 tasks, then reads every thread's CPU time from `/proc/<pid>/task/<tid>/stat` around `tasks` more
+ * 5,000 tasks, then reads every thread's CPU time from `/proc/<pid>/task/<tid>/stat` around `tasks` more
  * (default 3,000; 64 in flight) and prints µs per task for each thread of reelay, nats-server and this
  * process (the load generator and the fake upstream). Names: `main` is a process's main thread (reelay's
  * edge); reelay's runner and projector are worker threads (the runner is the busiest), V8's helper threads
@@ -19,7 +19,8 @@ import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.ts";
 
-const WARM_UP_TASKS = 2000;
+/** As the instant suite's cold phase and first window: the gateway runs slower until then. */
+const WARM_UP_TASKS = 5000;
 const IN_FLIGHT = 64;
 const tasks = Number(process.argv[2] ?? 3000);
 /** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux). */
