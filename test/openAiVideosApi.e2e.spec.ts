@@ -261,6 +261,9 @@ describe("OpenAI Videos API through the official Node SDK", () => {
       ["a content type that is neither multipart nor JSON", () => post("model=x", "application/x-www-form-urlencoded"), 400, /Content-Type must be multipart\/form-data or application\/json/],
       ["multipart without a boundary", () => post(form(part("model", "VideoModel-2.0")), "multipart/form-data"), 400, /malformed multipart\/form-data/],
       ["a truncated multipart body", () => post(form(part("model", "VideoModel-2.0"), part("prompt", "a fox")).subarray(0, 90), multipart), 400, /malformed multipart\/form-data|prompt is required/],
+      // Busboy destroys the open file's stream then: unheard, its error was an uncaught exception that ended the edge.
+      ["a body that ends inside a file", () => post(form(part("model", "VideoModel-2.0"), part("prompt", "a fox"), part("input_reference", Buffer.alloc(64, 7), "x.png")).subarray(0, -40), multipart), 400, /malformed multipart\/form-data: Unexpected end of form/],
+      ["a body that ends inside a field sent as a file", () => post(form(part("model", "VideoModel-2.0"), part("prompt", "a fox in the snow", "prompt.txt")).subarray(0, -30), multipart), 400, /malformed multipart\/form-data: Unexpected end of form/],
       ["an unknown field", () => post(form(part("model", "VideoModel-2.0"), part("prompt", "a fox"), part("quality", "hd")), multipart), 400, /unknown field "quality"/],
       ["a field given twice", () => post(form(part("model", "VideoModel-2.0"), part("prompt", "a"), part("prompt", "b")), multipart), 400, /field "prompt" is given more than once/],
       ["too many parts", () => post(form(...Array.from({ length: 9 }, (_, i) => part("prompt", `p${i}`))), multipart), 400, /too many parts|more than once/],

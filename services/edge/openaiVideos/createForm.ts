@@ -96,6 +96,9 @@ function readMultipart(
       fields[name] = value;
     });
     parser.on("file", (name, stream) => {
+      // A body that ends inside a file destroys its stream with busboy's error: unheard, it was an uncaught
+      // exception that ended the edge's process.
+      stream.on("error", (error: Error) => fail(new ValidationError(`malformed multipart/form-data: ${error.message}`)));
       const chunks: Buffer[] = [];
       if (name !== fileField && names.includes(name)) {
         // A text field sent with a file name: read as text, within the field size.
