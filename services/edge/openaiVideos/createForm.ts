@@ -3,6 +3,7 @@ import { RATIO_FRAME_SIZES, type Ratio } from "../../../contracts/config.ts";
 import { PayloadTooLargeError, ValidationError } from "../../shared/errors.ts";
 import { parseJsonBody } from "../http/request.ts";
 import { withDetail } from "../chat/chatErrors.ts";
+import { readPlainMultipart, type PlainPart } from "./plainMultipart.ts";
 
 /** A create of the OpenAI Videos API, as its SDKs send it (multipart) or as JSON. */
 export interface VideoCreateForm {
@@ -62,10 +63,41 @@ export async function readRemixPrompt(contentType: string, body: Buffer, limits:
 }
 
 /**
- * The parts of a multipart body, with busboy under limits: the four text fields once each, at most one
- * file (`input_reference`), each within its size. A malformed or truncated body is a 400 naming it.
+ * The parts of a multipart body: the text fields once each, at most one file (`input_reference`), each
+ * within its size. A body in the plain shape the SDKs send that makes such a form is read directly; any
+ * other goes to busboy, which reads it under the same limits and names what is wrong (400).
  */
 function readMultipart(
+  contentType: string,
+  body: Buffer,
+  limits: FormLimits,
+  names: readonly string[],
+  fileField: string | undefined,
+): Promise<{ fields: Record<string, unknown>; file?: Buffer }> {
+  const parts = readPlainMultipart(contentType, body);
+  const plain = parts && plainForm(parts, limits, names, fileField);
+  return plain ? Promise.resolve(plain) : readWithBusboy(contentType, body, limits, names, fileField);
+}
+
+/** The form plain parts make, or undefined for anything busboy's reading would refuse (it names the problem then). */
+function plainForm(parts: readonly PlainPart[], limits: FormLimits, names: readonly string[], fileField: string | undefined): { fields: Record<string, unknown>; file?: Buffer } | undefined {
+  const fields: Record<string, unknown> = {};
+  let file: Buffer | undefined;
+  for (const part of parts) {
+    if (part.isFile && part.name === fileField) {
+      if (file !== undefined || part.data.length > limits.maxFileBytes) return undefined;
+      file = part.data;
+    } else {
+      // A text field, or one sent as a file (openai-java): read as text either way.
+      if (!names.includes(part.name) || part.name in fields || part.data.length > limits.maxFieldBytes) return undefined;
+      fields[part.name] = part.data.toString("utf8");
+    }
+  }
+  return { fields, ...(file === undefined ? {} : { file }) };
+}
+
+/** The parts of a multipart body, with busboy under limits. A malformed or truncated body is a 400 naming it. */
+function readWithBusboy(
   contentType: string,
   body: Buffer,
   limits: FormLimits,
