@@ -74,7 +74,7 @@ function readMultipart(
   names: readonly string[],
   fileField: string | undefined,
 ): Promise<{ fields: Record<string, unknown>; file?: Buffer }> {
-  const parts = readPlainMultipart(contentType, body);
+  const parts = readPlainMultipart(contentType, body, names.length + (fileField ? 1 : 0));
   const plain = parts && plainForm(parts, limits, names, fileField);
   return plain ? Promise.resolve(plain) : readWithBusboy(contentType, body, limits, names, fileField);
 }

@@ -17,7 +17,7 @@ const CRLF = Buffer.from("\r\n");
 const HEADERS_END = Buffer.from("\r\n\r\n");
 
 /**
- * The parts of a multipart/form-data body in the shape every OpenAI SDK sends (and most HTTP libraries):
+ * The parts (at most `maxParts`) of a multipart/form-data body in the shape every OpenAI SDK sends (and most HTTP libraries):
  * no preamble or epilogue, each part with a `Content-Disposition: form-data; name="…"` (and `filename="…"`
  * for a file, which may carry a `Content-Type`), nothing else. Anything else gives undefined, and busboy
  * reads the body instead (with its errors for what is malformed): a text part with a charset, an encoded
@@ -28,7 +28,7 @@ const HEADERS_END = Buffer.from("\r\n\r\n");
  * openai-videos`); this reads the same parts in a few µs. test/plainMultipart.unit.spec.ts checks it against
  * busboy on random bodies: each it reads, it reads as busboy does.
  */
-export function readPlainMultipart(contentType: string, body: Buffer): PlainPart[] | undefined {
+export function readPlainMultipart(contentType: string, body: Buffer, maxParts: number): PlainPart[] | undefined {
   const boundaryMatch = CONTENT_TYPE.exec(contentType);
   const boundary = boundaryMatch?.[1] ?? boundaryMatch?.[2];
   if (boundary === undefined) return undefined;
@@ -50,7 +50,8 @@ export function readPlainMultipart(contentType: string, body: Buffer): PlainPart
     const dataEnd = body.indexOf(delimiter, headersEnd + 4);
     if (dataEnd === -1) return undefined;
     const part = partOf(body.subarray(headersStart, headersEnd), body.subarray(headersEnd + 4, dataEnd));
-    if (!part) return undefined;
+    // More parts than the form can have: busboy's limits name it.
+    if (!part || parts.length === maxParts) return undefined;
     parts.push(part);
     at = dataEnd + delimiter.length;
   }
