@@ -138,6 +138,8 @@ describe("provider contract (scripted vendor)", () => {
     const { taskId } = await create(slowClient);
     const final = await slowClient.waitForFinal(taskId, 10_000, 50);
     expect(final.body.msg).toMatch(/timed out/);
+    // The upstream had registered the task before its answer hung: it is found and cancelled, after the final event.
+    await expect.poll(() => slowVendor.inFlight, { timeout: 10_000 }).toBe(0);
   });
 
   it("a submit cut short by the deadline that the upstream registers late is still found and cancelled", async () => {
