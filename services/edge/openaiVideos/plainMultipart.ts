@@ -13,7 +13,8 @@ export interface PlainPart {
 const CONTENT_TYPE = /^multipart\/form-data; ?boundary=(?:"([0-9A-Za-z'()+_,\-./:=? ]{0,69}[0-9A-Za-z'()+_,\-./:=?])"|([0-9A-Za-z'+_\-.]{1,70}))$/i;
 /** `form-data; name="…"` with an optional `filename="…"`: printable ASCII without quotes, backslashes or percent signs. */
 const DISPOSITION = /^form-data; name="([\x20\x21\x23\x24\x26-\x5b\x5d-\x7e]+)"(?:; filename="([\x20\x21\x23\x24\x26-\x5b\x5d-\x7e]+)")?$/;
-const CRLF = Buffer.from("\r\n");
+/** A file's `Content-Type`: printable ASCII, not starting with a space. */
+const TYPE = /^[\x21-\x7e][\x20-\x7e]*$/;
 const HEADERS_END = Buffer.from("\r\n\r\n");
 
 /**
@@ -61,18 +62,15 @@ export function readPlainMultipart(contentType: string, body: Buffer, maxParts: 
 function partOf(headerBlock: Buffer, data: Buffer): PlainPart | undefined {
   let disposition: RegExpExecArray | null = null;
   let typed = false;
-  let start = 0;
-  while (start <= headerBlock.length) {
-    const end = headerBlock.indexOf(CRLF, start);
-    const line = headerBlock.toString("latin1", start, end === -1 ? headerBlock.length : end);
-    start = end === -1 ? headerBlock.length + 1 : end + 2;
+  for (const line of headerBlock.toString("latin1").split("\r\n")) {
     const colon = line.indexOf(": ");
-    const name = line.slice(0, colon).toLowerCase();
     if (colon <= 0) return undefined;
+    const name = line.slice(0, colon).toLowerCase();
+    const value = line.slice(colon + 2);
     if (name === "content-disposition" && disposition === null) {
-      disposition = DISPOSITION.exec(line.slice(colon + 2));
+      disposition = DISPOSITION.exec(value);
       if (disposition === null) return undefined;
-    } else if (name === "content-type" && !typed && /^[\x21-\x7e][\x20-\x7e]*$/.test(line.slice(colon + 2))) {
+    } else if (name === "content-type" && !typed && TYPE.test(value)) {
       typed = true;
     } else {
       return undefined;
