@@ -22,6 +22,7 @@ import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.t
 /** As the instant suite's cold phase and first window: the gateway runs slower until then. */
 const WARM_UP_TASKS = 5000;
 const IN_FLIGHT = 64;
+const NO_USE: ThreadUse = { cpu: 0, system: 0, writes: 0, reads: 0 };
 const tasks = Number(process.argv[2] ?? 3000);
 /** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim());
@@ -44,17 +45,17 @@ try {
     { label: "nats-server", pid: childNamed(nats.pid, "nats-server") },
     { label: "bench", pid: process.pid },
   ];
-  const before = cpuTicks(processes);
+  const before = threadUse(processes);
   const started = performance.now();
   finals.succeeded = 0;
   await createConcurrently(tasks, IN_FLIGHT, create);
   while (finals.succeeded < tasks) await pause(10);
   const seconds = (performance.now() - started) / 1000;
-  const after = cpuTicks(processes);
+  const after = threadUse(processes);
 
   const rows = [...after]
     .map(([thread, use]) => {
-      const earlier = before.get(thread) ?? { cpu: 0, system: 0, writes: 0, reads: 0 };
+      const earlier = before.get(thread) ?? NO_USE;
       const perTask = (ticks: number) => (ticks / TICKS_PER_SECOND / tasks) * 1e6;
       return { thread, micros: perTask(use.cpu - earlier.cpu), systemMicros: perTask(use.system - earlier.system), writes: (use.writes - earlier.writes) / tasks, reads: (use.reads - earlier.reads) / tasks };
     })
@@ -74,7 +75,7 @@ try {
 }
 
 /** User + system ticks and read and write system calls of every thread of the processes, keyed `<process>:<thread name> <tid>`. */
-function cpuTicks(processes: ReadonlyArray<{ label: string; pid: number | undefined }>): Map<string, ThreadUse> {
+function threadUse(processes: ReadonlyArray<{ label: string; pid: number | undefined }>): Map<string, ThreadUse> {
   const ticks = new Map<string, ThreadUse>();
   for (const { label, pid } of processes) {
     if (pid === undefined) continue;
@@ -90,7 +91,7 @@ function cpuTicks(processes: ReadonlyArray<{ label: string; pid: number | undefi
       // Fields after the command name: utime and stime are the 12th and 13th (stat(5): fields 14 and 15).
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       const key = `${label}:${name}`;
-      const previous = ticks.get(key) ?? { cpu: 0, system: 0, writes: 0, reads: 0 };
+      const previous = ticks.get(key) ?? NO_USE;
       const io = systemCalls(`/proc/${pid}/task/${tid}/io`);
       ticks.set(key, { cpu: previous.cpu + Number(fields[11]) + Number(fields[12]), system: previous.system + Number(fields[12]), writes: previous.writes + io.writes, reads: previous.reads + io.reads });
     }
