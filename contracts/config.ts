@@ -199,10 +199,10 @@ export const ReelayConfig = z
         /** How long create waits for the upstream to accept before answering without provider_task_id. */
         submitWaitMs: z.number().int().min(100).default(10_000),
         /**
-         * How long an Idempotency-Key may stay claimed by a create that has not queued its task before a
-         * retry concludes that create died (an edge crash) and runs it again.
+         * How long a create keeps trying to write its task's opening when NATS does not answer (each try with
+         * the same msgID, so it lands once) before answering 503.
          */
-        idempotencyClaimTimeoutMs: z.number().int().min(200).default(20_000),
+        createWriteMs: z.number().int().min(100).default(10_000),
         /** An idle event stream gets a comment line this often, so clients and proxies keep it open. */
         sseKeepaliveMs: z.number().int().min(100).max(120_000).default(15_000),
       })
@@ -217,8 +217,6 @@ export const ReelayConfig = z
         maxResultBytes: z.number().int().min(1024).default(512 * 1024 * 1024),
         /** Copy results from private or local addresses (tests' fake vendors on loopback); off in production. */
         allowPrivateResultUrls: z.boolean().default(false),
-        /** How often runners look for reservations whose task never got queued (released on the second sighting). */
-        reservationSweepMs: z.number().int().min(100).default(60_000),
       })
       .prefault({}),
     /** Videos copied into reelay's object store: a task's `video_url` works as long as its object is kept. */

@@ -100,21 +100,34 @@ export const TaskCharge = z.object({
 });
 export type TaskCharge = z.infer<typeof TaskCharge>;
 
-export const ledgerSubject = (account: string): string => `ledger.${account}`;
+/**
+ * Every money movement of account A is on a subject under `acct.A.money.`: task openings (which reserve) on
+ * `acct.A.money.task.N` (contracts/taskOpening.ts), everything else (credits, settlements, releases, chat
+ * charges) on `acct.A.money.ledger`. A write is guarded by the last sequence over all of them, so an
+ * account's money is decided on everything that moved it.
+ */
+export const ledgerSubject = (account: string): string => `acct.${account}.money.ledger`;
+/** The guard and read filter of one account's money. */
+export const moneySubjects = (account: string): string => `acct.${account}.money.>`;
+/** Every account's money (the balance projections' filter). */
+export const MONEY_EVENTS = "acct.*.money.>";
 
 /**
- * What one message on `ledger.<account>` holds: one event, or (a group commit) an array of the account's
- * consecutive events written together in one fenced append. Readers always take a message as a list.
+ * What one money message holds: one event, or (a group commit) an array of the account's consecutive
+ * events written together in one guarded append, or a task's opening, whose `money` part is its reservation.
+ * Readers always take a message as a list.
  */
 export function ledgerEventsOf(raw: unknown): LedgerEvent[] {
-  if (!Array.isArray(raw)) return [LedgerEvent.parse(raw)];
-  if (raw.length === 0) throw new Error("a ledger message holds an empty list of events");
-  return raw.map((event) => LedgerEvent.parse(event));
+  if (Array.isArray(raw)) {
+    if (raw.length === 0) throw new Error("a ledger message holds an empty list of events");
+    return raw.map((event) => LedgerEvent.parse(event));
+  }
+  if (typeof raw === "object" && raw !== null && "money" in raw) return [CostReserved.parse(raw.money)];
+  return [LedgerEvent.parse(raw)];
 }
 
-/** The body of a message holding `events`: a single event as itself (as every reelay wrote it before group commits). */
+/** The body of a message holding `events`: a single event as itself. */
 export const ledgerMessageBody = (events: readonly LedgerEvent[]): string => JSON.stringify(events.length === 1 ? events[0] : events);
 
 /** Both directions, for the account logs' readers and writers. */
 export const ledgerCodec = { decode: ledgerEventsOf, encode: ledgerMessageBody } as const;
-

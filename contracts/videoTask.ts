@@ -74,24 +74,6 @@ export const VideoJobSpec = z.object({
 });
 export type VideoJobSpec = z.infer<typeof VideoJobSpec>;
 
-/**
- * A job on the WORK queue of an older reelay (before edges wrote each task's first event): runners still
- * read what is left there after an upgrade (services/runner/legacyWorkQueue.ts).
- */
-export const SubmitVideoTask = z.object({
-  type: z.literal("SubmitVideoTask"),
-  taskId: z.number().int().positive(),
-  account: z.string(),
-  job: VideoJobSpec,
-  /** Reference fields the model does not support: ignored (spec rule 6) and kept for audit. */
-  ignoredFields: z.array(z.string()),
-  receivedAt: z.string(),
-  /** Core NATS subject where the edge waits to hear that the upstream accepted the task. */
-  notify: z.string().optional(),
-  /** Where the task's status changes are delivered (webhooks). */
-  callbackUrl: z.string().optional(),
-});
-export type SubmitVideoTask = z.infer<typeof SubmitVideoTask>;
 
 
 const EventMeta = z.object({
@@ -117,6 +99,11 @@ export const TaskSubmitted = z.object({
     clientReference: z.string().optional(),
     /** The create's callback_url: the webhook dispatcher delivers the task's status changes there. */
     callbackUrl: z.string().optional(),
+    /**
+     * The create's Idempotency-Key (its hash, per account) and the request's fingerprint: a retry with the
+     * same key answers this task, a different request with it is a conflict.
+     */
+    idempotency: z.object({ keyHash: z.string(), fingerprint: z.string() }).optional(),
   }),
   meta: EventMeta,
 });
@@ -255,15 +242,30 @@ export const TaskView = z.object({
 export type TaskView = z.infer<typeof TaskView>;
 
 /**
- * Where task N's first event (TaskSubmitted, written by the edge) is: runners take new tasks from the
- * single-token filter `tasks.*`, which matches these subjects only. A task created by an older reelay has
- * all of its early events here.
+ * Task N of account A lives in stream EVENTS under the account's prefix. Its opening (TaskSubmitted with the
+ * reservation, written by the edge in one guarded publish: contracts/taskOpening.ts) is on
+ * `acct.A.money.task.N`, among the account's money subjects, so the write that starts a task is the write
+ * that reserves its money. Every later event is on `acct.A.task.N`, outside the money prefix, so a busy
+ * account's running tasks never make its creates retry. Both are literal subjects: a task's read is two
+ * indexed direct gets, never a scan.
  */
-export const taskSubject = (taskId: number): string => `tasks.${taskId}`;
+export const taskOpeningSubject = (account: string, taskId: number): string => `acct.${account}.money.task.${taskId}`;
 /** Where every later event of task N is (appends fence on this subject's last sequence). */
-export const laterTaskEventsSubject = (taskId: number): string => `tasks.${taskId}.next`;
-/** The filter that selects first events only: what runners consume. */
-export const FIRST_TASK_EVENTS = "tasks.*";
+export const taskEventsSubject = (account: string, taskId: number): string => `acct.${account}.task.${taskId}`;
+/** Every task's opening: what runners consume. */
+export const TASK_OPENINGS = "acct.*.money.task.*";
+/** Every task's later events. */
+export const TASK_LATER_EVENTS = "acct.*.task.*";
+/** One account's task log: the openings and later events of its tasks only. */
+export const accountTaskSubjects = (account: string): string[] => [`acct.${account}.money.task.*`, `acct.${account}.task.*`];
+/** The task log: openings and later events of every task (without the ledger's own messages). */
+export const TASK_LOG_SUBJECTS = [TASK_OPENINGS, TASK_LATER_EVENTS] as const;
+
+/** The account a task subject (either kind) belongs to: the token after `acct.`. */
+export function accountOfSubject(subject: string): string {
+  const end = subject.indexOf(".", 5);
+  return subject.slice(5, end === -1 ? undefined : end);
+}
 
 /** design.md: width·height·(24·duration+1)/1024, rounded down, when the upstream reports no usage. */
 export const estimateVideoTokens = (width: number, height: number, durationSeconds: number): number =>

@@ -12,22 +12,18 @@ import {
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { FIRST_TASK_EVENTS } from "../contracts/videoTask.ts";
+import { MONEY_EVENTS } from "../contracts/ledger.ts";
+import { TASK_LOG_SUBJECTS, TASK_OPENINGS } from "../contracts/videoTask.ts";
 
 /** Every stream, bucket and durable consumer reelay uses, as data. `ensureJetStreamLayout` makes them exist. */
 export const STREAMS = {
   /**
-   * The task log: every transition of task N is an event, the first (written by the edge) on tasks.N and
-   * the later ones on tasks.N.next. Runners take new tasks from the first events (consumer `runners`).
+   * Every account's money and tasks, under `acct.<account>.` (contracts/ledger.ts, contracts/videoTask.ts,
+   * contracts/taskOpening.ts): `acct.A.money.task.N` opens task N with its reservation, `acct.A.money.ledger`
+   * holds A's other money movements, `acct.A.task.N` task N's later events. One stream, so a task's opening
+   * can be guarded by the last sequence over the account's money (`acct.A.money.>`).
    */
-  tasks: { name: "TASKS", subjects: ["tasks.>"], retention: RetentionPolicy.Limits, allow_direct: true },
-  /** Every money movement of account A is an event on ledger.A. */
-  ledger: { name: "LEDGER", subjects: ["ledger.>"], retention: RetentionPolicy.Limits, allow_direct: true },
-  /**
-   * Task ids before blocks (an older reelay): the sequence of a publish here was the next id. Kept, so the
-   * counter below starts above every id it handed out.
-   */
-  taskIds: { name: "TASK_IDS", subjects: ["task-ids"], retention: RetentionPolicy.Limits, allow_direct: false, max_msgs: 1 },
+  events: { name: "EVENTS", subjects: ["acct.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /**
    * Task ids in blocks: a counter (nats-server 2.12+) that an edge increments by a block size; the value
    * returned is the block's last id, so blocks of every edge are disjoint and never reused.
@@ -108,13 +104,6 @@ export const webhookLogSubject = (account: string): string => `webhooklog.${acco
 
 export const webhookJobSubject = (taskId: number): string => `webhookjobs.${taskId}`;
 
-/**
- * The work queue of reelay before the edge wrote the first event itself: jobs on work.video.N, held by
- * runners through the durable `runners`. No longer created; on a store that has it, runners drain what an
- * older edge queued there (services/runner/legacyWorkQueue.ts).
- */
-export const LEGACY_WORK = { stream: "WORK", durable: "runners", subject: (taskId: number): string => `work.video.${taskId}` } as const;
-
 export const OBJECT_STORES = { videos: "videos" } as const;
 
 export const CONSUMERS = {
@@ -145,6 +134,12 @@ export interface LayoutOptions {
 
 const nanos = (ms: number) => ms * 1_000_000;
 
+/**
+ * How long a stream remembers a msgID: a create tried again within it (the same Idempotency-Key, or the same
+ * opening after a lost answer) is found by its msgID; later ones by the Idempotency-Key index.
+ */
+export const DUPLICATE_WINDOW_MS = 2 * 60_000;
+
 function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: number): Partial<StreamConfig> & { name: string } {
   return {
     name: def.name,
@@ -153,8 +148,7 @@ function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: num
     storage: StorageType.File,
     num_replicas: replicas,
     allow_direct: def.allow_direct,
-    duplicate_window: nanos(2 * 60_000),
-    ...("max_msgs" in def ? { max_msgs: def.max_msgs } : {}),
+    duplicate_window: nanos(DUPLICATE_WINDOW_MS),
     ...("allow_msg_counter" in def ? { allow_msg_counter: def.allow_msg_counter } : {}),
     ...("max_msgs_per_subject" in def ? { max_msgs_per_subject: def.max_msgs_per_subject } : {}),
     ...("max_age_ms" in def ? { max_age: nanos(def.max_age_ms) } : {}),
@@ -199,39 +193,36 @@ function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { 
   };
 }
 
-/**
- * The consumers of older reelays on the task log whose work `task_log_reactors` does: it starts where they
- * had all got to (read models, settlement and webhooks each had their own; then the read models shared one).
- */
-const TASK_LOG_REACTORS_BEFORE = ["projector_task_read_models", "settlement", "webhooks", "projector_task_views", "projector_task_index", "projector_task_stats"];
-
 interface ConsumerDefinition {
   stream: string;
   config: Partial<ConsumerConfig>;
-  /** Consumers of an older reelay whose work this one does: made on such a store, it starts after the last message all of them acknowledged. */
-  replaces?: readonly string[];
 }
+
+/** A consumer reading only `subjects` of its stream. */
+const filtered = (definition: ConsumerDefinition, subjects: readonly string[]): ConsumerDefinition => ({
+  ...definition,
+  config: { ...definition.config, filter_subjects: [...subjects] },
+});
 
 function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
   return [
     {
-      stream: STREAMS.tasks.name,
+      stream: STREAMS.events.name,
       config: {
         durable_name: CONSUMERS.runners,
-        // First events only: each is one task to run.
-        filter_subject: FIRST_TASK_EVENTS,
+        // Openings only: each is one task to run.
+        filter_subject: TASK_OPENINGS,
         ack_policy: AckPolicy.Explicit,
-        // Made on a store that already has tasks: those were queued on WORK by an older reelay, not here.
-        deliver_policy: DeliverPolicy.New,
-        // A runner holds a task's first event unacked until the task is final and heartbeats it with `working()`.
+        deliver_policy: DeliverPolicy.All,
+        // A runner holds a task's opening unacked until the task is final and heartbeats it with `working()`.
         ack_wait: nanos(options.leaseMs),
         max_ack_pending: 100_000,
         max_deliver: -1,
       },
     },
-    { ...reactorConsumer(STREAMS.tasks.name, CONSUMERS.taskLogReactors, options.leaseMs), replaces: TASK_LOG_REACTORS_BEFORE },
-    reactorConsumer(STREAMS.ledger.name, CONSUMERS.balancesProjector, options.leaseMs),
-    reactorConsumer(STREAMS.ledger.name, CONSUMERS.taskChargesProjector, options.leaseMs),
+    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskLogReactors, options.leaseMs), TASK_LOG_SUBJECTS),
+    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.balancesProjector, options.leaseMs), [MONEY_EVENTS]),
+    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskChargesProjector, options.leaseMs), [MONEY_EVENTS]),
     durableConsumer(STREAMS.webhookJobs.name, CONSUMERS.webhooks, options.leaseMs),
   ];
 }
@@ -249,22 +240,28 @@ async function allowMessageTtl(jsm: JetStreamManager, stream: string): Promise<v
   if (!config.allow_msg_ttl) await jsm.streams.update(stream, { ...config, allow_msg_ttl: true });
 }
 
-/**
- * Where a consumer that replaces older ones starts: after the last message every one of them acknowledged
- * (what one of them had not handled yet is handled again; read models are idempotent), or from the
- * beginning when none exists (a new store, or one that never had them).
- */
-async function startAfterPredecessors(jsm: JetStreamManager, stream: string, predecessors: readonly string[]): Promise<Partial<ConsumerConfig>> {
-  const floors: number[] = [];
-  for (const durable of predecessors) {
-    const info = await jsm.consumers.info(stream, durable).catch((error: unknown) => {
-      if (isNotFound(error)) return undefined;
-      throw error;
-    });
-    if (info) floors.push(info.ack_floor.stream_seq);
+/** Streams of reelay before a create was one write (2026-11-26): their tasks and money are not read. */
+const EARLIER_STREAMS = ["TASKS", "LEDGER", "WORK"];
+
+/** An error naming what to do: a store made by an earlier reelay is not read (reelay is pre-1.0, no migration). */
+export class EarlierStoreLayoutError extends Error {}
+
+async function refuseEarlierLayout(jsm: JetStreamManager): Promise<void> {
+  for (const name of EARLIER_STREAMS) {
+    const found = await jsm.streams.info(name).then(
+      () => true,
+      (error: unknown) => {
+        if (isNotFound(error)) return false;
+        throw error;
+      },
+    );
+    if (found) {
+      throw new EarlierStoreLayoutError(
+        `this NATS store was made by an earlier reelay (it has stream ${name}); this version does not read it: ` +
+          "start with a new data directory (REELAY_DATA_DIR) or an empty JetStream",
+      );
+    }
   }
-  if (floors.length === 0) return {};
-  return { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: Math.min(...floors) + 1 };
 }
 
 /** The backing stream's settings of each bucket and object store, as `planLayoutChanges` compares them. */
@@ -297,6 +294,7 @@ export { consumerConfigs };
  * Differences are shown and applied only by `reelay infra plan|apply` (layoutPlan.ts).
  */
 export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamManager, options: LayoutOptions): Promise<void> {
+  await refuseEarlierLayout(jsm);
   for (const config of streamConfigs(options)) {
     await jsm.streams.info(config.name).catch(async (error: unknown) => {
       if (!isNotFound(error)) throw error;
@@ -311,10 +309,10 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
   }
   // Each object (its chunks and its entry) ages out `videoRetentionMs` after it was stored.
   await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas, ...(options.videoRetentionMs ? { ttl: nanos(options.videoRetentionMs) } : {}) });
-  for (const { stream, config, replaces } of consumerConfigs(options)) {
+  for (const { stream, config } of consumerConfigs(options)) {
     await jsm.consumers.info(stream, config.durable_name ?? "").catch(async (error: unknown) => {
       if (!isNotFound(error)) throw error;
-      await jsm.consumers.add(stream, { ...config, ...(await startAfterPredecessors(jsm, stream, replaces ?? [])) });
+      await jsm.consumers.add(stream, config);
     });
   }
 }

@@ -3,7 +3,7 @@ import { consumerConfigs, storeStreams, streamConfigs, type LayoutOptions } from
 
 /** One setting of an existing stream or consumer that differs from what the layout asks for. */
 export interface LayoutChange {
-  /** "stream TASKS" or "consumer LEDGER/projector_balances". */
+  /** "stream EVENTS" or "consumer EVENTS/projector_balances". */
   target: string;
   field: string;
   current: unknown;

@@ -22,6 +22,7 @@ export type TaskCommand =
       deadlineAt: string;
       clientReference: string;
       callbackUrl?: string;
+      idempotency?: { keyHash: string; fingerprint: string };
     }
   | { type: "RecordAcceptance"; providerTaskId: string; channel?: string }
   | { type: "RecordRejection"; reason: string; detail?: string }
@@ -47,8 +48,13 @@ const describeDuration = (ms: number): string =>
 function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
   switch (command.type) {
     case "SubmitTask": {
-      const { account, job, ignoredFields, deadlineAt, clientReference, callbackUrl } = command;
-      return [{ type: "TaskSubmitted", data: { account, job, ignoredFields, deadlineAt, clientReference, ...(callbackUrl ? { callbackUrl } : {}) } }];
+      const { account, job, ignoredFields, deadlineAt, clientReference, callbackUrl, idempotency } = command;
+      return [
+        {
+          type: "TaskSubmitted",
+          data: { account, job, ignoredFields, deadlineAt, clientReference, ...(callbackUrl ? { callbackUrl } : {}), ...(idempotency ? { idempotency } : {}) },
+        },
+      ];
     }
     case "RecordAcceptance":
       return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId, ...(command.channel === undefined ? {} : { channel: command.channel }) } }];
@@ -130,7 +136,7 @@ export type NewTask = Omit<Extract<TaskCommand, { type: "SubmitTask" }>, "type" 
 
 /**
  * A new task's first event (TaskSubmitted), naming the client reference the upstream will get: what an edge
- * writes at create (and a runner for a job an older reelay queued). Decided on an empty task, so never refused.
+ * writes at create. Decided on an empty task, so never refused.
  */
 export function firstTaskEvent(task: NewTask): NewTaskEvent {
   const command: TaskCommand = { type: "SubmitTask", ...task, clientReference: clientReference(task.taskId) };

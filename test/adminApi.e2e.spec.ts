@@ -6,6 +6,7 @@ import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { openTask } from "./helpers/openTask.ts";
 
 /**
  * The admin API on its own loopback listener: admin tokens from the CLI, every route with zod-checked input
@@ -156,7 +157,7 @@ describe("admin API", () => {
     const answer = await fetch(`${app.adminUrl}/events`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
     const reader = (answer.body as ReadableStream<Uint8Array>).getReader();
     let text = "";
-    const frames = () => text.match(/event: ledger\ndata: \{"type":"CostReserved"/g)?.length ?? 0;
+    const frames = () => text.match(/event: ledger\ndata: \{"type":"(CostReserved|ReservationReleased)"/g)?.length ?? 0;
     const seen = (async () => {
       while (frames() < 12) {
         const { value, done } = await reader.read();
@@ -166,7 +167,9 @@ describe("admin API", () => {
     })();
     await new Promise((resolve) => setTimeout(resolve, 200));
     await app.ledger.execute("grouped", { type: "credit", amountMicros: 1_000_000, creditId: "grouped-admin" });
-    await Promise.all(Array.from({ length: 12 }, (_, index) => app.ledger.execute("grouped", { type: "reserve", taskId: 800_000 + index, amountMicros: 1_000 })));
+    for (let index = 0; index < 6; index++) await openTask(app.ledger, "grouped", 800_000 + index, { amountMicros: 1_000 });
+    // Released together: a group commit, sent as one frame per event.
+    await Promise.all(Array.from({ length: 6 }, (_, index) => app.ledger.execute("grouped", { type: "release", taskId: 800_000 + index, reason: "test" })));
     await Promise.race([seen, new Promise((resolve) => setTimeout(resolve, 10_000))]);
     controller.abort();
     expect(frames()).toBe(12);
@@ -178,7 +181,11 @@ describe("admin API", () => {
       entries.push(...answer.entries.map((entry) => ({ ...entry, page })));
       before = answer.next_before;
     }
-    expect(entries.map((entry) => entry.type)).toEqual([...Array.from({ length: 12 }, () => "CostReserved"), "AccountCredited"]);
+    expect(entries.map((entry) => entry.type)).toEqual([
+      ...Array.from({ length: 6 }, () => "ReservationReleased"),
+      ...Array.from({ length: 6 }, () => "CostReserved"),
+      "AccountCredited",
+    ]);
     const pagesOfMessage = new Map<number, Set<number>>();
     for (const entry of entries) pagesOfMessage.set(entry.sequence, (pagesOfMessage.get(entry.sequence) ?? new Set()).add(entry.page));
     expect(pagesOfMessage.size, "no message was grouped").toBeLessThan(entries.length);

@@ -3,12 +3,12 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../contracts/videoTask.ts";
 import { RUNNER_SUBJECTS, RunnerChannels } from "../contracts/runnerControl.ts";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { ArkUpstream, arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { addArk } from "./helpers/arkChannels.ts";
 import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 /**
  * Seedance through the Ark adapter, end to end: the real edge, runner and ledger against the fake Ark
@@ -100,7 +100,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
     const state = await a.ledger.current(account);
     return state.balanceMicros - state.reservedMicros;
   };
-  const events = async (a: TestApp, taskId: number): Promise<TaskEvent[]> => (await new TaskLog(a.nats.js, a.nats.jsm).read(taskId)).events;
+  const events = async (a: TestApp, taskId: number): Promise<TaskEvent[]> => (await readTask(a.nats, taskId)).events;
 
   it("creates on Ark's task API with every field explicit, and delivers the vendor's bytes from reelay's own address, billed from Ark's usage", async () => {
     arkA.generation = { kind: "succeed", afterPolls: 2 };

@@ -36,7 +36,7 @@ describe("reelay accounts and reelay audit", () => {
     for (const durable of [CONSUMERS.balancesProjector, CONSUMERS.taskChargesProjector]) {
       await expect
         .poll(async () => {
-          const info = await app.nats.jsm.consumers.info(STREAMS.ledger.name, durable);
+          const info = await app.nats.jsm.consumers.info(STREAMS.events.name, durable);
           return info.num_pending + info.num_ack_pending;
         })
         .toBe(0);
@@ -176,7 +176,7 @@ describe("reelay accounts and reelay audit", () => {
     expect(replayed.code).toBe(0);
     expect(replayed.stdout).toMatch(/^read model\s+events\s+events\/s\s+documents\s+differences$/m);
     for (const model of ["task views", "balances", "task charges"]) expect(replayed.stdout).toMatch(new RegExp(`^${model}\\s+\\d+\\s+\\d+\\s+\\d+\\s+0$`, "m"));
-    expect(replayed.stdout).toMatch(/accounts [1-9]\d*, tasks [1-9]\d*, accounts with negative available balance 0, differences 0\n$/);
+    expect(replayed.stdout).toMatch(/accounts [1-9]\d*, tasks [1-9]\d*, accounts with negative available balance 0, differences 0\nfinal tasks [1-9]\d*, charge problems 0\n$/);
     expect(replayed.stdout).not.toContain("DIFF");
   });
 

@@ -1,7 +1,9 @@
 import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
-import { IdempotencyKeys } from "../services/edge/video/idempotencyKeys.ts";
+import { STREAMS } from "../infra/jetstreamLayout.ts";
+import { keyHashOf } from "../services/edge/video/idempotencyKeys.ts";
+import { IdempotencyIndex } from "../services/tasks/idempotencyIndex.ts";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
@@ -10,7 +12,6 @@ import { VideoClient } from "./helpers/videoClient.ts";
 // VideoModel-2.0-mini, 4 s, 16:9: 2.007900 yuan.
 const MINI_4S_MICROS = 2_007_900;
 const mini = (prompt: string) => ({ model: "VideoModel-2.0-mini", prompt, duration: 4 });
-const CLAIM_TIMEOUT_MS = 1000;
 
 function exited(child: ChildProcess): Promise<NodeJS.Signals | null> {
   return new Promise((resolve) => {
@@ -25,13 +26,7 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
   const children: ChildProcess[] = [];
   beforeAll(async () => {
     // The instant scripted vendor: this file is about create requests, not rendering.
-    app = await startTestApp({
-      providers: () => new ScriptedVendor(),
-      tweak: (config) => {
-        config.limits.idempotencyClaimTimeoutMs = CLAIM_TIMEOUT_MS;
-        config.runner.reservationSweepMs = 300;
-      },
-    });
+    app = await startTestApp({ providers: () => new ScriptedVendor() });
     configPath = writeConfigFile(app.config);
   });
   afterAll(async () => {
@@ -71,9 +66,9 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
     expect(same.body.data?.task_id).toBe(first.body.data?.task_id);
   });
 
-  it("never answers with a task that does not exist after the edge dies between claiming the key and queueing", async () => {
-    // This edge kills itself (SIGKILL) after claiming the key and reserving, before queueing the job.
-    const env = { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, REELAY_FAILPOINTS: "create:before-queue" };
+  it("answers the same task when the edge died after writing the task's opening, before answering", async () => {
+    // This edge kills itself (SIGKILL) right after the opening (task and reservation) is written.
+    const env = { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, REELAY_FAILPOINTS: "create:after-open" };
     const doomed = await startChildService(["edge"], env);
     const { port } = doomed;
     children.push(doomed);
@@ -87,12 +82,13 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
     const retried = await client.create(mini("survives a crash"), headers);
     expect(retried.status).toBe(200);
     const taskId = retried.body.data?.task_id as number;
-    expect((await client.query(taskId)).status).toBe(200);
     expect((await client.waitForFinal(taskId)).body.data?.status).toBe("success");
     const again = await client.create(mini("survives a crash"), headers);
     expect(again.body.data?.task_id).toBe(taskId);
 
-    // One charge; the dead create's reservation is released by the sweeper.
+    // One task, one charge, nothing left reserved.
+    const history = await readAccountHistory(app.nats.js, app.nats.jsm, "crashy");
+    expect(history.filter((entry) => entry.event.type === "CostReserved")).toHaveLength(1);
     await expect
       .poll(async () => {
         const account = await app.ledger.current("crashy");
@@ -101,13 +97,21 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
       .toEqual([10_000_000 - MINI_4S_MICROS, 0]);
   });
 
-  it("lets each claim expire on its own TTL (per-message TTL on the bucket's stream)", async () => {
-    const keys = new IdempotencyKeys(app.nats.js, app.nats.idempotency);
-    const claim = { taskId: 1, fingerprint: "f", state: "queued" as const, at: new Date().toISOString() };
-    expect(await keys.write("ttl-account", "short-lived", claim, 0, "1s")).toBeGreaterThan(0);
-    expect((await keys.read("ttl-account", "short-lived"))?.claim).toEqual(claim);
-    // A second claim on a live key loses.
-    expect(await keys.write("ttl-account", "short-lived", claim, 0, "1s")).toBeUndefined();
-    await expect.poll(() => keys.read("ttl-account", "short-lived"), { timeout: 5000, interval: 200 }).toBeUndefined();
+  it("finds a key's task in the key index once the stream's duplicate window is past, without writing anything", async () => {
+    const client = new VideoClient(app.baseUrl, await app.keyFor("indexed"));
+    const headers = { "idempotency-key": "order-indexed" };
+    const first = await client.create(mini("indexed fox"), headers);
+    const taskId = first.body.data?.task_id as number;
+    const index = new IdempotencyIndex(app.nats.js, app.nats.idempotency);
+    await expect.poll(() => index.find("indexed", keyHashOf("order-indexed"))).toMatchObject({ taskId });
+    const before = (await app.nats.jsm.streams.info(STREAMS.events.name)).state.last_seq;
+    const retried = await client.create(mini("indexed fox"), headers);
+    expect(retried.body.data?.task_id).toBe(taskId);
+    expect((await client.create(mini("another fox"), headers)).status).toBe(422);
+    const after = (await app.nats.jsm.streams.info(STREAMS.events.name)).state.last_seq;
+    // Whatever the task itself wrote meanwhile, no second opening: the account still has one reservation.
+    expect(after).toBeGreaterThanOrEqual(before);
+    const history = await readAccountHistory(app.nats.js, app.nats.jsm, "indexed");
+    expect(history.filter((entry) => entry.event.type === "CostReserved")).toHaveLength(1);
   });
 });

@@ -17,7 +17,7 @@ describe("the stream layout changes only when asked", () => {
   const otherLease = writeConfigFile(testConfig((config) => (config.runner.leaseMs = 7_000)));
   const reelay = async (...args: string[]) =>
     (await run(process.execPath, [CLI, ...args], { env: { ...process.env, NATS_URL: server.url, REELAY_CONFIG: otherLease } })).stdout;
-  const ackWaitSeconds = async () => ((await nats.jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.runners)).config.ack_wait ?? 0) / 1e9;
+  const ackWaitSeconds = async () => ((await nats.jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners)).config.ack_wait ?? 0) / 1e9;
 
   beforeAll(async () => {
     server = await startTestNats();
@@ -35,8 +35,8 @@ describe("the stream layout changes only when asked", () => {
 
   it("`reelay infra plan` shows each difference and changes nothing", async () => {
     const shown = await reelay("infra", "plan");
-    expect(shown).toContain(`consumer ${STREAMS.tasks.name}/${CONSUMERS.runners}: ack_wait 30s → 7s`);
-    expect(shown).toContain(`consumer ${STREAMS.ledger.name}/${CONSUMERS.balancesProjector}: ack_wait 30s → 7s`);
+    expect(shown).toContain(`consumer ${STREAMS.events.name}/${CONSUMERS.runners}: ack_wait 30s → 7s`);
+    expect(shown).toContain(`consumer ${STREAMS.events.name}/${CONSUMERS.balancesProjector}: ack_wait 30s → 7s`);
     // The store was made without a retention; the config's videos.retentionDays (30) is a planned change.
     expect(shown).toMatch(/OBJ_videos: max_age .*→/);
     expect(await ackWaitSeconds()).toBe(30);

@@ -9,7 +9,6 @@ import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { chatError } from "../services/edge/chat/chatErrors.ts";
 import { videoErrorReply } from "../services/edge/http/videoErrors.ts";
 import { startEdge } from "../services/edge/main.ts";
-import { JobNotQueuedError } from "../services/edge/video/taskSubmitter.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats } from "../services/shared/nats.ts";
 import { silentLog, testConfig } from "./helpers/testApp.ts";
@@ -17,7 +16,7 @@ import { silentLog, testConfig } from "./helpers/testApp.ts";
 describe("infrastructure trouble answers 503, never 500", () => {
   it("maps NATS timeouts, wrapped or not, to 503 with Retry-After in both wire formats; anything else stays 500", () => {
     const toVideo = videoErrorReply(silentLog);
-    for (const error of [new TimeoutError(), new RequestError("request failed", { cause: new TimeoutError() }), new JobNotQueuedError("x", { cause: new TimeoutError() })]) {
+    for (const error of [new TimeoutError(), new RequestError("request failed", { cause: new TimeoutError() }), new Error("x", { cause: new TimeoutError() })]) {
       const video = toVideo(error);
       expect(video.status).toBe(503);
       expect(video.headers?.["retry-after"]).toMatch(/^\d+$/);

@@ -7,18 +7,25 @@ import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory, type LedgerEntry } from "../services/billing/ledgerReader.ts";
 import { balancesProjection, taskChargesProjection } from "../services/billing/projections.ts";
 import { auditProjection, type ProjectionDifference } from "../services/projector/audit.ts";
+import { openingEvent, openTask } from "./helpers/openTask.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 
 /**
  * The audit property of design.md, against a real nats-server and the real projector: random
- * interleavings of credits, creates (reserve), successes (settle), failures (release), redeliveries and
- * restarts, spread over two AccountLedger instances as two processes would be, some of them concurrent.
+ * interleavings of credits, creates (a task's opening, which reserves), creates tried again after a lost
+ * answer (the same opening again, or with an Idempotency-Key a new task id under the same key), successes
+ * (settle), failures (release), redeliveries and restarts, spread over two AccountLedger instances as two
+ * processes would be, some of them concurrent.
  */
 
 type Via = 0 | 1;
 type Step = { via: Via; withPrevious: boolean } & (
   | { kind: "credit"; account: number; amountMicros: number }
-  | { kind: "create"; account: number; estimateMicros: number }
+  /**
+   * A create. `retry`: its answer was lost and it is tried again from the other process, at once (racing the
+   * first try) or after it: the same opening ("same"), or a new task id under the same Idempotency-Key ("keyed").
+   */
+  | { kind: "create"; account: number; estimateMicros: number; retry: { as: "same" | "keyed"; racing: boolean } | undefined }
   /** Success; `duplicateVia` fires the same settle from the other process at once (a redelivery racing the first). */
   | { kind: "succeed"; pick: number; costPermille: number; duplicateVia: Via | undefined }
   | { kind: "fail"; pick: number; duplicateVia: Via | undefined }
@@ -35,7 +42,16 @@ const pick = fc.nat({ max: 1000 });
 const permille = fc.oneof(fc.constant(1000), fc.integer({ min: 0, max: 1000 }));
 const step: fc.Arbitrary<Step> = fc.oneof(
   { weight: 3, arbitrary: fc.record({ ...common, kind: fc.constant("credit" as const), account: fc.nat({ max: 2 }), amountMicros: fc.integer({ min: 1, max: 4_000_000 }) }) },
-  { weight: 5, arbitrary: fc.record({ ...common, kind: fc.constant("create" as const), account: fc.nat({ max: 2 }), estimateMicros: fc.integer({ min: 1, max: 3_000_000 }) }) },
+  {
+    weight: 5,
+    arbitrary: fc.record({
+      ...common,
+      kind: fc.constant("create" as const),
+      account: fc.nat({ max: 2 }),
+      estimateMicros: fc.integer({ min: 1, max: 3_000_000 }),
+      retry: fc.option(fc.record({ as: fc.constantFrom("same" as const, "keyed" as const), racing: fc.boolean() }), { nil: undefined }),
+    }),
+  },
   { weight: 3, arbitrary: fc.record({ ...common, kind: fc.constant("succeed" as const), pick, costPermille: permille, duplicateVia: fc.option(via, { nil: undefined }) }) },
   { weight: 2, arbitrary: fc.record({ ...common, kind: fc.constant("fail" as const), pick, duplicateVia: fc.option(via, { nil: undefined }) }) },
   { weight: 1, arbitrary: fc.record({ ...common, kind: fc.constant("race" as const), pick, costPermille: permille }) },
@@ -78,14 +94,15 @@ const settledCost = (a: AccountModel) => a.tasks.reduce((sum, t) => sum + (t.sta
 const modelReserved = (a: AccountModel) => a.tasks.reduce((sum, t) => sum + (t.state === "reserved" ? t.estimate : 0), 0);
 const modelAvailable = (a: AccountModel) => a.credits - settledCost(a) - modelReserved(a);
 const costOf = (task: TaskModel, costPermille: number) => Math.floor((task.estimate * costPermille) / 1000);
-const settle = (task: TaskModel, costMicros: number): LedgerCommand => ({ type: "settle", taskId: task.id, costMicros, totalTokens: costMicros, model: "VideoModel-2.0" });
-const release = (task: TaskModel): LedgerCommand => ({ type: "release", taskId: task.id, reason: "generation failed" });
+type CloseCommand = Extract<LedgerCommand, { type: "settle" | "release" }>;
+const settle = (task: TaskModel, costMicros: number): CloseCommand => ({ type: "settle", taskId: task.id, costMicros, totalTokens: costMicros, model: "VideoModel-2.0" });
+const release = (task: TaskModel): CloseCommand => ({ type: "release", taskId: task.id, reason: "generation failed" });
 
 async function projectorCaughtUp(app: TestApp): Promise<void> {
   const deadline = Date.now() + 15_000;
   for (const durable of [CONSUMERS.balancesProjector, CONSUMERS.taskChargesProjector]) {
     for (;;) {
-      const info = await app.nats.jsm.consumers.info(STREAMS.ledger.name, durable);
+      const info = await app.nats.jsm.consumers.info(STREAMS.events.name, durable);
       if (info.num_pending === 0 && info.num_ack_pending === 0) break;
       if (Date.now() > deadline) throw new Error(`${durable} still behind: ${info.num_pending} pending, ${info.num_ack_pending} unacked`);
       await new Promise((resolve) => setTimeout(resolve, 20));
@@ -122,7 +139,7 @@ describe("ledger properties (real NATS, projector running)", () => {
       return task;
     };
     const account = (index: number) => accounts[index % accounts.length] as AccountModel;
-    const run = (v: Via, name: string, command: LedgerCommand) => ledgers[v].execute(name, command);
+    const run = (v: Via, name: string, command: Exclude<LedgerCommand, { type: "reserve" }>) => ledgers[v].execute(name, command);
     const effects: Array<() => Promise<() => Promise<void>>> = [];
 
     for (const s of batch) {
@@ -141,22 +158,44 @@ describe("ledger properties (real NATS, projector running)", () => {
           const a = account(s.account);
           const id = nextTaskId++;
           reservesInBatch.set(a.name, (reservesInBatch.get(a.name) ?? 0) + s.estimateMicros);
-          effects.push(async () => {
-            const accepted = await run(s.via, a.name, { type: "reserve", taskId: id, amountMicros: s.estimateMicros }).then(
-              () => true,
+          const msgID = `${a.name}-create-${id}`;
+          const tryOpen = (v: Via, taskId: number) =>
+            ledgers[v].open(openingEvent(a.name, taskId), s.estimateMicros, msgID).then(
+              (outcome) => outcome,
               (error: unknown) => {
-                if (error instanceof InsufficientBalanceError) return false;
+                if (error instanceof InsufficientBalanceError) return "refused" as const;
                 throw error;
               },
             );
+          const retry = s.retry;
+          // A keyed retry is a new request: it takes a new task id, and only the key (the msgID) is the same.
+          const retryId = retry?.as === "keyed" ? nextTaskId++ : id;
+          effects.push(async () => {
+            const other: Via = s.via === 0 ? 1 : 0;
+            const first = tryOpen(s.via, id);
+            const [outcome, again] = retry?.racing ? await Promise.all([first, tryOpen(other, retryId)]) : [await first, retry ? await tryOpen(other, retryId) : undefined];
+            const accepted = outcome !== "refused" || (again !== undefined && again !== "refused");
             return async () => {
+              // One task per create however it was tried: the retry never made a second one (nor reserved twice).
+              const history = await readAccountHistory(app.nats.js, app.nats.jsm, a.name);
+              const opened = history.filter((e) => e.event.type === "CostReserved" && (ofTask(e.event, id) || ofTask(e.event, retryId)));
+              expect(opened.length, `create ${id} (retry ${JSON.stringify(retry)}) opened ${opened.length} tasks`).toBe(accepted ? 1 : 0);
+              if (retry?.as === "keyed" && opened.length === 1) {
+                // Whichever try landed, the other was told where (a duplicate) or that it was there.
+                const first = opened[0]?.event;
+                const loser = first?.type === "CostReserved" && first.data.taskId === id ? again : outcome;
+                if (loser !== undefined && loser !== "refused") expect(loser).toMatchObject({ written: false });
+              }
               const othersInBatch = (reservesInBatch.get(a.name) ?? 0) - s.estimateMicros;
               const worstCase = (startAvailable.get(a.name) ?? 0) - othersInBatch;
               // Nothing running beside it can lower available below `worstCase`, so this much must be accepted.
               if (worstCase >= s.estimateMicros) expect(accepted, `task ${id} of ${a.name} refused with ${worstCase} available at worst`).toBe(true);
               if (batch.length === 1) expect(accepted, `task ${id}: available ${worstCase}, estimate ${s.estimateMicros}`).toBe(worstCase >= s.estimateMicros);
-              if (accepted) a.tasks.push({ id, account: a.name, estimate: s.estimateMicros, state: "reserved", cost: 0 });
+              const landed = opened[0]?.event;
+              const taskId = landed?.type === "CostReserved" ? landed.data.taskId : id;
+              if (accepted) a.tasks.push({ id: taskId, account: a.name, estimate: s.estimateMicros, state: "reserved", cost: 0 });
               else a.refused.push(id);
+              if (retryId !== taskId) a.refused.push(retryId);
             };
           });
           break;
@@ -302,16 +341,16 @@ describe("ledger properties (real NATS, projector running)", () => {
     const name = "over-estimate";
     const id = nextTaskId++;
     await edge.execute(name, { type: "credit", amountMicros: 5_000_000, creditId: "over-1" });
-    await edge.execute(name, { type: "reserve", taskId: id, amountMicros: 5_000_000 });
+    await openTask(edge, name, id, { amountMicros: 5_000_000 });
     const after = await settler.execute(name, { type: "settle", taskId: id, costMicros: 6_000_000, totalTokens: 130_435, model: "VideoModel-2.0" });
     expect(after).toMatchObject({ balanceMicros: -1_000_000, reservedMicros: 0 });
     expect(availableMicros(after)).toBe(-1_000_000);
     // Reserves are the only gate: the debt blocks new work until a credit covers it.
-    await expect(edge.execute(name, { type: "reserve", taskId: nextTaskId++, amountMicros: 1 })).rejects.toThrow(
+    await expect(openTask(edge, name, nextTaskId++, { amountMicros: 1 })).rejects.toThrow(
       "insufficient balance: this task needs 0.000001 yuan, available 0.000000",
     );
     await edge.execute(name, { type: "credit", amountMicros: 1_000_001, creditId: "over-2" });
-    await edge.execute(name, { type: "reserve", taskId: nextTaskId++, amountMicros: 1 });
+    await openTask(edge, name, nextTaskId++, { amountMicros: 1 });
     await projectorCaughtUp(app);
     const charge = TaskCharge.parse((await app.nats.taskCharges.get(String(id)))?.json());
     expect(charge).toMatchObject({ state: "settled", reservedMicros: 5_000_000, costMicros: 6_000_000 });
@@ -323,8 +362,8 @@ describe("ledger properties (real NATS, projector running)", () => {
     await edge.execute(name, { type: "open" }); // the edge has folded the account: balance 0
     await cli.execute(name, { type: "credit", amountMicros: 3_000_000, creditId: "topup-1" });
     const id = nextTaskId++;
-    const after = await edge.execute(name, { type: "reserve", taskId: id, amountMicros: 2_000_000 });
-    expect(after.reservations).toEqual(new Map([[id, 2_000_000]]));
+    await openTask(edge, name, id, { amountMicros: 2_000_000 });
+    expect((await edge.current(name)).reservations).toEqual(new Map([[id, 2_000_000]]));
   });
 
   it("a process whose fold predates a reservation still settles it (and still releases it)", async () => {
@@ -332,8 +371,8 @@ describe("ledger properties (real NATS, projector running)", () => {
     const name = "stale-settler";
     await settler.execute(name, { type: "credit", amountMicros: 9_000_000, creditId: "stale-1" }); // settler folds the account now
     const [first, second] = [nextTaskId++, nextTaskId++];
-    await edge.execute(name, { type: "reserve", taskId: first, amountMicros: 2_000_000 });
-    await edge.execute(name, { type: "reserve", taskId: second, amountMicros: 2_000_000 });
+    await openTask(edge, name, first, { amountMicros: 2_000_000 });
+    await openTask(edge, name, second, { amountMicros: 2_000_000 });
     await settler.execute(name, { type: "settle", taskId: first, costMicros: 1_500_000, totalTokens: 1, model: "m" });
     const after = await settler.execute(name, { type: "release", taskId: second, reason: "generation failed" });
     expect(after).toMatchObject({ balanceMicros: 7_500_000, reservedMicros: 0, reservations: new Map() });
@@ -342,7 +381,7 @@ describe("ledger properties (real NATS, projector running)", () => {
   it("a command retried from another process (same cause) lands once and the retry succeeds", async () => {
     const first = new AccountLedger(app.nats);
     const retry = new AccountLedger(app.nats);
-    const credit: LedgerCommand = { type: "credit", amountMicros: 7_000_000, creditId: "retried-credit" };
+    const credit: Exclude<LedgerCommand, { type: "reserve" }> = { type: "credit", amountMicros: 7_000_000, creditId: "retried-credit" };
     await first.execute("retried", { type: "open" });
     await first.execute("retried", credit);
     const after = await retry.execute("retried", credit);
@@ -356,7 +395,7 @@ describe("ledger properties (real NATS, projector running)", () => {
     await writer.execute("snapshotted", { type: "open" });
     await writer.execute("snapshotted", { type: "credit", amountMicros: 1_000_000_000, creditId: "snap-credit" });
     for (let task = 1; task <= 300; task++) {
-      await writer.execute("snapshotted", { type: "reserve", taskId: 900_000 + task, amountMicros: 1_000 });
+      await openTask(writer, "snapshotted", 900_000 + task, { amountMicros: 1_000 });
       if (task % 3 !== 0) await writer.execute("snapshotted", { type: "settle", taskId: 900_000 + task, costMicros: 900, totalTokens: 1, model: "m" });
     }
     const live = await writer.current("snapshotted");
@@ -366,21 +405,21 @@ describe("ledger properties (real NATS, projector running)", () => {
     expect(cold.reservations.size).toBe(100);
   });
 
-  it("group commit: 200 reserves at once from two processes on money for 150 write fewer messages, reserve exactly 150, and settle in groups too", async () => {
+  it("200 creates at once from two processes on money for 150 open exactly 150 tasks; their settlements are written in groups", async () => {
     const name = "grouped";
     const [a, b] = ledgers;
     await a.execute(name, { type: "credit", amountMicros: 150_000, creditId: "grouped-1" });
     const ids = Array.from({ length: 200 }, () => nextTaskId++);
-    const outcomes = await Promise.allSettled(ids.map((taskId, index) => (index % 2 === 0 ? a : b).execute(name, { type: "reserve", taskId, amountMicros: 1_000 })));
+    const outcomes = await Promise.allSettled(ids.map((taskId, index) => openTask(index % 2 === 0 ? a : b, name, taskId, { amountMicros: 1_000 })));
     const reservedIds = ids.filter((_, index) => outcomes[index]?.status === "fulfilled");
     expect(reservedIds).toHaveLength(150);
     for (const outcome of outcomes) if (outcome.status === "rejected") expect(outcome.reason).toBeInstanceOf(InsufficientBalanceError);
     await Promise.all(reservedIds.map((taskId, index) => (index % 2 === 0 ? b : a).execute(name, { type: "settle", taskId, costMicros: 900, totalTokens: 1, model: "m" })));
     const history = await readAccountHistory(app.nats.js, app.nats.jsm, name);
-    const messages = new Set(history.map((entry) => entry.sequence));
+    const settlementMessages = new Set(history.filter((entry) => entry.event.type === "ReservationSettled").map((entry) => entry.sequence));
     expect(history.filter((entry) => entry.event.type === "CostReserved")).toHaveLength(150);
     expect(history.filter((entry) => entry.event.type === "ReservationSettled")).toHaveLength(150);
-    expect(messages.size, "one message per command: nothing was grouped").toBeLessThan(150);
+    expect(settlementMessages.size, "one message per settlement: nothing was grouped").toBeLessThan(150);
     expect(history.map((entry) => entry.event.meta.version)).toEqual(history.map((_, index) => index + 1));
     expect(history.at(-1)?.after).toMatchObject({ balanceMicros: 150_000 - 150 * 900, reservedMicros: 0 });
     await projectorCaughtUp(app);

@@ -76,7 +76,7 @@ describe("metrics", () => {
     let samples = await scrape();
     const settled = () =>
       sampleSum(samples, "reelay_video_tasks_in_flight", { provider: "local" }) === 1 &&
-      sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "TASKS/runners" }) === 1;
+      sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "EVENTS/runners" }) === 1;
     for (let i = 0; i < 100 && !settled(); i++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
       samples = await scrape();
@@ -84,12 +84,12 @@ describe("metrics", () => {
     expect(sampleSum(samples, "reelay_video_tasks_in_flight", { provider: "local" })).toBe(1);
     expect(sampleSum(samples, "reelay_video_tasks_past_deadline")).toBe(0);
     // The runner holds the live task's job unacked: the runners' consumer owes one message (its first event).
-    expect(sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "TASKS/runners" })).toBe(1);
+    expect(sampleSum(samples, "reelay_consumer_ack_pending_messages", { consumer: "EVENTS/runners" })).toBe(1);
     // Its age: a job delivered within the same millisecond reads as 0, so only its presence is certain.
-    const age = samples.find((s) => s.name === "reelay_consumer_oldest_unacked_age_seconds" && s.labels.consumer === "TASKS/runners");
+    const age = samples.find((s) => s.name === "reelay_consumer_oldest_unacked_age_seconds" && s.labels.consumer === "EVENTS/runners");
     expect(age?.value).toBeGreaterThanOrEqual(0);
     const consumers = new Set(samples.filter((s) => s.name === "reelay_consumer_pending_messages").map((s) => s.labels.consumer));
-    expect([...consumers].sort()).toEqual(["LEDGER/projector_balances", "LEDGER/projector_task_charges", "TASKS/runners", "TASKS/task_log_reactors", "WEBHOOK_JOBS/webhooks"]);
+    expect([...consumers].sort()).toEqual(["EVENTS/projector_balances", "EVENTS/projector_task_charges", "EVENTS/runners", "EVENTS/task_log_reactors", "WEBHOOK_JOBS/webhooks"]);
     expect(taskId).toBeGreaterThan(0);
   });
 });

@@ -69,19 +69,18 @@ describe("the 3-node cluster in infra/nats/cluster", () => {
       )
       .toBe(true);
     if (!nats) throw new Error("no cluster");
-    const ledger = await nats.jsm.streams.info(STREAMS.ledger.name);
+    const ledger = await nats.jsm.streams.info(STREAMS.events.name);
     expect(ledger.config.num_replicas).toBe(3);
     expect(ledger.cluster?.replicas).toHaveLength(2);
 
     // A process that asks for 1 replica (REELAY_REPLICAS unset) must not scale the cluster's streams down.
     const careless = await connectNats(cluster.urls.join(","), "cluster-test-r1", { replicas: 1, leaseMs: 1_000 });
     await careless.nc.close();
-    expect((await nats.jsm.streams.info(STREAMS.ledger.name)).config.num_replicas).toBe(3);
-    expect((await nats.jsm.streams.info(STREAMS.tasks.name)).config.num_replicas).toBe(3);
+    expect((await nats.jsm.streams.info(STREAMS.events.name)).config.num_replicas).toBe(3);
 
     const js = jetstream(nats.nc);
-    const first = await js.publish("ledger.cluster-acct", "{}", { expect: { lastSubjectSequence: 0 } });
-    await expect(js.publish("ledger.cluster-acct", "{}", { expect: { lastSubjectSequence: 0 } })).rejects.toThrow(/wrong last sequence/);
-    await js.publish("ledger.cluster-acct", "{}", { expect: { lastSubjectSequence: first.seq } });
+    const first = await js.publish("acct.cluster-acct.money.ledger", "{}", { expect: { lastSubjectSequence: 0 } });
+    await expect(js.publish("acct.cluster-acct.money.ledger", "{}", { expect: { lastSubjectSequence: 0 } })).rejects.toThrow(/wrong last sequence/);
+    await js.publish("acct.cluster-acct.money.ledger", "{}", { expect: { lastSubjectSequence: first.seq } });
   });
 });

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings } from "../contracts/config.ts";
 import { FAKE_MP4, OpenAiVideosUpstream } from "./fakes/openAiVideosUpstream.ts";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 const KEY_VARIABLE = "REELAY_TEST_OPENAI_VIDEO_KEY";
 const PNG_1X1 =
@@ -72,7 +72,7 @@ describe("openai video provider", () => {
     await expect.poll(() => upstream.deletes.includes(String(providerTaskId))).toBe(true);
 
     // The upstream's progress (33, then 67: 100·polls/3, rounded) is recorded on the task in steps.
-    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(created.body.data?.task_id as number);
+    const { events } = await readTask(app.nats, created.body.data?.task_id as number);
     expect(events.filter((event) => event.type === "GenerationProgressed").map((event) => event.data)).toEqual([{ progress: 33 }, { progress: 67 }]);
   });
 

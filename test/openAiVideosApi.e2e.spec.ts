@@ -5,11 +5,11 @@ import { join } from "node:path";
 import fc from "fast-check";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 /**
  * The OpenAI Videos API under /api/compat, driven by the official Node SDK (`openai`) as a new user would:
@@ -93,7 +93,7 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     expect(spec.body.data).toMatchObject({ task_id: taskId, status: "success", duration: 4, resolution: "1280*720" });
 
     // The uploaded file was kept in the object store and given to the generator as the task's image reference.
-    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(taskId);
+    const { events } = await readTask(app.nats, taskId);
     const submitted = events.find((event) => event.type === "TaskSubmitted");
     const imageUrl = submitted?.type === "TaskSubmitted" ? submitted.data.job.references.image_url : undefined;
     expect(imageUrl).toMatch(/\/references\/ref-[0-9a-f-]{36}\.png$/);
@@ -180,7 +180,7 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     const remix = await client.videos.remix(source.id, { prompt: "the same, at night" });
     expect(remix).toMatchObject({ remixed_from_video_id: source.id, prompt: "the same, at night", seconds: "4", size: "720x1280", model: "VideoModel-2.0" });
     expect(await waitForCompleted(remix.id)).toMatchObject({ status: "completed" });
-    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(Number(remix.id.slice(6)));
+    const { events } = await readTask(app.nats, Number(remix.id.slice(6)));
     const submitted = events.find((event) => event.type === "TaskSubmitted");
     expect(submitted?.type === "TaskSubmitted" && submitted.data.job).toMatchObject({ remixOf: Number(source.id.slice(6)), references: { video_url: expect.stringMatching(/\/videos\/[^/]+\.mp4$/) } });
 
@@ -210,7 +210,7 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     const after = await spec.query(taskId);
     expect(after.body.data).toMatchObject({ task_id: taskId, status: "success", total_tokens: before.body.data?.total_tokens });
     expect((await app.ledger.current("sdk-delete")).balanceMicros).toBe(balance);
-    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(taskId);
+    const { events } = await readTask(app.nats, taskId);
     expect(events.map((event) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationSucceeded", "VideoDeleted"]);
   });
 

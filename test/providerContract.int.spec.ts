@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { laterTaskEventsSubject, taskSubject } from "../contracts/videoTask.ts";
-import { STREAMS } from "../infra/jetstreamLayout.ts";
+import { readTask } from "./helpers/taskReads.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
@@ -44,13 +43,7 @@ describe("provider contract (scripted vendor)", () => {
   };
   const eventTypes = async (a: TestApp, taskId: number) => {
     const types: string[] = [];
-    const subjects = [taskSubject(taskId), laterTaskEventsSubject(taskId)];
-    const consumer = await a.nats.js.consumers.get(STREAMS.tasks.name, { filter_subjects: subjects });
-    const last = (await a.nats.jsm.direct.getMessage(STREAMS.tasks.name, { last_by_subj: laterTaskEventsSubject(taskId) }))?.seq ?? 0;
-    for await (const msg of await consumer.consume()) {
-      types.push((msg.json() as { type: string }).type);
-      if (msg.seq >= last) break;
-    }
+    for (const event of (await readTask(a.nats, taskId)).events) types.push(event.type);
     return types;
   };
 

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings } from "../contracts/config.ts";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 /**
  * One reelay relaying to another through the `openai` provider and the OpenAI Videos API: the downstream's
@@ -65,15 +65,14 @@ describe("reelay → reelay through the OpenAI Videos API", () => {
 
     // The upstream ran it for the downstream's account, and the downstream deleted the upstream's copy.
     const upstreamTaskId = Number(providerTaskId.slice(6));
-    const upstreamLog = new TaskLog(upstream.nats.js, upstream.nats.jsm);
     // The delete follows the downstream task's end (the runner forgets the upstream task after settling it).
-    await expect.poll(async () => (await upstreamLog.read(upstreamTaskId)).events.map((event) => event.type)).toEqual([
+    await expect.poll(async () => (await readTask(upstream.nats, upstreamTaskId)).events.map((event) => event.type)).toEqual([
       "TaskSubmitted",
       "UpstreamAccepted",
       "GenerationSucceeded",
       "VideoDeleted",
     ]);
-    const upstreamEvents = (await upstreamLog.read(upstreamTaskId)).events;
+    const upstreamEvents = (await readTask(upstream.nats, upstreamTaskId)).events;
     const upstreamSubmitted = upstreamEvents[0];
     expect(upstreamSubmitted?.type === "TaskSubmitted" && upstreamSubmitted.data).toMatchObject({ account: "downstream-reelay", job: { model: "VideoModel-2.0-mini", prompt: "a relayed fox", durationSeconds: 4 } });
 
@@ -81,7 +80,7 @@ describe("reelay → reelay through the OpenAI Videos API", () => {
     const video = Buffer.from(await (await fetch(String(final.body.data?.video_url))).arrayBuffer());
     expect(video.equals(arkSampleVideo())).toBe(true);
 
-    const downstreamEvents = (await new TaskLog(downstream.nats.js, downstream.nats.jsm).read(final.body.data?.task_id as number)).events;
+    const downstreamEvents = (await readTask(downstream.nats, final.body.data?.task_id as number)).events;
     expect(downstreamEvents.find((event) => event.type === "GenerationSucceeded")?.data).toMatchObject({ upstreamUsage: { unit: "seconds", amount: 4, costMicros: 1_000_000 } });
     await expect.poll(async () => (await downstream.ledger.current("end-customer")).reservedMicros).toBe(0);
     await expect.poll(async () => (await upstream.ledger.current("downstream-reelay")).reservedMicros).toBe(0);

@@ -4,9 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 const run = promisify(execFile);
 const FFMPEG = "/usr/bin/ffmpeg";
@@ -83,7 +83,7 @@ describe("reference inputs: only images we decode ourselves, and failures that l
     const { taskId, final } = await finalOf({ ...mini, image_url: dataUrl("image/png", broken) });
     expect(final).toEqual({ status: 500, body: { code: 500, msg: "the reference image could not be decoded" } });
 
-    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(taskId);
+    const { events } = await readTask(app.nats, taskId);
     const failed = events.find((event) => event.type === "GenerationFailed");
     expect(failed?.data).toMatchObject({ reason: "the reference image could not be decoded", detail: expect.stringContaining("ffmpeg failed") });
   });

@@ -55,7 +55,7 @@ describe("a nats-server restart under a live runner", () => {
 
     const finals = await Promise.all(ids.map((id) => client.waitForFinal(id, 30_000, 100)));
     expect(finals.map((final) => final.body.data?.status)).toEqual(ids.map(() => "success"));
-    const work = await nats.jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.runners);
+    const work = await nats.jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners);
     expect(work.delivered.consumer_seq).toBeGreaterThan(ids.length);
     expect(vendor.submits).toHaveLength(ids.length);
     // One actor per task polls it: status calls up to the generation's length, plus a few around the outage.

@@ -2,10 +2,10 @@ import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent } from "../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 /** Every task's history must be one clean lifecycle: no step recorded twice, versions without gaps. */
 function expectOneCleanLifecycle(events: TaskEvent[]): void {
@@ -56,10 +56,9 @@ describe("runners that die", () => {
     const finals = await Promise.all(ids.map((id) => client.waitForFinal(id, 90_000)));
     for (const final of finals) expect(final.body).toMatchObject({ code: 200, msg: "success" });
     // The killed runner really held work: some jobs were delivered more than once.
-    const work = await app.nats.jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.runners);
+    const work = await app.nats.jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners);
     expect(work.delivered.consumer_seq).toBeGreaterThan(ids.length);
-    const log = new TaskLog(app.nats.js, app.nats.jsm);
-    for (const id of ids) expectOneCleanLifecycle((await log.read(id)).events);
+    for (const id of ids) expectOneCleanLifecycle((await readTask(app.nats, id)).events);
   });
 
   it("a runner stopped with SIGTERM exits cleanly and hands its tasks back at once", async () => {
@@ -74,6 +73,6 @@ describe("runners that die", () => {
     await runner();
     const final = await client.waitForFinal(taskId, 30_000);
     expect(final.body.msg).toBe("success");
-    expectOneCleanLifecycle((await new TaskLog(app.nats.js, app.nats.jsm).read(taskId)).events);
+    expectOneCleanLifecycle((await readTask(app.nats, taskId)).events);
   });
 });

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TaskEvent, TaskSubmittedEvent } from "../contracts/videoTask.ts";
 import { OBJECT_STORES } from "../infra/jetstreamLayout.ts";
-import { firstTaskEvent } from "../machines/videoTaskDecider.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
 import { TaskActor, type TaskActorExit } from "../services/runner/taskActor.ts";
@@ -11,6 +10,9 @@ import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import { silentLog } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
+import { readTask } from "./helpers/taskReads.ts";
+import { openTask } from "./helpers/openTask.ts";
+import { AccountLedger } from "../services/billing/accountLedger.ts";
 
 /** An upstream that never answers a submit with a decision: every call fails as a network error would. */
 function failingUpstream(): VideoProvider & { submits: number } {
@@ -60,8 +62,7 @@ describe("a task actor", () => {
   /** Writes the task's first event, as the edge's create does. */
   async function created(taskId: number, maxTaskMs: number): Promise<TaskSubmittedEvent> {
     const deadlineAt = new Date(Date.now() + maxTaskMs).toISOString();
-    const submitted = firstTaskEvent({ taskId, account: "acme", job, ignoredFields: [], deadlineAt });
-    return (await new TaskLog(nats.js, nats.jsm).appendFirst(taskId, submitted)).event as TaskSubmittedEvent;
+    return openTask(new AccountLedger(nats), "acme", taskId, { job, maxTaskMs: Date.parse(deadlineAt) - Date.now() });
   }
 
   /** Drives an actor as RunnerService does: each wait for a poll is slept out, then the actor resumes. */
@@ -103,7 +104,7 @@ describe("a task actor", () => {
 
     expect(await runToExit(actorFor(submitted, vendor, new AbortController().signal), true)).toBe("final");
     expect(vendor.submits).toHaveLength(1);
-    const { events } = await new TaskLog(nats.js, nats.jsm).read(42);
+    const { events } = await readTask(nats, 42);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationSucceeded"]);
     expect(events[1]?.data).toEqual({ providerTaskId: vendor.submits[0], channel: job.provider });
   });
@@ -126,7 +127,7 @@ describe("a task actor", () => {
     expect(await runToExit(actor, false)).toBe("final");
 
     expect(upstream.submits).toBeGreaterThan(1);
-    const { events } = await taskLog.read(41);
+    const { events } = await taskLog.read("acme", 41);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "GenerationFailed"]);
     expect(events[1]?.data).toEqual({ reason: "timed out: not finished within 1.5 seconds", stage: "timeout" });
   });
@@ -135,7 +136,7 @@ describe("a task actor", () => {
     const upstream = hangingStatusUpstream();
     const actor = actorFor(await created(43, 400), upstream, new AbortController().signal, 400);
     expect(await runToExit(actor, false)).toBe("final");
-    const { events } = await new TaskLog(nats.js, nats.jsm).read(43);
+    const { events } = await readTask(nats, 43);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationFailed"]);
     // A second cancel would delete the cancelled task's record at vendors like Ark.
     expect(upstream.cancels).toEqual(["hung-1"]);

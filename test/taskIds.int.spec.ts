@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
-import { LEGACY_ID_MARGIN, newestTaskId, TASK_ID_BLOCK, TaskIdAllocator } from "../services/edge/video/taskIds.ts";
+import { newestTaskId, TASK_ID_BLOCK, TaskIdAllocator } from "../services/edge/video/taskIds.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
@@ -19,7 +19,7 @@ describe("task ids in blocks (counter TASK_ID_COUNTER)", () => {
   });
 
   it("two edges taking ids at once never share one; each edge's ids grow; a block costs one counter write", async () => {
-    const edges = [new TaskIdAllocator(nats.js, nats.jsm), new TaskIdAllocator(nats.js, nats.jsm)] as const;
+    const edges = [new TaskIdAllocator(nats.js), new TaskIdAllocator(nats.js)] as const;
     const writesBefore = (await nats.jsm.streams.info(STREAMS.taskIdCounter.name)).state.last_seq;
     const taken = await Promise.all(edges.map((edge) => Promise.all(Array.from({ length: 300 }, () => edge.take()))));
     const all = taken.flat();
@@ -29,20 +29,5 @@ describe("task ids in blocks (counter TASK_ID_COUNTER)", () => {
     expect(writes).toBe(2 * Math.ceil(300 / TASK_ID_BLOCK));
     expect(await newestTaskId(nats.jsm)).toBeGreaterThanOrEqual(Math.max(...all));
     expect(Math.min(...all)).toBeGreaterThan(0);
-  });
-
-  it("on a store an older reelay used (ids from TASK_IDS' sequence), blocks start above its ids with room for the ones it may still hand out", async () => {
-    const older = await startTestNats();
-    const store = await connectNats(older.url, "task-ids-legacy", layout);
-    try {
-      for (let i = 0; i < 25; i++) await store.js.publish(STREAMS.taskIds.subjects[0]);
-      const [first, second] = [await new TaskIdAllocator(store.js, store.jsm).take(), await new TaskIdAllocator(store.js, store.jsm).take()];
-      expect(first).toBeGreaterThan(25 + LEGACY_ID_MARGIN);
-      expect(second).toBeGreaterThan(first);
-      expect(await newestTaskId(store.jsm)).toBeGreaterThanOrEqual(second);
-    } finally {
-      await store.nc.close();
-      await older.stop();
-    }
   });
 });

@@ -11,6 +11,7 @@ const at = "2031-02-03T04:05:06.000Z";
 const entry = (event: Omit<TaskEvent, "meta">, taskId: number, version: number): TaskLogEntry => ({
   event: { ...event, meta: { schema: 1, taskId, version, at } } as TaskEvent,
   seq: taskId * 10 + version,
+  account: "account" in event.data && typeof event.data.account === "string" ? event.data.account : "acme",
   msg: {} as JsMsg,
 });
 const submitted = (taskId: number, account: string) =>

@@ -15,6 +15,7 @@ const submitted = (taskId: number): NewTaskEvent => ({ type: "TaskSubmitted", da
 const entry = (taskId: number, seq: number): TaskLogEntry => ({
   event: { ...submitted(taskId), meta: { schema: 1, taskId, version: 1, at } } as TaskEvent,
   seq,
+  account: "acme",
   msg: {} as JsMsg,
 });
 

@@ -26,7 +26,7 @@ function world() {
   const reads = { log: 0, bucket: 0 };
   let hold: Promise<void> | undefined;
   const taskLog = {
-    read: async (taskId: number): Promise<TaskHistory> => {
+    read: async (_account: string, taskId: number): Promise<TaskHistory> => {
       reads.log++;
       const events = [...(log.get(taskId) ?? [])];
       await hold;
@@ -47,7 +47,7 @@ describe("the edge's task views, kept by its feed of the task log", () => {
   it("given the feed brought a task's events, when it is asked for, then it answers from memory, newest version", async () => {
     const { reader, reads } = world();
     for (const event of lifeOf(7).slice(0, 3)) reader.apply(event);
-    expect(await reader.get(7)).toEqual(viewAfter(lifeOf(7).slice(0, 3)));
+    expect(await reader.get("acme", 7)).toEqual(viewAfter(lifeOf(7).slice(0, 3)));
     expect(reads).toEqual({ log: 0, bucket: 0 });
   });
 
@@ -55,14 +55,14 @@ describe("the edge's task views, kept by its feed of the task log", () => {
     const { reader, log, bucket, reads } = world();
     log.set(8, lifeOf(8).slice(0, 4));
     bucket.set(8, viewAfter(lifeOf(8).slice(0, 3)) as TaskView);
-    expect((await reader.get(8))?.status).toBe("success");
+    expect((await reader.get("acme", 8))?.status).toBe("success");
     expect(reads.log).toBe(1);
   });
 
   it("given a final task in the bucket, when it is asked for, then the bucket answers it alone", async () => {
     const { reader, bucket, reads } = world();
     bucket.set(9, viewAfter(lifeOf(9).slice(0, 4)) as TaskView);
-    expect((await reader.get(9))?.status).toBe("success");
+    expect((await reader.get("acme", 9))?.status).toBe("success");
     expect(reads).toEqual({ log: 0, bucket: 1 });
   });
 
@@ -71,22 +71,22 @@ describe("the edge's task views, kept by its feed of the task log", () => {
     log.set(10, lifeOf(10).slice(0, 2));
     let release = () => {};
     holdReads(new Promise<void>((resolve) => (release = resolve)));
-    const answer = reader.get(10);
+    const answer = reader.get("acme", 10);
     for (const event of lifeOf(10).slice(2, 4)) reader.apply(event);
     release();
     expect(await answer).toEqual(viewAfter(lifeOf(10).slice(0, 4)));
-    expect(await reader.get(10)).toEqual(viewAfter(lifeOf(10).slice(0, 4)));
+    expect(await reader.get("acme", 10)).toEqual(viewAfter(lifeOf(10).slice(0, 4)));
   });
 
   it("when the feed brings an event after a gap (the view read was behind), then the task is read again next time", async () => {
     const { reader, log, bucket } = world();
     bucket.set(11, viewAfter(lifeOf(11).slice(0, 4)) as TaskView);
-    await reader.get(11);
+    await reader.get("acme", 11);
     // A later event than the next one: something passed the feed while the task was not in memory.
     const [, , , , deleted] = lifeOf(11);
     reader.apply({ ...deleted, meta: { ...deleted?.meta, version: 6 } } as TaskEvent);
     log.set(11, lifeOf(11));
-    expect(await reader.get(11)).toEqual(viewAfter(lifeOf(11)));
+    expect(await reader.get("acme", 11)).toEqual(viewAfter(lifeOf(11)));
   });
 
   it("while the feed is not running (a reconnect), every question goes to NATS; once it runs again from where it stopped, memory answers", async () => {
@@ -94,12 +94,12 @@ describe("the edge's task views, kept by its feed of the task log", () => {
     for (const event of lifeOf(12).slice(0, 2)) reader.apply(event);
     reader.setFed(false);
     log.set(12, lifeOf(12).slice(0, 3));
-    expect((await reader.get(12))?.status).toBe("running");
-    expect((await reader.get(12))?.status).toBe("running");
+    expect((await reader.get("acme", 12))?.status).toBe("running");
+    expect((await reader.get("acme", 12))?.status).toBe("running");
     expect(reads.log).toBe(2);
     reader.setFed(true);
     for (const event of lifeOf(12).slice(2, 4)) reader.apply(event);
-    expect((await reader.get(12))?.status).toBe("success");
+    expect((await reader.get("acme", 12))?.status).toBe("success");
     expect(reads.log).toBe(2);
   });
 });

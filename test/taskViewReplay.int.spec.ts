@@ -69,7 +69,7 @@ describe("task views are stored once final", () => {
   afterAll(async () => app?.stop());
 
   const caughtUp = async (): Promise<boolean> => {
-    const info = await app.nats.jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.taskLogReactors);
+    const info = await app.nats.jsm.consumers.info(STREAMS.events.name, CONSUMERS.taskLogReactors);
     return info.num_pending === 0 && info.num_ack_pending === 0;
   };
 

@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, it, type ExpectStatic } from "vitest";
 import { ProviderSettings, type ReelayConfig, type VideoCapability } from "../contracts/config.ts";
 import { estimateVideoTokens, type TaskEvent } from "../contracts/videoTask.ts";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { DashScopeUpstream } from "./fakes/dashscopeUpstream.ts";
 import { KlingUpstream } from "./fakes/klingUpstream.ts";
@@ -11,6 +10,7 @@ import type { FakeVendor } from "./fakes/vendorFake.ts";
 import { VeoUpstream } from "./fakes/veoUpstream.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 /**
  * The provider contract for every vendor adapter, each against the fake of its own protocol (test/fakes):
@@ -180,7 +180,7 @@ describe("the provider contract, for every vendor against the fake of its protoc
       return [state.balanceMicros, state.reservedMicros];
     }, { timeout: 5_000 }).toEqual([100_000_000, 0]);
   };
-  const events = async (a: TestApp, taskId: number): Promise<TaskEvent[]> => (await new TaskLog(a.nats.js, a.nats.jsm).read(taskId)).events;
+  const events = async (a: TestApp, taskId: number): Promise<TaskEvent[]> => (await readTask(a.nats, taskId)).events;
   const unique = (what: string) => `${what} ${randomUUID().slice(0, 8)}`;
 
   describe.each(vendors)("$kind", (vendor) => {

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings, type ReelayConfig, type VideoCapability } from "../contracts/config.ts";
 import type { TaskEvent } from "../contracts/videoTask.ts";
-import { TaskLog } from "../services/shared/taskLog.ts";
 import { ArkUpstream } from "./fakes/arkUpstream.ts";
 import { DashScopeUpstream } from "./fakes/dashscopeUpstream.ts";
 import { KlingUpstream } from "./fakes/klingUpstream.ts";
@@ -10,6 +9,7 @@ import { VeoUpstream } from "./fakes/veoUpstream.ts";
 import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 /**
  * What each vendor does differently, end to end against its fake: the exact create bodies and endpoints,
@@ -98,7 +98,7 @@ describe("each vendor's own protocol, and failover across vendors", () => {
     expect(final.body.data?.status).toBe("success");
     return { taskId, final };
   };
-  const events = async (taskId: number): Promise<TaskEvent[]> => (await new TaskLog(app.nats.js, app.nats.jsm).read(taskId)).events;
+  const events = async (taskId: number): Promise<TaskEvent[]> => (await readTask(app.nats, taskId)).events;
 
   it("DashScope: text-to-video at the ratio's 720p size, image-to-video at 720P from img_url, always with X-DashScope-Async; usage read whether numbers or strings", async () => {
     await succeed({ model: "Wan-t2v", prompt: "wan text one" });

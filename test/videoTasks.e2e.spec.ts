@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { readTask } from "./helpers/taskReads.ts";
 
 function probe(file: string): { streams: Array<{ codec_type: string; codec_name: string; width?: number; height?: number }>; format: { duration: string } } {
   return JSON.parse(execFileSync("ffprobe", ["-v", "error", "-show_streams", "-show_format", "-of", "json", file], { encoding: "utf8" }));
@@ -95,8 +96,7 @@ describe("video tasks end to end", () => {
     });
     expect(created.status).toBe(200);
     const taskId = created.body.data?.task_id as number;
-    const { TaskLog } = await import("../services/shared/taskLog.ts");
-    const { events } = await new TaskLog(app.nats.js, app.nats.jsm).read(taskId);
+    const { events } = await readTask(app.nats, taskId);
     expect(events[0]).toMatchObject({ type: "TaskSubmitted", data: { ignoredFields: ["image_url", "audio_url"], job: { references: {} } } });
     expect((await client.waitForFinal(taskId)).body.msg).toBe("success");
   });

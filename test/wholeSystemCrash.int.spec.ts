@@ -90,7 +90,7 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
     const taskLog = new TaskLog(nats.js, nats.jsm);
     let createdAt = "";
     for (const id of ids) {
-      const { events } = await taskLog.read(id);
+      const { events } = await taskLog.read("survivor", id);
       // One clean life each: submitted once, accepted upstream once, succeeded once, versions without gaps.
       expect(events.map((event) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationStarted", "GenerationSucceeded"]);
       expect(events.map((event) => event.meta.version)).toEqual([1, 2, 3, 4]);

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { taskSubject } from "../contracts/videoTask.ts";
+import { taskOpeningSubject } from "../contracts/videoTask.ts";
 import { CONSUMERS, ensureJetStreamLayout, STREAMS } from "../infra/jetstreamLayout.ts";
 import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 
@@ -33,9 +33,9 @@ describe("a nats-server killed with SIGKILL while runners hold jobs", () => {
       const jsm = await jetstreamManager(nc);
       await ensureJetStreamLayout(nc, jsm, { replicas: 1, leaseMs: LEASE_MS });
       const js = jetstream(nc);
-      for (let id = 1; id <= JOBS; id++) await js.publish(taskSubject(id), JSON.stringify({ taskId: id }));
+      for (let id = 1; id <= JOBS; id++) await js.publish(taskOpeningSubject("acme", id), JSON.stringify({ taskId: id }));
 
-      const runners = await js.consumers.get(STREAMS.tasks.name, CONSUMERS.runners);
+      const runners = await js.consumers.get(STREAMS.events.name, CONSUMERS.runners);
       const held: JsMsg[] = [];
       for await (const msg of await runners.fetch({ max_messages: JOBS, expires: 5_000 })) held.push(msg);
       expect(held).toHaveLength(JOBS);
@@ -60,7 +60,7 @@ describe("a nats-server killed with SIGKILL while runners hold jobs", () => {
       // server): its runner reads the task's log, finds it final and acks it again.
       const unfinished = held.filter((msg) => msg.seq % 2 === 1).map((msg) => Number(msg.subject.split(".").at(-1)));
       expect([...again]).toEqual(expect.arrayContaining(unfinished));
-      const { num_pending, num_ack_pending } = await jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.runners);
+      const { num_pending, num_ack_pending } = await jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners);
       expect({ num_pending, num_ack_pending }).toEqual({ num_pending: 0, num_ack_pending: 0 });
     } finally {
       await nc.close();

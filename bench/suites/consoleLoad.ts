@@ -2,13 +2,15 @@ import { chromium } from "playwright-core";
 import { CHROMIUM, FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import { locateNatsServer } from "../../infra/natsServerBinary.ts";
 import { dayKey, hourKey } from "../../contracts/taskStats.ts";
-import { laterTaskEventsSubject, taskSubject, type TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
+import type { TaskView } from "../../contracts/videoTask.ts";
+import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { taskIndexKey } from "../../services/tasks/taskIndex.ts";
 import { statsOf, type StatsChange, type TaskFacts } from "../../services/tasks/taskStats.ts";
 import { evolveTaskView, taskViewKey } from "../../services/tasks/taskView.ts";
 import { reelayInProcess } from "../../test/helpers/cliInProcess.ts";
-import { sampleJob } from "../../test/helpers/fixtures.ts";
 import { startTestApp } from "../../test/helpers/testApp.ts";
+import { finishedTaskMessages } from "../lib/seedTasks.ts";
+import { counterIncrement } from "../../services/edge/video/taskIds.ts";
 import type { BenchRow } from "../table.ts";
 
 const SUITE = "console";
@@ -53,19 +55,13 @@ export async function consoleLoadBench(): Promise<BenchRow[]> {
     say(`writing ${TASKS} tasks into the task log and the read models`);
     const seeded = performance.now();
     const at = new Date().toISOString();
-    const video = { object: "bench.mp4", bytes: 1, contentType: "video/mp4" };
-    const events = (taskId: number): TaskEvent[] => [
-      { type: "TaskSubmitted", data: { account: `acct-${taskId % 50}`, job: sampleJob, ignoredFields: [], deadlineAt: at, clientReference: `reelay-task-${taskId}` }, meta: { schema: 1, taskId, version: 1, at } },
-      { type: "GenerationSucceeded", data: { video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 }, meta: { schema: 1, taskId, version: 2, at } },
-    ];
     const counters = new Map<string, Record<string, unknown>>();
     let pending: Array<Promise<unknown>> = [];
     for (let taskId = 1; taskId <= TASKS; taskId++) {
-      pending.push(app.nats.js.publish("task-ids"));
       let view: TaskView | null = null;
       let facts: TaskFacts | undefined;
-      for (const event of events(taskId)) {
-        pending.push(app.nats.js.publish(event.meta.version === 1 ? taskSubject(taskId) : laterTaskEventsSubject(taskId), JSON.stringify(event)));
+      for (const { subject, body, event } of finishedTaskMessages(taskId, `acct-${taskId % 50}`, Math.ceil(taskId / 50), at)) {
+        pending.push(app.nats.js.publish(subject, body));
         view = evolveTaskView(view, event);
         const folded = statsOf(facts, event);
         facts = folded.facts;
@@ -81,6 +77,8 @@ export async function consoleLoadBench(): Promise<BenchRow[]> {
       }
     }
     for (const [key, doc] of counters) pending.push(app.nats.taskStats.put(key, JSON.stringify(doc)));
+    // The ids handed out, as edges would have counted them (the console's task list starts from the newest).
+    pending.push(app.nats.js.publish(STREAMS.taskIdCounter.subjects[0], undefined, { headers: counterIncrement(TASKS) }));
     await Promise.all(pending);
     say(`written in ${((performance.now() - seeded) / 1000).toFixed(1)} s`);
 

@@ -32,7 +32,7 @@ const say = (line: string) => process.stderr.write(`[${SUITE} +${((performance.n
 /** Until the task-log reactors (settlement among them) have nothing left to handle (every final task charged or released). */
 async function settled(jsm: JetStreamManager, deadline: number): Promise<number> {
   for (;;) {
-    const info = await jsm.consumers.info(STREAMS.tasks.name, CONSUMERS.taskLogReactors);
+    const info = await jsm.consumers.info(STREAMS.events.name, CONSUMERS.taskLogReactors);
     if (info.num_pending + info.num_ack_pending === 0) return performance.now();
     if (Date.now() > deadline) throw new Error(`settlement still ${info.num_pending + info.num_ack_pending} events behind`);
     await pause(20);

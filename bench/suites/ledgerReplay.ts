@@ -58,8 +58,8 @@ async function fillLedger(nats: Nats): Promise<void> {
 
 /** Baseline: read every message of the stream with an ordered consumer and do nothing with it. */
 async function rawRead(nats: Nats): Promise<number> {
-  const { state } = await nats.jsm.streams.info(STREAMS.ledger.name);
-  const consumer = await nats.js.consumers.get(STREAMS.ledger.name, { deliver_policy: DeliverPolicy.All });
+  const { state } = await nats.jsm.streams.info(STREAMS.events.name);
+  const consumer = await nats.js.consumers.get(STREAMS.events.name, { deliver_policy: DeliverPolicy.All });
   let count = 0;
   for await (const msg of await consumer.consume({ max_messages: 2048 })) {
     count += msg.data.length > 0 ? 1 : 0;

@@ -1,9 +1,9 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { locateNatsServer } from "../../infra/natsServerBinary.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
-import { laterTaskEventsSubject, taskSubject, type TaskEvent } from "../../contracts/videoTask.ts";
+import { TASK_LOG_SUBJECTS } from "../../contracts/videoTask.ts";
 import type { Nats } from "../../services/shared/nats.ts";
-import { sampleJob } from "../../test/helpers/fixtures.ts";
+import { finishedTaskMessages } from "../lib/seedTasks.ts";
 import { startProjector } from "../../services/projector/main.ts";
 import { silentLog, startTestApp } from "../../test/helpers/testApp.ts";
 import type { BenchRow } from "../table.ts";
@@ -27,7 +27,7 @@ export async function readModelCatchUpBench(): Promise<BenchRow[]> {
   const writer = await startTestApp({ services: [] });
   try {
     await writeTasks(writer.nats);
-    const { state } = await writer.nats.jsm.streams.info(STREAMS.tasks.name);
+    const { state } = await writer.nats.jsm.streams.info(STREAMS.events.name);
     const raw = await timed(() => rawRead(writer.nats, state.last_seq));
     say(`raw read: ${(state.messages / raw).toFixed(0)} events/s; starting the projector`);
     const projector = await startProjector(writer.nats, writer.config, silentLog);
@@ -47,14 +47,11 @@ export async function readModelCatchUpBench(): Promise<BenchRow[]> {
 
 async function writeTasks(nats: Nats): Promise<void> {
   const at = new Date().toISOString();
-  const video = { object: "bench.mp4", bytes: 1, contentType: "video/mp4" };
   let pending: Array<Promise<unknown>> = [];
   for (let taskId = 1; taskId <= TASKS; taskId++) {
-    const events: TaskEvent[] = [
-      { type: "TaskSubmitted", data: { account: `acct-${taskId % 50}`, job: sampleJob, ignoredFields: [], deadlineAt: at, clientReference: `reelay-task-${taskId}` }, meta: { schema: 1, taskId, version: 1, at } },
-      { type: "GenerationSucceeded", data: { video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 }, meta: { schema: 1, taskId, version: 2, at } },
-    ];
-    for (const event of events) pending.push(nats.js.publish(event.meta.version === 1 ? taskSubject(taskId) : laterTaskEventsSubject(taskId), JSON.stringify(event)));
+    // 50 accounts in turn: task N is its account's (⌈N/50⌉)th money event.
+    const messages = finishedTaskMessages(taskId, `acct-${taskId % 50}`, Math.ceil(taskId / 50), at);
+    for (const { subject, body } of messages) pending.push(nats.js.publish(subject, body));
     if (pending.length >= IN_FLIGHT) {
       await Promise.all(pending);
       pending = [];
@@ -64,7 +61,7 @@ async function writeTasks(nats: Nats): Promise<void> {
 }
 
 async function rawRead(nats: Nats, lastSeq: number): Promise<void> {
-  const consumer = await nats.js.consumers.get(STREAMS.tasks.name, { deliver_policy: DeliverPolicy.All });
+  const consumer = await nats.js.consumers.get(STREAMS.events.name, { deliver_policy: DeliverPolicy.All, filter_subjects: [...TASK_LOG_SUBJECTS] });
   for await (const msg of await consumer.consume({ max_messages: 2048 })) if (msg.seq >= lastSeq) break;
   await consumer.delete().catch(() => undefined);
 }
@@ -72,7 +69,7 @@ async function rawRead(nats: Nats, lastSeq: number): Promise<void> {
 async function allAcknowledged(nats: Nats, lastSeq: number): Promise<void> {
   const deadline = Date.now() + 5 * 60_000;
   for (;;) {
-    const floors = await Promise.all(REACTORS.map(async (durable) => (await nats.jsm.consumers.info(STREAMS.tasks.name, durable)).ack_floor.stream_seq));
+    const floors = await Promise.all(REACTORS.map(async (durable) => (await nats.jsm.consumers.info(STREAMS.events.name, durable)).ack_floor.stream_seq));
     if (floors.every((floor) => floor >= lastSeq)) return;
     if (process.env.BENCH_CATCHUP_DEBUG) say(`floors ${floors.join(" ")}`);
     if (Date.now() > deadline) throw new Error(`read models not caught up after 5 min: ack floors ${floors.join(", ")} of ${lastSeq}`);

@@ -15,6 +15,8 @@ import { statusChangeOf } from "../../services/tasks/statusChanges.ts";
 import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import type { BenchRow } from "../table.ts";
+import { TASK_LOG_SUBJECTS } from "../../contracts/videoTask.ts";
+import { taskMessageBody } from "../../services/shared/taskLog.ts";
 
 const SUITE = "events";
 const STREAMS_OPEN = 10_000;
@@ -62,11 +64,11 @@ export async function taskEventsBench(): Promise<BenchRow[]> {
     const appended = new Map<string, number>();
     const nc = await natsConnect({ servers: nats.url });
     stops.push(() => nc.close());
-    const consumer = await jetstream(nc).consumers.get(STREAMS.tasks.name, { filter_subjects: STREAMS.tasks.subjects[0], deliver_policy: DeliverPolicy.New });
+    const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, { filter_subjects: [...TASK_LOG_SUBJECTS], deliver_policy: DeliverPolicy.New });
     const feed = await consumer.consume();
     void (async () => {
       for await (const msg of feed) {
-        const event = TaskEvent.safeParse(msg.json());
+        const event = TaskEvent.safeParse(taskMessageBody(msg.json()));
         const status = event.success ? statusChangeOf(event.data) : undefined;
         if (event.success && status) appended.set(`${event.data.meta.taskId}:${status}`, performance.now());
       }

@@ -101,12 +101,11 @@ export interface DecidingState extends AccountBalance {
 }
 
 /**
- * Commands whose repeats the decider itself absorbs (a task's reservation is opened and closed once), so
- * several can share one message. Credits and chat charges rely on their cause as the message's msgID to
- * land once, so each of those is a message of its own.
+ * Commands whose repeats the decider itself absorbs (a task's reservation is closed once), so several can
+ * share one message. Credits and chat charges rely on their cause as the message's msgID to land once, and a
+ * reservation is a task's opening (its own subject), so each of those is a message of its own.
  */
-export const isGroupable = (command: LedgerCommand): boolean =>
-  command.type === "reserve" || command.type === "settle" || command.type === "release";
+export const isGroupable = (command: LedgerCommand): boolean => command.type === "settle" || command.type === "release";
 
 /** Create answers 403 naming the shortfall; nothing is reserved. */
 export class InsufficientBalanceError extends ForbiddenError {}

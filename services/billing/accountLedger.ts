@@ -1,12 +1,15 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { MsgHdrs } from "@nats-io/transport-node";
 import { LRUCache } from "lru-cache";
-import { ledgerCodec, LedgerSnapshot, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
-import { STREAMS } from "../../infra/jetstreamLayout.ts";
+import { ledgerMessageBody, LedgerSnapshot, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
+import type { TaskOpening } from "../../contracts/taskOpening.ts";
+import { taskOpeningSubject, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
-import { DuplicateAppendError, SubjectLog } from "../shared/subjectLog.ts";
+import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { countLedgerEvent } from "./ledgerMetrics.ts";
 import { applyLedgerEvent, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
+import { DuplicateMoneyWrite, MoneyLog } from "./moneyLog.ts";
 
 /** Lost races in a row before a command gives up (each one means another writer's event got in first). */
 const MAX_ATTEMPTS = 20;
@@ -17,42 +20,102 @@ const SNAPSHOT_EVERY = 500;
 /** Task commands written together in one message at most (about 64 KiB of events). */
 const MAX_GROUP = 256;
 
+/** A task's opening to write with its reservation (`open`), and the msgID that makes its retries land once. */
+interface Opening {
+  event: TaskSubmittedEvent;
+  msgID: string;
+  /** The create's trace (W3C headers): the runner and settlement continue it from the opening. */
+  headers: MsgHdrs | undefined;
+}
+
+/**
+ * How a task's opening ended: written now; or not written because a message with its msgID already was (at
+ * `duplicateOf`: the first try of a retried create), or because its reservation was already open (this
+ * very task's opening was written by an earlier try).
+ */
+export type OpenOutcome = { written: true } | { written: false; duplicateOf?: number };
+
+interface Written {
+  after: AccountState;
+  /** Whether this command's events were written now (not: nothing to do, or the same message was already there). */
+  wrote: boolean;
+  /** The message that had the same msgID, when that is why nothing was written. */
+  duplicateOf?: number;
+}
+
+/** What closing a task's reservation found: closed now, closed by an earlier settlement, or nothing to close. */
+export type CloseOutcome = "closed" | "closedBefore" | "notReserved";
+
 interface Waiting {
   command: LedgerCommand;
-  resolve(state: AccountState): void;
+  opening?: Opening;
+  resolve(written: Written): void;
   reject(error: unknown): void;
 }
 
 /**
- * Writes money movements to `ledger.<account>`: fold → decide → append fenced on the last sequence.
+ * Writes money movements under `acct.<account>.money.` (stream EVENTS): fold → decide → append guarded by the
+ * sequence of the account's last money message (MoneyLog). A task's opening is written here too: one message
+ * that starts the task and reserves its cost (`open`).
  * Each process keeps the accounts it touched folded in memory and writes an account's commands one
  * message at a time; across processes (two edges reserving for one account) the fence decides, and the
  * loser catches up and decides again — so no interleaving can spend more than the balance.
  *
- * Group commit: the task commands (reserve, settle, release) that queued for an account while its last
- * message was on its way are decided in order and written as one message, so a busy account costs one
- * round trip per group instead of one per command (an edge reserving and settlement settling for one
- * account used to trail it by their round trips). Nothing waits to fill a group.
+ * Group commit: the settlements and releases that queued for an account while its last message was on its
+ * way are decided in order and written as one message, so a busy account costs one round trip per group
+ * instead of one per task. Nothing waits to fill a group. An opening is always a message of its own (its
+ * subject is the task's).
  */
 export class AccountLedger {
-  private readonly log: SubjectLog<LedgerEvent>;
+  private readonly log: MoneyLog;
   private readonly known = new LRUCache<string, AccountState>({ max: KNOWN_ACCOUNTS });
   /** Per account being written: the commands waiting for the message in flight. */
   private readonly waiting = new Map<string, Waiting[]>();
 
   constructor(private readonly nats: Nats) {
-    this.log = new SubjectLog(nats.js, nats.jsm, STREAMS.ledger.name, ledgerCodec);
+    this.log = new MoneyLog(nats.js, nats.jsm);
   }
 
   /** Runs a command; resolves to the account after it (unchanged when the command was already done). */
-  execute(account: string, command: LedgerCommand): Promise<AccountState> {
+  async execute(account: string, command: Exclude<LedgerCommand, { type: "reserve" }>): Promise<AccountState> {
+    return (await this.enqueue(account, command)).after;
+  }
+
+  /**
+   * Starts a task: writes its first event and the reservation of `amountMicros` as one message on
+   * `acct.<account>.money.task.<id>`, guarded by the account's money (InsufficientBalanceError when short).
+   * A message with the same `msgID` already written (a retry) is found, not written again.
+   */
+  async open(event: TaskSubmittedEvent, amountMicros: number, msgID: string): Promise<OpenOutcome> {
+    const { account } = event.data;
+    const { wrote, duplicateOf } = await this.enqueue(account, { type: "reserve", taskId: event.meta.taskId, amountMicros }, { event, msgID, headers: traceHeaders() });
+    if (wrote) return { written: true };
+    return duplicateOf === undefined ? { written: false } : { written: false, duplicateOf };
+  }
+
+  /**
+   * Settles or releases a task's reservation. When there is nothing to close, the account's money since the
+   * task's opening (at sequence `openedAt`) tells a repeat (closed before) from a task with no reservation,
+   * which must never pass as a quiet zero.
+   */
+  async close(account: string, command: Extract<LedgerCommand, { type: "settle" | "release" }>, openedAt: number): Promise<CloseOutcome> {
+    if ((await this.enqueue(account, command)).wrote) return "closed";
+    const { events } = await this.log.read(account, Math.max(0, openedAt - 1));
+    const closing = events.find(
+      ({ event }) => (event.type === "ReservationSettled" || event.type === "ReservationReleased") && event.data.taskId === command.taskId,
+    );
+    return closing ? "closedBefore" : "notReserved";
+  }
+
+  private enqueue(account: string, command: LedgerCommand, opening?: Opening): Promise<Written> {
     return new Promise((resolve, reject) => {
+      const waiting: Waiting = { command, ...(opening ? { opening } : {}), resolve, reject };
       const queue = this.waiting.get(account);
       if (queue) {
-        queue.push({ command, resolve, reject });
+        queue.push(waiting);
         return;
       }
-      this.waiting.set(account, [{ command, resolve, reject }]);
+      this.waiting.set(account, [waiting]);
       void this.writeQueued(account);
     });
   }
@@ -72,10 +135,11 @@ export class AccountLedger {
     for (let queue = this.waiting.get(account); queue && queue.length > 0; queue = this.waiting.get(account)) {
       const group = nextGroup(queue);
       try {
-        const { after, refusals } = await this.commit(account, group.map((waiting) => waiting.command));
+        const { after, wrote, duplicateOf, outcomes } = await this.commit(account, group);
         for (const [index, waiting] of group.entries()) {
-          if (refusals.has(index)) waiting.reject(refusals.get(index));
-          else waiting.resolve(after);
+          const outcome = outcomes[index];
+          if (outcome && "refused" in outcome) waiting.reject(outcome.refused);
+          else waiting.resolve({ after, wrote: wrote && outcome !== undefined && outcome.events.length > 0, ...(duplicateOf === undefined ? {} : { duplicateOf }) });
         }
       } catch (error) {
         for (const waiting of group) waiting.reject(error);
@@ -84,11 +148,13 @@ export class AccountLedger {
     this.waiting.delete(account);
   }
 
-  /** Decides and writes one group: the account after it, and why commands were refused (by their index). */
-  private async commit(account: string, commands: readonly LedgerCommand[]): Promise<{ after: AccountState; refusals: Map<number, unknown> }> {
+  /** Decides and writes one group: the account after it, whether a message was written, and each command's outcome. */
+  private async commit(account: string, group: readonly Waiting[]): Promise<Written & { outcomes: GroupOutcome[] }> {
+    const commands = group.map((waiting) => waiting.command);
+    const opening = group[0]?.opening;
     const cached = this.known.get(account);
     let known = cached ?? (await this.catchUp(account));
-    // Deciding on what this process folded earlier is only safe for appends (the fence checks them).
+    // Deciding on what this process folded earlier is only safe for appends (the guard checks them).
     // A refusal or a no-op decided on a stale fold would miss another process's credit or reservation:
     // a topped-up account refused, a reservation never settled. Those are re-decided on a fresh fold.
     let fresh = cached === undefined;
@@ -100,43 +166,50 @@ export class AccountLedger {
         continue;
       }
       try {
-        const after = await this.append(known, events);
-        return { after, refusals: refusalsOf(outcomes) };
+        return { ...(await this.append(known, events, opening)), outcomes };
       } catch (error) {
-        // A single command's msgID is its cause: a duplicate means this very command was already written
-        // (a retry). A group's msgID only names its first cause, so a duplicate group is decided again.
-        if (error instanceof DuplicateAppendError && commands.length === 1) return { after: await this.catchUp(account), refusals: new Map() };
+        // A single command's msgID is its cause (an opening's is its own): a duplicate means this very command
+        // was already written (a retry). A group's msgID only names its first cause, so a duplicate group is decided again.
+        if (error instanceof DuplicateMoneyWrite && commands.length === 1) {
+          return { after: await this.catchUp(account), wrote: false, duplicateOf: error.sequence, outcomes };
+        }
         if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
         // Writers that keep colliding on one account back off a little, at random, so one gets through.
-        if (!(error instanceof DuplicateAppendError)) await sleep(Math.random() * Math.min(50, 2 ** attempt));
+        if (!(error instanceof DuplicateMoneyWrite)) await sleep(Math.random() * Math.min(50, 2 ** attempt));
         known = await this.catchUp(account);
         fresh = true;
       }
     }
   }
 
-  /** Writes `events` as one message (none: nothing to write, the account stays as it is). */
-  private async append(known: AccountState, events: readonly LedgerEvent[]): Promise<AccountState> {
+  /**
+   * Writes `events` as one message (none: nothing to write, the account stays as it is): a task's opening
+   * with its reservation on the task's money subject, anything else on the account's ledger subject.
+   */
+  private async append(known: AccountState, events: readonly LedgerEvent[], opening: Opening | undefined): Promise<Written> {
     const first = events[0];
-    if (!first) return known;
-    const msgID = events.length === 1 ? first.meta.cause : `${first.meta.cause}+${events.length - 1}`;
-    const sequence = await this.log.append(ledgerSubject(known.account), events, msgID, known.sequence);
+    if (!first) return { after: known, wrote: false };
+    const { account } = known;
+    const sequence = opening
+      ? await this.log.append(account, taskOpeningSubject(account, opening.event.meta.taskId), openingBody(opening.event, events), opening.msgID, known.sequence, opening.headers)
+      : await this.log.append(account, ledgerSubject(account), ledgerMessageBody(events), events.length === 1 ? first.meta.cause : `${first.meta.cause}+${events.length - 1}`, known.sequence);
     let state = known;
     for (const event of events) {
       state = applyLedgerEvent(state, event);
       countLedgerEvent(event);
     }
     state = { ...state, sequence };
-    this.known.set(known.account, state);
+    this.known.set(account, state);
     if (Math.floor(state.version / SNAPSHOT_EVERY) !== Math.floor(known.version / SNAPSHOT_EVERY)) this.saveSnapshot(state);
-    return state;
+    return { after: state, wrote: true };
   }
 
   /** Starts from the last snapshot when this process knows nothing, then reads what came after. */
   private async catchUp(account: string): Promise<AccountState> {
     let state = this.known.get(account) ?? (await this.loadSnapshot(account));
-    const { events } = await this.log.read(ledgerSubject(account), state.sequence);
+    const { events, lastSequence } = await this.log.read(account, state.sequence);
     for (const { event, sequence } of events) state = { ...applyLedgerEvent(state, event), sequence };
+    state = { ...state, sequence: lastSequence };
     this.known.set(account, state);
     return state;
   }
@@ -156,7 +229,15 @@ export class AccountLedger {
   }
 }
 
-/** Takes the next message's commands off the queue: a run of task commands, or one other command alone. */
+/** An opening's message: the task's first event and its reservation (the one event decided for it). */
+function openingBody(task: TaskSubmittedEvent, events: readonly LedgerEvent[]): string {
+  const [money] = events;
+  if (events.length !== 1 || money?.type !== "CostReserved") throw new Error(`task ${task.meta.taskId}: an opening holds one reservation`);
+  const opening: TaskOpening = { task, money };
+  return JSON.stringify(opening);
+}
+
+/** Takes the next message's commands off the queue: a run of settlements and releases, or one other command alone. */
 function nextGroup(queue: Waiting[]): Waiting[] {
   let size = 1;
   const head = queue[0];
@@ -164,10 +245,4 @@ function nextGroup(queue: Waiting[]): Waiting[] {
     for (let next = queue[size]; next && size < MAX_GROUP && isGroupable(next.command); next = queue[size]) size++;
   }
   return queue.splice(0, size);
-}
-
-function refusalsOf(outcomes: readonly GroupOutcome[]): Map<number, unknown> {
-  const refusals = new Map<number, unknown>();
-  for (const [index, outcome] of outcomes.entries()) if ("refused" in outcome) refusals.set(index, outcome.refused);
-  return refusals;
 }

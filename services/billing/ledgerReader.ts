@@ -1,7 +1,6 @@
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
-import { ledgerCodec, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
-import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { SubjectLog } from "../shared/subjectLog.ts";
+import type { LedgerEvent } from "../../contracts/ledger.ts";
+import { MoneyLog } from "./moneyLog.ts";
 import { applyLedgerEvent, emptyAccount, type AccountState } from "./account.ts";
 
 export interface LedgerEntry {
@@ -13,8 +12,7 @@ export interface LedgerEntry {
 
 /** An account's whole history with the running balance after each entry (for operators, not the hot path). */
 export async function readAccountHistory(js: JetStreamClient, jsm: JetStreamManager, account: string): Promise<LedgerEntry[]> {
-  const log = new SubjectLog(js, jsm, STREAMS.ledger.name, ledgerCodec);
-  const { events } = await log.read(ledgerSubject(account));
+  const { events } = await new MoneyLog(js, jsm).read(account, 0);
   let state = emptyAccount(account);
   return events.map(({ event, sequence }) => {
     state = applyLedgerEvent(state, event);

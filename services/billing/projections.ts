@@ -1,4 +1,4 @@
-import { AccountBalance, ledgerEventsOf, TaskCharge, type LedgerEvent } from "../../contracts/ledger.ts";
+import { AccountBalance, ledgerEventsOf, MONEY_EVENTS, TaskCharge, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { EventOutOfOrder, type Projection } from "../shared/projection.ts";
 import { applyToTotals, emptyBalance } from "./account.ts";
@@ -6,7 +6,8 @@ import { applyToTotals, emptyBalance } from "./account.ts";
 /** Per-account balance, reservations and the stream sequence it reflects (bucket `balances`). */
 export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
   name: "balances",
-  stream: STREAMS.ledger.name,
+  stream: STREAMS.events.name,
+  subjects: [MONEY_EVENTS],
   decode: ledgerEventsOf,
   keyOf: (event) => event.meta.account,
   evolve: (doc, event, sequence) => {
@@ -28,7 +29,8 @@ export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
  */
 export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
   name: "task charges",
-  stream: STREAMS.ledger.name,
+  stream: STREAMS.events.name,
+  subjects: [MONEY_EVENTS],
   decode: ledgerEventsOf,
   keyOf: (event) =>
     event.type === "CostReserved" || event.type === "ReservationSettled" || event.type === "ReservationReleased"

@@ -1,41 +1,51 @@
 import { LRUCache } from "lru-cache";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { failpoint } from "../shared/failpoints.ts";
+import type { Logger } from "../shared/log.ts";
+import { settlementProblems } from "../shared/metrics/metrics.ts";
 import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
 import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
 
-/** What settling a task needs that only its first event (TaskSubmitted) says. */
+/** What settling a task needs that only its opening says. */
 interface Billing {
-  account: string;
   model: string;
   pricePerMillionTokens: number;
+  /** The opening's stream sequence: the reservation is there, and its closing after it. */
+  openedAt: number;
 }
+
+type FinalEvent = Extract<TaskEvent, { type: "GenerationSucceeded" | "GenerationFailed" }>;
 
 /**
  * Settles what finished tasks cost, as one of the reactors on the task log (services/projector/
- * taskLogReactors.ts): a task's success charges its real cost against the reservation, a failure releases it
- * (failed work is free). A batch stays unacknowledged until its ledger writes are done, so a crash anywhere
- * delivers it again, and the ledger's decision (no open reservation → nothing to do) plus the cause-derived
- * msgID make the repeat charge nothing twice. Account, model and price come from the task's TaskSubmitted,
- * remembered as it passes (or read from the task's log for a task first met at its end); a settled task's
- * are kept (the cache is bounded) so a batch tried again still finds them.
+ * taskLogReactors.ts): a task's success charges its real cost against the reservation its opening made, a
+ * failure releases it (failed work is free). A batch stays unacknowledged until its ledger writes are done, so
+ * a crash anywhere delivers it again, and the ledger's decision (no open reservation → nothing to do) plus the
+ * cause-derived msgID make the repeat charge nothing twice. A final task with nothing to close that was never
+ * closed before is never a quiet zero: it is logged as an error and counted (`reelay audit` names it too).
+ * Model and price come from the task's opening, remembered as it passes (or read from the task's log for a task
+ * first met at its end); a settled task's are kept (the cache is bounded) so a batch tried again still finds them.
  */
 export class Settlement {
   private readonly billing = new LRUCache<number, Billing>({ max: 100_000 });
 
-  constructor(private readonly ledger: AccountLedger, private readonly taskLog: Pick<TaskLog, "read">) {}
+  constructor(
+    private readonly ledger: AccountLedger,
+    private readonly taskLog: Pick<TaskLog, "history">,
+    private readonly log: Logger,
+  ) {}
 
-  /** A batch in log order: a task's TaskSubmitted is remembered before its final event; tasks settle in parallel. */
+  /** A batch in log order: a task's opening is remembered before its final event; tasks settle in parallel. */
   async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
     const settling: Array<Promise<void>> = [];
-    for (const { event, msg } of entries) {
-      if (event.type === "TaskSubmitted") this.billing.set(event.meta.taskId, billingOf(event));
+    for (const { event, account, msg, seq } of entries) {
+      if (event.type === "TaskSubmitted") this.billing.set(event.meta.taskId, billingOf(event, seq));
       else if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") {
         const span = { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": event.meta.taskId } };
-        settling.push(inSpan("settle video task", span, () => this.settle(event)));
+        settling.push(inSpan("settle video task", span, () => this.settle(account, event)));
       }
     }
     const failed = (await Promise.allSettled(settling)).find((result) => result.status === "rejected");
@@ -43,26 +53,40 @@ export class Settlement {
     if (failed) throw failed.reason;
   }
 
-  private async settle(event: Extract<TaskEvent, { type: "GenerationSucceeded" | "GenerationFailed" }>): Promise<void> {
+  private async settle(account: string, event: FinalEvent): Promise<void> {
     const taskId = event.meta.taskId;
-    const billing = this.billing.get(taskId) ?? (await this.billingFromLog(taskId));
-    if (!billing) throw new Error(`task ${taskId} has no TaskSubmitted in its log`);
-    failpoint("settlement:before-append");
-    if (event.type === "GenerationSucceeded") {
-      const cost = costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: billing.pricePerMillionTokens }]);
-      await this.ledger.execute(billing.account, { type: "settle", taskId, costMicros: cost, totalTokens: event.data.totalTokens, model: billing.model });
-    } else {
-      await this.ledger.execute(billing.account, { type: "release", taskId, reason: event.data.reason });
+    const billing = this.billing.get(taskId) ?? (await this.billingFromLog(account, taskId));
+    if (!billing) {
+      this.problem(account, taskId, "a final task without an opening in its log: nothing was reserved, nothing can be charged");
+      return;
     }
+    failpoint("settlement:before-append");
+    const command =
+      event.type === "GenerationSucceeded"
+        ? {
+            type: "settle" as const,
+            taskId,
+            costMicros: costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: billing.pricePerMillionTokens }]),
+            totalTokens: event.data.totalTokens,
+            model: billing.model,
+          }
+        : { type: "release" as const, taskId, reason: event.data.reason };
+    const outcome = await this.ledger.close(account, command, billing.openedAt);
+    if (outcome === "notReserved") this.problem(account, taskId, "a final task whose reservation was never opened or is gone: not charged");
     failpoint("settlement:after-append");
   }
 
-  private async billingFromLog(taskId: number): Promise<Billing | undefined> {
-    const first = (await this.taskLog.read(taskId)).events[0];
-    return first?.type === "TaskSubmitted" ? billingOf(first) : undefined;
+  private problem(account: string, taskId: number, what: string): void {
+    settlementProblems.inc({ kind: "not_reserved" });
+    this.log.error({ account, taskId }, `settlement: ${what}; run \`reelay audit\``);
+  }
+
+  private async billingFromLog(account: string, taskId: number): Promise<Billing | undefined> {
+    const [first] = await this.taskLog.history(account, taskId);
+    return first?.event.type === "TaskSubmitted" ? billingOf(first.event, first.sequence) : undefined;
   }
 }
 
-function billingOf({ data: { account, job } }: Extract<TaskEvent, { type: "TaskSubmitted" }>): Billing {
-  return { account, model: job.model, pricePerMillionTokens: job.pricePerMillionTokens };
+function billingOf({ data: { job } }: Extract<TaskEvent, { type: "TaskSubmitted" }>, openedAt: number): Billing {
+  return { model: job.model, pricePerMillionTokens: job.pricePerMillionTokens, openedAt };
 }

@@ -19,7 +19,7 @@ function accountName(name: string | undefined): string {
 }
 
 
-/** `reelay accounts …`: every change is an event on ledger.<account>; reads fold the same events. */
+/** `reelay accounts …`: every change is an event on acct.<account>.money.ledger; reads fold the account's money events. */
 export async function accountsCommand(nats: Nats, args: string[], io: CliIo): Promise<void> {
   const { out } = io;
   const ledger = new AccountLedger(nats);

@@ -11,15 +11,16 @@ import type { Projection } from "../shared/projection.ts";
 import { taskViewProjection } from "../projector/projectorService.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
-import { TaskLog } from "../shared/taskLog.ts";
-import { TaskEvent } from "../../contracts/videoTask.ts";
+import { TaskLog, taskMessageBody } from "../shared/taskLog.ts";
+import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
+import { ChargeAudit } from "../billing/chargeAudit.ts";
 import { foldTaskView } from "../tasks/taskView.ts";
 import { readWholeStream } from "../projector/replay.ts";
 import { UpstreamAudit } from "../projector/upstreamAudit.ts";
 
 /** Where a command's lines go. */
 type Out = (line: string) => void;
-const USAGE = "usage: reelay audit replay | audit task <id> | audit account <name> [--json] | audit upstream [--json]";
+const USAGE = "usage: reelay audit replay | audit charges [--json] | audit task <id> | audit account <name> [--json] | audit upstream [--json]";
 
 /** Waits until a projector consumer has applied everything in its stream, so live and replayed can be compared. */
 async function waitForProjector(nats: Nats, stream: string, durable: string): Promise<void> {
@@ -65,13 +66,17 @@ async function replay(nats: Nats, out: Out): Promise<number> {
   const differences = audits.flatMap((audit) => audit.differences.map((d) => ({ projection: audit.projection, ...d })));
   out(`accounts ${accounts}, tasks ${tasks}, accounts with negative available balance ${negative}, differences ${differences.length}`);
   for (const difference of differences.slice(0, 20)) out(`DIFF ${JSON.stringify(difference)}`);
-  return differences.length === 0 ? 0 : 1;
+  const charged = await charges(nats, false, out);
+  return differences.length === 0 && charged === 0 ? 0 : 1;
 }
 
 async function taskTimeline(nats: Nats, idText: string | undefined, out: Out): Promise<void> {
   const taskId = Number(idText);
   if (!Number.isInteger(taskId) || taskId <= 0) throw new ValidationError(`audit task needs a task id\n${USAGE}`);
-  const { events } = await new TaskLog(nats.js, nats.jsm).read(taskId);
+  const taskLog = new TaskLog(nats.js, nats.jsm);
+  const owner = await taskLog.accountOf(taskId);
+  if (owner === undefined) throw new ValidationError(`task ${taskId} has no events`);
+  const { events } = await taskLog.read(owner, taskId);
   const submitted = events.find((e) => e.type === "TaskSubmitted");
   if (submitted?.type !== "TaskSubmitted") throw new ValidationError(`task ${taskId} has no events`);
   const ledger = (await readAccountHistory(nats.js, nats.jsm, submitted.data.account)).filter(
@@ -107,18 +112,9 @@ async function accountStatement(nats: Nats, account: string | undefined, json: b
  */
 async function upstreamUsage(nats: Nats, json: boolean, out: Out): Promise<number> {
   const audit = new UpstreamAudit();
-  await readWholeStream(nats.js, nats.jsm, STREAMS.tasks.name, (msg) => {
-    const event = TaskEvent.safeParse(msg.json());
-    if (event.success) audit.addTaskEvent(event.data);
-  });
-  await readWholeStream(nats.js, nats.jsm, STREAMS.ledger.name, (msg) => {
-    let events: LedgerEvent[] = [];
-    try {
-      events = ledgerEventsOf(msg.json());
-    } catch {
-      // Undecodable: the projections' dead-letter subject already names it for operators.
-    }
-    for (const event of events) audit.addLedgerEvent(event);
+  await readWholeLog(nats, {
+    task: (_account, event) => audit.addTaskEvent(event),
+    money: (event) => audit.addLedgerEvent(event),
   });
   const rows = audit.rows();
   const problems = rows.reduce((sum, row) => sum + row.mismatched.length + row.chargedFailures.length, 0);
@@ -139,6 +135,41 @@ async function upstreamUsage(nats: Nats, json: boolean, out: Out): Promise<numbe
   return problems === 0 ? 0 : 1;
 }
 
+/** Every task event and every money event of the log, in order (an opening is both: its task event first). */
+async function readWholeLog(nats: Nats, take: { task(account: string, event: TaskEvent): void; money(event: LedgerEvent): void }): Promise<void> {
+  await readWholeStream(nats.js, nats.jsm, STREAMS.events.name, STREAMS.events.subjects, (msg) => {
+    const raw: unknown = msg.json();
+    // Undecodable messages are skipped: the projections' dead-letter subject already names them for operators.
+    if (!msg.subject.includes(".money.") || msg.subject.includes(".money.task.")) {
+      const event = TaskEvent.safeParse(taskMessageBody(raw));
+      if (event.success) take.task(accountOfSubject(msg.subject), event.data);
+    }
+    if (msg.subject.includes(".money.")) {
+      let events: LedgerEvent[] = [];
+      try {
+        events = ledgerEventsOf(raw);
+      } catch {
+        events = [];
+      }
+      for (const event of events) take.money(event);
+    }
+  });
+}
+
+/** "Every success charged exactly once, every failure free", over the whole log: exit code 1 on any problem. */
+async function charges(nats: Nats, json: boolean, out: Out): Promise<number> {
+  await waitForProjector(nats, STREAMS.events.name, CONSUMERS.taskLogReactors);
+  const audit = new ChargeAudit();
+  await readWholeLog(nats, { task: (account, event) => audit.addTaskEvent(account, event), money: (event) => audit.addLedgerEvent(event) });
+  const { finalTasks, problems } = audit.result();
+  if (json) out(JSON.stringify({ finalTasks, problems }, null, 2));
+  else {
+    out(`final tasks ${finalTasks}, charge problems ${problems.length}`);
+    for (const problem of problems.slice(0, 50)) out(`CHARGE task ${problem.taskId} of ${problem.account}: ${problem.problem}`);
+  }
+  return problems.length === 0 ? 0 : 1;
+}
+
 /** `reelay audit …`; resolves to the process exit code. */
 export async function auditCommand(nats: Nats, args: string[], json: boolean, io: CliIo): Promise<number> {
   const { out } = io;
@@ -154,6 +185,8 @@ export async function auditCommand(nats: Nats, args: string[], json: boolean, io
       return 0;
     case "upstream":
       return upstreamUsage(nats, json, out);
+    case "charges":
+      return charges(nats, json, out);
     default:
       throw new ValidationError(USAGE);
   }

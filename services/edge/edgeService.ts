@@ -3,7 +3,6 @@ import type { Logger } from "../shared/log.ts";
 import { watchConnection } from "../shared/connectionHealth.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
-import { taskHasTrace } from "../shared/taskTrace.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
@@ -21,8 +20,8 @@ import { trustedProxies, videoBaseUrl } from "./http/videoBaseUrl.ts";
 import { TaskEventHub } from "./events/taskEventHub.ts";
 import { registerUpstreamCallbacks } from "./hooks/upstreamCallbacks.ts";
 import { registerVideoRoutes } from "./video/videoRoutes.ts";
-import { IdempotencyKeys } from "./video/idempotencyKeys.ts";
-import { TaskSubmitter } from "./video/taskSubmitter.ts";
+import { IdempotencyIndex } from "../tasks/idempotencyIndex.ts";
+import type { CreateDeps } from "./video/createTask.ts";
 import { TaskIdAllocator } from "./video/taskIds.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
 import { VideoFiles } from "./video/videoFiles.ts";
@@ -50,7 +49,6 @@ export class EdgeService {
   private admin: { port: number; close(): Promise<void> } | undefined;
   private readonly keys: ApiKeyDirectory;
   private readonly views: TaskViewReader;
-  private readonly submitter: TaskSubmitter;
   private readonly ledger: AccountLedger;
   private readonly balances: BalanceMirror;
   private readonly connection: { connected(): boolean };
@@ -63,7 +61,6 @@ export class EdgeService {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.views = new TaskViewReader(nats.taskViews, this.taskLog);
     this.hub = new TaskEventHub(nats, this.taskLog, log.child({ part: "event streams" }), this.views);
-    this.submitter = new TaskSubmitter(this.taskLog, this.hub, { waitMs: config.limits.submitWaitMs, maxTaskMs: config.limits.maxTaskMs });
     this.ledger = new AccountLedger(nats);
     this.balances = new BalanceMirror(nats.balances, log);
     this.connection = watchConnection(nats.nc, log);
@@ -117,15 +114,17 @@ export class EdgeService {
       trusted: proxies.length > 0 ? trustedProxies(proxies) : undefined,
       fallbackHost: () => `localhost:${this.boundPort}`,
     });
-    const create = {
-      taskIds: new TaskIdAllocator(this.nats.js, this.nats.jsm),
+    const create: CreateDeps = {
+      taskIds: new TaskIdAllocator(this.nats.js),
       ledger: this.ledger,
-      idempotency: new IdempotencyKeys(this.nats.js, this.nats.idempotency),
-      submitter: this.submitter,
+      jsm: this.nats.jsm,
+      keys: new IdempotencyIndex(this.nats.js, this.nats.idempotency),
+      submissions: this.hub,
       views: this.views,
       connection: this.connection,
-      taskExists: (taskId: number) => taskHasTrace(this.nats.jsm, taskId),
-      claimTimeoutMs: this.config.limits.idempotencyClaimTimeoutMs,
+      waitMs: this.config.limits.submitWaitMs,
+      maxTaskMs: this.config.limits.maxTaskMs,
+      writeMs: this.config.limits.createWriteMs,
       log: this.log,
     };
     const files = new VideoFiles(this.nats.videos);

@@ -1,5 +1,5 @@
 import type { KV } from "@nats-io/kv";
-import { TaskView, type TaskEvent } from "../../contracts/videoTask.ts";
+import { TASK_LOG_SUBJECTS, TaskView, type TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
 import type { Logger } from "../shared/log.ts";
@@ -15,7 +15,8 @@ import { evolveTaskView, isFinalView, taskViewKey } from "../tasks/taskView.ts";
  */
 export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   name: "task views",
-  stream: STREAMS.tasks.name,
+  stream: STREAMS.events.name,
+  subjects: TASK_LOG_SUBJECTS,
   decode: taskEventCodec.decode,
   keyOf: (event) => taskViewKey(event.meta.taskId),
   startsDocument: (event) => event.type === "TaskSubmitted",

@@ -11,7 +11,7 @@ export async function replayProjection<Event, Doc>(
   projection: Projection<Event, Doc>,
 ): Promise<{ docs: Map<string, Doc>; events: number }> {
   const docs = new Map<string, Doc>();
-  const events = await readWholeStream(js, jsm, projection.stream, (msg) => {
+  const events = await readWholeStream(js, jsm, projection.stream, projection.subjects, (msg) => {
     for (const event of projection.decode(msg.json())) {
       const key = projection.keyOf(event);
       if (key === undefined) continue;
@@ -25,16 +25,27 @@ export async function replayProjection<Event, Doc>(
   return { docs, events };
 }
 
-/** Hands every message of a stream, as it stands now, to `take` in order (ordered consumer); resolves to the count. */
-export async function readWholeStream(js: JetStreamClient, jsm: JetStreamManager, stream: string, take: (msg: JsMsg) => void): Promise<number> {
+/**
+ * Hands every message of a stream on `subjects`, as it stands now, to `take` in order (ordered consumer);
+ * resolves to the count.
+ */
+export async function readWholeStream(
+  js: JetStreamClient,
+  jsm: JetStreamManager,
+  stream: string,
+  subjects: readonly string[],
+  take: (msg: JsMsg) => void,
+): Promise<number> {
   const { state } = await jsm.streams.info(stream);
   if (state.messages === 0) return 0;
-  const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.All });
+  const consumer = await js.consumers.get(stream, { deliver_policy: DeliverPolicy.All, filter_subjects: [...subjects] });
+  // None on these subjects: consume() would wait for one.
+  if ((await consumer.info()).num_pending === 0) return 0;
   let count = 0;
   for await (const msg of await consumer.consume({ max_messages: 2048 })) {
     count += 1;
     take(msg);
-    if (msg.seq >= state.last_seq) break;
+    if (msg.seq >= state.last_seq || msg.info.pending === 0) break;
   }
   await consumer.delete().catch(() => undefined);
   return count;

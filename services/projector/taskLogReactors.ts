@@ -5,12 +5,13 @@ import { startBatchReactor, type WrittenBehind } from "../shared/batchReactor.ts
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { parkUndecodable, ProjectionRunner } from "../shared/projection.ts";
-import { TaskLog, taskEventCodec, type TaskLogEntry } from "../shared/taskLog.ts";
+import { TaskLog, taskLogEntries, type TaskLogEntry } from "../shared/taskLog.ts";
 import { TaskDirectory } from "../tasks/taskDirectory.ts";
 import { TaskIndexer } from "../tasks/taskIndex.ts";
 import { TaskStatsReactor } from "../tasks/taskStats.ts";
 import { foldTaskView } from "../tasks/taskView.ts";
 import { WebhookOutbox } from "../webhooks/webhookOutbox.ts";
+import { IdempotencyIndex, IdempotencyIndexer } from "../tasks/idempotencyIndex.ts";
 import { taskViewProjection } from "./projectorService.ts";
 
 interface TaskLogReactor {
@@ -21,10 +22,10 @@ interface TaskLogReactor {
 /**
  * Every reactor on the task log, fed by one batch reactor on one durable consumer (`task_log_reactors`):
  * the views (`task_views`, final ones only), each account's task index (`account_tasks`), the counters (`task_stats`),
- * settlement (the ledger) and the webhook jobs. Each event is delivered, parsed and validated once for all
- * five, and acknowledged with its batch (the counters are written behind: a batch is acknowledged once they
- * are kept too). A batch goes to all five at once (they write different places); if
- * one fails, the batch is handed over again to all five, which each absorb: the read models are idempotent,
+ * settlement (the ledger), the webhook jobs and the Idempotency-Key index. Each event is delivered, parsed and
+ * validated once for all six, and acknowledged with its batch (the counters are written behind: a batch is
+ * acknowledged once they are kept too). A batch goes to all six at once (they write different places); if
+ * one fails, the batch is handed over again to all six, which each absorb: the read models are idempotent,
  * the ledger's decision makes a repeated settlement a no-op, webhook jobs carry a msgID.
  *
  * An event no reactor can decode is parked on the dead-letter subject of the views (`deadletter.task_views`)
@@ -33,6 +34,8 @@ interface TaskLogReactor {
 export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, log: Logger): Promise<{ stop(): Promise<void> }> {
   const taskLog = new TaskLog(nats.js, nats.jsm);
   const directory = new TaskDirectory(taskLog);
+  // The account of each task in the batch at hand: a view met mid-way is folded from its task's log, read under it.
+  const accounts = new Map<number, string>();
   const views = new ProjectionRunner(
     taskViewProjection,
     nats,
@@ -40,29 +43,35 @@ export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, lo
     nats.taskViews,
     log.child({ projection: taskViewProjection.name }),
     undefined,
-    async (key) => foldTaskView((await taskLog.read(Number(key))).events),
+    async (key) => {
+      const account = accounts.get(Number(key));
+      return account === undefined ? null : foldTaskView((await taskLog.read(account, Number(key))).events);
+    },
   );
   const stats = new TaskStatsReactor(nats, log.child({ reactor: "task counters" }));
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },
     new TaskIndexer(nats),
     stats,
-    new Settlement(ledger, taskLog),
+    new Settlement(ledger, taskLog, log.child({ reactor: "settlement" })),
+    new IdempotencyIndexer(new IdempotencyIndex(nats.js, nats.idempotency)),
     new WebhookOutbox(nats.js, directory),
   ];
   const reactor = await startBatchReactor(nats, {
-    stream: STREAMS.tasks.name,
+    stream: STREAMS.events.name,
     durable: CONSUMERS.taskLogReactors,
     what: "task log reactors",
     log,
     handle: async (batch) => {
       const entries: TaskLogEntry[] = [];
       const parked: Array<Promise<void>> = [];
+      accounts.clear();
       for (const msg of batch) {
         try {
-          for (const event of taskEventCodec.decode(msg.json())) {
-            entries.push({ event, seq: msg.seq, msg });
-            directory.learn(event);
+          for (const entry of taskLogEntries(msg)) {
+            entries.push(entry);
+            accounts.set(entry.event.meta.taskId, entry.account);
+            directory.learn(entry.event);
           }
         } catch (error) {
           parked.push(parkUndecodable(nats, taskViewProjection.name, msg, error, log));

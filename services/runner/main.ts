@@ -2,8 +2,6 @@ import { hostname } from "node:os";
 import { channelsOf, isVendorEntry, keyVariablesOf, upstreamPriceOf, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
 import { RUNNER_SUBJECTS, UpstreamNews, type RunnerChannels } from "../../contracts/runnerControl.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
-import { AccountLedger } from "../billing/accountLedger.ts";
-import { ReservationSweeper } from "../billing/reservationSweeper.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { LocalProvider } from "./providers/local/localProvider.ts";
@@ -95,16 +93,12 @@ export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger,
       if (parsed.success) runner.poke(parsed.data.channel, parsed.data.providerTaskId);
     },
   });
-  const ledger = new AccountLedger(nats);
-  const sweeper = new ReservationSweeper(nats, ledger, config.runner.reservationSweepMs, log.child({ part: "sweeper" }));
   await runner.start();
-  sweeper.start();
   return {
     stop: async () => {
       reports.unsubscribe();
       news.unsubscribe();
       channels.close();
-      await sweeper.stop();
       await runner.stop();
       await Promise.all([...providers.values()].map((provider) => provider.close()));
     },

@@ -6,9 +6,8 @@ import type { Logger } from "../shared/log.ts";
 import { reportLiveTasks, runnerHeartbeat, tasksFinished, type LiveTask } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
-import { TaskLog } from "../shared/taskLog.ts";
+import { TaskLog, taskMessageBody } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
-import { drainLegacyWorkQueue } from "./legacyWorkQueue.ts";
 import { HeldJob } from "./heldJob.ts";
 import { TaskActor, type TaskActorDeps, type TaskActorExit, type TaskActorStep } from "./taskActor.ts";
 import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
@@ -44,7 +43,6 @@ export class RunnerService {
   private readonly taskLog: TaskLog;
   private readonly shutdown = new AbortController();
   private loop: Promise<void> | undefined;
-  private legacyDrain: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly running = new Set<Promise<void>>();
 
@@ -69,7 +67,7 @@ export class RunnerService {
   }
 
   async start(): Promise<void> {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, CONSUMERS.runners);
+    const consumer = await this.nats.js.consumers.get(STREAMS.events.name, CONSUMERS.runners);
     // Heartbeats well inside the lease, so a live runner never loses a task it is working on: each held job
     // every third of the lease, checked ten times as often so that thousands of held jobs are beaten a few at
     // a time (all at once, 8,000 parked jobs stalled this thread for tens of milliseconds every 10 s).
@@ -84,13 +82,6 @@ export class RunnerService {
       log: this.log,
       what: "runner",
     });
-    this.legacyDrain = drainLegacyWorkQueue(this.nats, this.taskLog, {
-      signal: this.shutdown.signal,
-      room: () => this.room(),
-      maxTaskMs: this.config.limits.maxTaskMs,
-      host: (msg, submitted) => this.host(msg, submitted, true),
-      log: this.log,
-    });
   }
 
   /** Stops taking work, lets live tasks stop at their next step, and hands their jobs back at once. */
@@ -103,7 +94,6 @@ export class RunnerService {
     }
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
-    await this.legacyDrain;
     await Promise.allSettled(this.running);
     for (const job of this.held.values()) job.nak();
     this.held.clear();
@@ -164,17 +154,17 @@ export class RunnerService {
   }
 
   private take(msg: JsMsg): void {
-    const parsed = TaskEvent.safeParse(msg.json());
+    const parsed = TaskEvent.safeParse(taskMessageBody(msg.json()));
     if (!parsed.success || parsed.data.type !== "TaskSubmitted") {
       // The projections dead-letter it; a runner has nothing to run.
-      this.log.error({ seq: msg.seq, subject: msg.subject }, "a first task event that is not a readable TaskSubmitted; skipping it");
+      this.log.error({ seq: msg.seq, subject: msg.subject }, "a task opening without a readable TaskSubmitted; skipping it");
       msg.term("not a readable TaskSubmitted");
       return;
     }
     this.host(msg, parsed.data, msg.info.deliveryCount > 1);
   }
 
-  /** Runs the task until it is final, holding `msg` (its first event, or a job an older edge queued) meanwhile. */
+  /** Runs the task until it is final, holding `msg` (its opening) meanwhile. */
   private host(msg: JsMsg, submitted: TaskSubmittedEvent, redelivered: boolean): void {
     const { taskId } = submitted.meta;
     if (this.held.has(taskId)) {

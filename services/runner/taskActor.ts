@@ -115,6 +115,8 @@ export class TaskActor {
   private polls = 0;
 
   private readonly taskId: number;
+  /** The account the task belongs to: its log is under `acct.<account>.`. */
+  private readonly account: string;
   /** The task as its create submitted it (its first event's data). */
   private readonly command: TaskSubmittedEvent["data"];
   /** Its deadline (epoch ms), read once: every call and pause checks it. */
@@ -125,6 +127,7 @@ export class TaskActor {
     private readonly deps: TaskActorDeps,
   ) {
     this.taskId = submitted.meta.taskId;
+    this.account = submitted.data.account;
     this.command = submitted.data;
     this.deadlineAt = Date.parse(submitted.data.deadlineAt);
   }
@@ -173,7 +176,7 @@ export class TaskActor {
   /**
    * Restores the task and submits it (or takes its slot back when an upstream accepted it already), then
    * polls until it waits. `redelivered`: another runner may have held the task (the first event was
-   * delivered before, or came from WORK).
+   * delivered before).
    */
   start(redelivered: boolean): Promise<TaskActorStep> {
     return this.step(async () => {
@@ -566,7 +569,7 @@ export class TaskActor {
 
   private async restore(redelivered: boolean): Promise<void> {
     // A first delivery has no later events yet: no read; the append fence catches the rare surprise.
-    const history = redelivered ? await this.deps.taskLog.read(this.taskId) : { events: [this.submitted], lastSequence: 0 };
+    const history = redelivered ? await this.deps.taskLog.read(this.account, this.taskId) : { events: [this.submitted], lastSequence: 0 };
     this.lastSequence = history.lastSequence;
     this.state = foldTask(history.events);
   }
@@ -575,7 +578,7 @@ export class TaskActor {
   private async execute(command: TaskCommand): Promise<void> {
     for (const { event, after } of decideTaskSteps(command, this.state)) {
       if (this.stopping) return;
-      const appended = await this.deps.taskLog.append(this.taskId, event, after.version, this.lastSequence);
+      const appended = await this.deps.taskLog.append(this.account, this.taskId, event, after.version, this.lastSequence);
       this.lastSequence = appended.sequence;
       // What the machine decided is what it would make of the appended event (it never reads an event's meta).
       this.state = after;
@@ -591,7 +594,7 @@ export class TaskActor {
   private async afterLostRace(): Promise<TaskActorExit> {
     // Our own work on it (a render, a download) stops here; the other runner carries the task on.
     this.end();
-    const history = await this.deps.taskLog.read(this.taskId);
+    const history = await this.deps.taskLog.read(this.account, this.taskId);
     this.state = foldTask(history.events);
     this.log.info({ state: this.task.status }, "another runner wrote to this task; stepping aside");
     return isFinal(this.task) ? "final" : "steppedAside";

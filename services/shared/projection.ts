@@ -13,8 +13,9 @@ export class EventOutOfOrder extends Error {}
 /** A read model: which events it folds, into which document key, and how. */
 export interface Projection<Event, Doc> {
   name: string;
-  /** The stream it folds. */
+  /** The stream it folds, and the subjects of it that hold its events. */
   stream: string;
+  subjects: readonly string[];
   /** The events one message holds (the ledger's group commits hold several). */
   decode: (raw: unknown) => readonly Event[];
   /** The document an event changes; undefined for events this read model ignores. */

@@ -1,77 +1,110 @@
-import type { JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream";
-import { laterTaskEventsSubject, TaskEvent, taskSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
+import { JetStreamError, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
+import { accountOfSubject, TaskEvent, taskEventsSubject, taskOpeningSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { singleEventCodec, SubjectLog } from "./subjectLog.ts";
+import { SubjectLog, type MessageCodec } from "./subjectLog.ts";
 import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
 
-/** Task log messages hold one event each. */
-export const taskEventCodec = singleEventCodec((raw) => TaskEvent.parse(raw));
+/**
+ * A task log message holds one event: a later event as itself, or a task's opening (contracts/taskOpening.ts),
+ * whose `task` part is the task's first event (its `money` part is the ledger's).
+ */
+export const taskEventCodec: MessageCodec<TaskEvent> = {
+  decode: (raw) => [TaskEvent.parse(taskMessageBody(raw))],
+  encode: (events) => {
+    if (events.length !== 1) throw new Error(`the task log holds one event per message, not ${events.length}`);
+    return JSON.stringify(events[0]);
+  },
+};
 
-/** A task event as the reactors on the whole log get it: decoded once, with its stream sequence and message (headers). */
+/** The task event a task log message holds, still to be parsed: an opening's `task` part, or the message itself. */
+export function taskMessageBody(raw: unknown): unknown {
+  return typeof raw === "object" && raw !== null && "task" in raw ? raw.task : raw;
+}
+
+/** A task event as the reactors on the whole log get it: decoded once, with its account, stream sequence and message (headers). */
 export interface TaskLogEntry {
   event: TaskEvent;
+  /** The account the task belongs to (from the subject: every task subject is under `acct.<account>.`). */
+  account: string;
   seq: number;
   msg: JsMsg;
+}
+
+/** Decodes a task log message as the whole-log readers get it. */
+export function taskLogEntries(msg: JsMsg): TaskLogEntry[] {
+  const account = accountOfSubject(msg.subject);
+  return taskEventCodec.decode(msg.json()).map((event) => ({ event, account, seq: msg.seq, msg }));
 }
 
 export interface TaskHistory {
   events: TaskEvent[];
   /**
    * Stream sequence of the task's last later event (0 when it has none yet): the fence for the next append.
-   * The first event never needs a fence after it is written: only later events follow it.
+   * The opening never needs a fence after it is written: only later events follow it.
    */
   lastSequence: number;
 }
 
 /**
- * Reads and appends one task's events in stream TASKS. The first event (TaskSubmitted, appended by the
- * edge) is on `tasks.<id>`, where runners find new tasks; every later one is on `tasks.<id>.next`. Both
- * subjects are literal, so a read is two indexed direct gets, never a scan (a wildcard read scanned: 6 ms
- * at 200k messages against 0.2 ms). A task created by an older reelay has early events on `tasks.<id>`
- * too; its later ones come after them in stream order, so the merge below reads both kinds alike.
+ * Reads and appends one task's events in stream EVENTS. The opening (TaskSubmitted with its reservation,
+ * written by the edge through the account's ledger) is on `acct.<account>.money.task.<id>`; every later one
+ * is on `acct.<account>.task.<id>`. Both subjects are literal, so a read is two indexed direct gets, never
+ * a scan; and a task is only found under its own account.
  */
 export class TaskLog {
   private readonly log: SubjectLog<TaskEvent>;
 
-  constructor(js: JetStreamClient, jsm: JetStreamManager) {
-    this.log = new SubjectLog(js, jsm, STREAMS.tasks.name, taskEventCodec);
+  constructor(js: JetStreamClient, private readonly jsm: JetStreamManager) {
+    this.log = new SubjectLog(js, jsm, STREAMS.events.name, taskEventCodec);
   }
 
   /** The task's events with their stream sequences (the ids clients resume event streams from). */
-  async history(taskId: number): Promise<Array<{ event: TaskEvent; sequence: number }>> {
-    return (await this.readBoth(taskId)).events;
+  async history(account: string, taskId: number): Promise<Array<{ event: TaskEvent; sequence: number }>> {
+    return (await this.readBoth(account, taskId)).events;
   }
 
-  async read(taskId: number): Promise<TaskHistory> {
-    const { events, lastSequence } = await this.readBoth(taskId);
+  async read(account: string, taskId: number): Promise<TaskHistory> {
+    const { events, lastSequence } = await this.readBoth(account, taskId);
     return { events: events.map(({ event }) => event), lastSequence };
   }
 
-  /** The task's first event (TaskSubmitted), or undefined for a task that never came to be. */
-  async first(taskId: number): Promise<TaskEvent | undefined> {
-    return (await this.log.first(taskSubject(taskId)))?.event;
-  }
-
-  /** Appends the task's first event (version 1); refused (ConcurrencyError) when the task already has one. */
-  async appendFirst(taskId: number, event: NewTaskEvent): Promise<{ event: TaskEvent; sequence: number }> {
-    return this.write(taskSubject(taskId), taskId, event, 1, 0);
-  }
-
   /** Appends `event` as version `version` of the task, fenced on `expectedLastSequence` (see TaskHistory). */
-  async append(taskId: number, event: NewTaskEvent, version: number, expectedLastSequence: number): Promise<{ event: TaskEvent; sequence: number }> {
-    return this.write(laterTaskEventsSubject(taskId), taskId, event, version, expectedLastSequence);
-  }
-
-  private async write(subject: string, taskId: number, event: NewTaskEvent, version: number, expectedLastSequence: number) {
+  async append(
+    account: string,
+    taskId: number,
+    event: NewTaskEvent,
+    version: number,
+    expectedLastSequence: number,
+  ): Promise<{ event: TaskEvent; sequence: number }> {
     // Built from typed parts: no parse needed on the way out (events are parsed where they are read back).
     const full = { ...event, meta: { schema: 1, taskId, version, at: new Date().toISOString() } } as TaskEvent;
     // The event carries the writer's trace (W3C headers): reactors on the log (settlement) continue it.
-    const sequence = await this.log.append(subject, [full], `task-${taskId}-v${version}`, expectedLastSequence, traceHeaders());
+    const sequence = await this.log.append(taskEventsSubject(account, taskId), [full], `task-${taskId}-v${version}`, expectedLastSequence, traceHeaders());
     return { event: full, sequence };
   }
 
-  private async readBoth(taskId: number) {
-    const [first, later] = await Promise.all([this.log.read(taskSubject(taskId)), this.log.read(laterTaskEventsSubject(taskId))]);
+  /**
+   * The account task `taskId` belongs to, for operators who name a task by its id alone: one direct get over
+   * every account's opening of that id (the server walks its subject index, account by account). Not for
+   * customers' requests, which always name their account.
+   */
+  async accountOf(taskId: number): Promise<string | undefined> {
+    try {
+      for await (const msg of await this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [taskOpeningSubject("*", taskId)] })) {
+        return accountOfSubject(msg.subject);
+      }
+    } catch (error) {
+      // Nothing to send ends in a 404 status (JetStreamStatusError, not exported by name).
+      if (!(error instanceof JetStreamError && "code" in error && error.code === 404)) throw error;
+    }
+    return undefined;
+  }
+
+  private async readBoth(account: string, taskId: number) {
+    const [first, later] = await Promise.all([
+      this.log.read(taskOpeningSubject(account, taskId)),
+      this.log.read(taskEventsSubject(account, taskId)),
+    ]);
     return { events: [...first.events, ...later.events], lastSequence: later.lastSequence };
   }
 }

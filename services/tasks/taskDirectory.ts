@@ -30,10 +30,11 @@ export class TaskDirectory {
     return this.owners.get(taskId);
   }
 
-  async ownerOf(taskId: number): Promise<TaskOwner | undefined> {
+  /** Task `taskId` of `account` (every task event's subject names its account). */
+  async ownerOf(account: string, taskId: number): Promise<TaskOwner | undefined> {
     const known = this.owners.get(taskId);
     if (known) return known;
-    const { events } = await this.taskLog.read(taskId);
+    const { events } = await this.taskLog.read(account, taskId);
     const first = events[0];
     if (first?.type !== "TaskSubmitted") return undefined;
     this.learn(first);

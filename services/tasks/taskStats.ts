@@ -126,9 +126,9 @@ export class TaskStatsReactor {
   /** One batch of the task log, in order (services/projector/taskLogReactors.ts); `durable` resolves once its changes are written. */
   async handleEntries(entries: readonly TaskLogEntry[]): Promise<{ durable: Promise<void> }> {
     const fresh = entries.filter(({ seq }) => seq > this.takenSeq);
-    for (const { event, seq } of fresh) {
+    for (const { event, seq, account } of fresh) {
       const taskId = event.meta.taskId;
-      const before = this.facts.get(taskId) ?? (event.type === "TaskSubmitted" ? undefined : await this.factsBefore(event));
+      const before = this.facts.get(taskId) ?? (event.type === "TaskSubmitted" ? undefined : await this.factsBefore(account, event));
       const { facts, changes } = statsOf(before, event);
       if (facts) this.facts.set(taskId, facts);
       for (const change of changes) {
@@ -183,8 +183,8 @@ export class TaskStatsReactor {
   }
 
   /** A task met mid-way: its facts folded from the events before this one. */
-  private async factsBefore(event: TaskEvent): Promise<TaskFacts | undefined> {
-    const { events } = await this.taskLog.read(event.meta.taskId);
+  private async factsBefore(account: string, event: TaskEvent): Promise<TaskFacts | undefined> {
+    const { events } = await this.taskLog.read(account, event.meta.taskId);
     let facts: TaskFacts | undefined;
     for (const earlier of events) {
       if (earlier.meta.version >= event.meta.version) break;

@@ -124,7 +124,7 @@ export class WebhookDispatcher {
   /** Delivers one status change, retrying with back-off until delivered or its retry period is over. */
   private async deliver(job: WebhookJob): Promise<"delivered" | "gave_up" | "stopped"> {
     const { taskId, account, callbackUrl } = job;
-    const { events } = await this.taskLog.read(taskId);
+    const { events } = await this.taskLog.read(account, taskId);
     // The task as it was right after this change (later events may already be in the log).
     let view: TaskView | null = null;
     for (const e of events) if (e.meta.version <= job.version) view = evolveTaskView(view, e);

@@ -21,11 +21,11 @@ export class WebhookOutbox {
 
   async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
     const jobs: WebhookJob[] = [];
-    for (const { event } of entries) {
+    for (const { event, account } of entries) {
       const status = statusChangeOf(event);
       if (status === undefined) continue;
       const taskId = event.meta.taskId;
-      const owner = this.directory.known(taskId) ?? (await this.directory.ownerOf(taskId));
+      const owner = this.directory.known(taskId) ?? (await this.directory.ownerOf(account, taskId));
       if (!owner?.callbackUrl) continue;
       jobs.push({ taskId, version: event.meta.version, status, account: owner.account, callbackUrl: owner.callbackUrl, at: event.meta.at });
     }

@@ -109,7 +109,12 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
     if (!state.exists) throw new NotFoundError(`no account named ${name}`);
     return state;
   };
-  const taskView = async (taskId: number): Promise<TaskView | undefined> => deps.views.get(taskId);
+  /** An operator names a task by id: its account is looked up first (customers' reads always name theirs). */
+  const taskView = async (taskId: number): Promise<TaskView | undefined> => {
+    const account = await deps.taskLog.accountOf(taskId);
+    return account === undefined ? undefined : deps.views.get(account, taskId);
+  };
+  const accountTaskView = (account: string) => async (taskId: number) => deps.views.get(account, taskId);
 
   return [
     endpoint({
@@ -242,7 +247,7 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
         const tasks: Array<z.infer<typeof TaskSummary>> = [];
         if (query.account !== undefined) {
           // The account's own index: only its tasks are read.
-          const { views, more } = await listAccountTasks(nats.accountTasks, query.account, { limit: query.limit, ...(query.before === undefined ? {} : { before: query.before }), matches }, taskView);
+          const { views, more } = await listAccountTasks(nats.accountTasks, query.account, { limit: query.limit, ...(query.before === undefined ? {} : { before: query.before }), matches }, accountTaskView(query.account));
           return { tasks: views.map(taskSummaryOf), next_before: more ? (views.at(-1)?.taskId ?? null) : null };
         }
         const newest = await newestTaskId(nats.jsm);
@@ -276,7 +281,7 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
         if (!Number.isSafeInteger(taskId) || taskId <= 0) throw new ValidationError(`task id must be a positive integer, got "${String(params.id).slice(0, 20)}"`);
         const view = await taskView(taskId);
         if (!view) throw new NotFoundError(`no task ${taskId}`);
-        const { events } = await deps.taskLog.read(taskId);
+        const { events } = await deps.taskLog.read(view.account, taskId);
         const ledgerEntries = (await readAccountHistory(nats.js, nats.jsm, view.account)).filter((entry) => "taskId" in entry.event.data && entry.event.data.taskId === taskId);
         const timeline = [
           ...events.map((event) => ({ at: event.meta.at, version: event.meta.version, type: event.type, description: JSON.stringify(event.data).slice(0, 500), ledger: [] as Array<{ type: string; amount: string }> })),

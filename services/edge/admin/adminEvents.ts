@@ -1,8 +1,11 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
+import { MONEY_EVENTS, ledgerEventsOf } from "../../../contracts/ledger.ts";
+import { TASK_LOG_SUBJECTS } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { AdminTokenStore } from "../../shared/adminTokens.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Nats } from "../../shared/nats.ts";
+import { taskEventCodec } from "../../shared/taskLog.ts";
 import { streamRoute } from "../chat/streamRoute.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { ADMIN_BASE, authenticateAdmin } from "./adminApi.ts";
@@ -29,13 +32,13 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
         sink.onAbort(() => stops.splice(0).forEach((stop) => stop()));
         // Bytes written since the socket last said it was full: a console that stops reading is cut off.
         let unsent = 0;
-        const follow = async (stream: string, subjects: string, kind: string) => {
-          const consumer = await deps.nats.js.consumers.get(stream, { filter_subjects: subjects, deliver_policy: DeliverPolicy.New });
+        const follow = async (subjects: string[], kind: "task" | "ledger") => {
+          const consumer = await deps.nats.js.consumers.get(STREAMS.events.name, { filter_subjects: subjects, deliver_policy: DeliverPolicy.New });
           const messages = await consumer.consume();
           stops.push(() => void messages.stop());
           for await (const msg of messages) {
             if (!sink.open) break;
-            const frame = framesOf(kind, msg.string());
+            const frame = framesOf(kind, msg.json());
             if (!sink.write(frame) || unsent > 0) {
               if (unsent === 0) sink.onDrain(() => (unsent = 0));
               unsent += frame.length;
@@ -46,7 +49,7 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
             }
           }
         };
-        await Promise.all([follow(STREAMS.tasks.name, STREAMS.tasks.subjects[0], "task"), follow(STREAMS.ledger.name, STREAMS.ledger.subjects[0], "ledger")]);
+        await Promise.all([follow([...TASK_LOG_SUBJECTS], "task"), follow([MONEY_EVENTS], "ledger")]);
       },
       {
         log: deps.log,
@@ -60,18 +63,12 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
   );
 }
 
-/** The SSE frames of one stored message: one per event (a ledger group commit is a JSON array of events). */
-function framesOf(kind: string, stored: string): string {
-  const frame = (data: string) => `event: ${kind}\ndata: ${data}\n\n`;
-  const group = stored.startsWith("[") ? parsedArray(stored) : undefined;
-  return group ? group.map((event) => frame(JSON.stringify(event))).join("") : frame(stored);
-}
-
-function parsedArray(text: string): unknown[] | undefined {
-  try {
-    const parsed: unknown = JSON.parse(text);
-    return Array.isArray(parsed) ? parsed : undefined;
-  } catch {
-    return undefined;
-  }
+/**
+ * The SSE frames of one stored message: one per event. A ledger group commit holds several; a task's opening
+ * is a task frame (its first event) and a ledger frame (its reservation).
+ */
+function framesOf(kind: "task" | "ledger", stored: unknown): string {
+  const frame = (event: unknown) => `event: ${kind}\ndata: ${JSON.stringify(event)}\n\n`;
+  if (kind === "ledger") return ledgerEventsOf(stored).map(frame).join("");
+  return taskEventCodec.decode(stored).map(frame).join("");
 }

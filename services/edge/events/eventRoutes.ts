@@ -73,11 +73,11 @@ export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
       async (request, _body, sink) => {
         const key = await deps.keys.authenticate(request.header("authorization"));
         const taskId = parseTaskIdParam(request.query);
-        const view = await deps.views.get(taskId);
+        const view = await deps.views.get(key.account, taskId);
         // Another account's task answers exactly like a missing one: ids are guessable.
-        if (!view || view.account !== key.account) throw new NotFoundError(`task ${taskId} does not exist`);
+        if (!view) throw new NotFoundError(`task ${taskId} does not exist`);
         const lastEventId = lastEventIdOf(request);
-        await followTask(deps.hub, deps.taskLog, session(sink, request, lastEventId, true), taskId, lastEventId);
+        await followTask(deps.hub, deps.taskLog, session(sink, request, lastEventId, true), key.account, taskId, lastEventId);
       },
       { log: deps.log, errors, closeDelimited: true },
     ),

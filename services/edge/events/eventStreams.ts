@@ -1,7 +1,7 @@
 import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
-import { TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
+import { accountTaskSubjects, TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
-import type { TaskLog } from "../../shared/taskLog.ts";
+import { taskMessageBody, type TaskLog } from "../../shared/taskLog.ts";
 import { applyForStatus, type StatusChange } from "../../tasks/statusChanges.ts";
 import { evolveTaskView } from "../../tasks/taskView.ts";
 import type { TaskEventHub } from "./taskEventHub.ts";
@@ -12,14 +12,21 @@ import type { SseSession } from "./sseSession.ts";
  * each change as it happens, until a final one. Live changes are held back while the history is read and
  * sent after it, so nothing is missed or sent twice.
  */
-export async function followTask(hub: TaskEventHub, taskLog: TaskLog, session: SseSession, taskId: number, lastEventId: number | undefined): Promise<void> {
+export async function followTask(
+  hub: TaskEventHub,
+  taskLog: TaskLog,
+  session: SseSession,
+  account: string,
+  taskId: number,
+  lastEventId: number | undefined,
+): Promise<void> {
   const held: StatusChange[] = [];
   let live = false;
   session.onClose(hub.subscribeTask(taskId, (change) => (live ? session.emit(change) : held.push(change))));
   let view: TaskView | null = null;
   let lastSequence = 0;
   const missed: StatusChange[] = [];
-  for (const { event, sequence } of await taskLog.history(taskId)) {
+  for (const { event, sequence } of await taskLog.history(account, taskId)) {
     const applied = applyForStatus(view, event, sequence);
     view = applied.view;
     lastSequence = sequence;
@@ -40,7 +47,7 @@ export async function followTask(hub: TaskEventHub, taskLog: TaskLog, session: S
 
 /**
  * Follows every task of an account: resuming after `lastEventId`, the changes since are read from the
- * task log first (a scan of the events after it, so a far-back id costs a longer catch-up); then live ones.
+ * account's own task subjects first (other accounts' events are never read); then live ones.
  */
 export async function followAccount(
   hub: TaskEventHub,
@@ -61,8 +68,8 @@ export async function followAccount(
 
 async function catchUp(js: JetStreamClient, taskLog: TaskLog, session: SseSession, account: string, after: number, until: number): Promise<void> {
   if (until <= after) return;
-  const consumer = await js.consumers.get(STREAMS.tasks.name, {
-    filter_subjects: STREAMS.tasks.subjects[0],
+  const consumer = await js.consumers.get(STREAMS.events.name, {
+    filter_subjects: accountTaskSubjects(account),
     deliver_policy: DeliverPolicy.StartSequence,
     opt_start_seq: after + 1,
   });
@@ -70,7 +77,7 @@ async function catchUp(js: JetStreamClient, taskLog: TaskLog, session: SseSessio
   const messages = await consumer.consume();
   for await (const msg of messages) {
     if (!session.open) break;
-    const parsed = TaskEvent.safeParse(msg.json());
+    const parsed = TaskEvent.safeParse(taskMessageBody(msg.json()));
     if (parsed.success) {
       const event = parsed.data;
       const { taskId, version } = event.meta;
@@ -78,7 +85,7 @@ async function catchUp(js: JetStreamClient, taskLog: TaskLog, session: SseSessio
       if (before === undefined && event.type !== "TaskSubmitted") {
         // First met mid-history: its view just before this event, from its log.
         before = null;
-        for (const { event: earlier } of await taskLog.history(taskId)) if (earlier.meta.version < version) before = evolveTaskView(before, earlier);
+        for (const { event: earlier } of await taskLog.history(account, taskId)) if (earlier.meta.version < version) before = evolveTaskView(before, earlier);
       }
       const { view, change } = applyForStatus(before ?? null, event, msg.seq);
       views.set(taskId, view);

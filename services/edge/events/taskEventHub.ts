@@ -1,10 +1,10 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { DeliverPolicy } from "@nats-io/jetstream";
-import { TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
+import { accountOfSubject, TASK_LOG_SUBJECTS, TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Nats } from "../../shared/nats.ts";
-import type { TaskLog } from "../../shared/taskLog.ts";
+import { taskMessageBody, type TaskLog } from "../../shared/taskLog.ts";
 import { applyForStatus, type StatusChange } from "../../tasks/statusChanges.ts";
 import { evolveTaskView } from "../../tasks/taskView.ts";
 
@@ -46,7 +46,7 @@ export class TaskEventHub {
 
   /** Opens the feed at the end of the log; resolves once it runs. */
   async start(): Promise<void> {
-    this.position = (await this.nats.jsm.streams.info(STREAMS.tasks.name)).state.last_seq;
+    this.position = (await this.nats.jsm.streams.info(STREAMS.events.name)).state.last_seq;
     const first = await this.openFeed();
     void this.feed(first);
     // After a reconnect (a nats-server restart, a failover) the feed is reopened where it stopped at once,
@@ -70,8 +70,8 @@ export class TaskEventHub {
   }
 
   private async openFeed() {
-    const consumer = await this.nats.js.consumers.get(STREAMS.tasks.name, {
-      filter_subjects: STREAMS.tasks.subjects[0],
+    const consumer = await this.nats.js.consumers.get(STREAMS.events.name, {
+      filter_subjects: [...TASK_LOG_SUBJECTS],
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: this.position + 1,
     });
@@ -88,7 +88,7 @@ export class TaskEventHub {
         this.setFeeding(true);
         pause = FIRST_REOPEN_PAUSE_MS;
         try {
-          for await (const msg of messages) await this.take(msg.json(), msg.seq);
+          for await (const msg of messages) await this.take(msg.json(), msg.seq, accountOfSubject(msg.subject));
         } catch (error) {
           this.log.warn({ err: error }, "the edge's feed of the task log failed; reopening it");
         }
@@ -107,11 +107,11 @@ export class TaskEventHub {
   }
 
   /** One event: to the views, to a create waiting for it, and as a status change to the streams following it (in order). */
-  private async take(raw: unknown, sequence: number): Promise<void> {
-    const parsed = TaskEvent.safeParse(raw);
+  private async take(raw: unknown, sequence: number, account: string): Promise<void> {
+    const parsed = TaskEvent.safeParse(taskMessageBody(raw));
     if (parsed.success) {
       if (this.submissions.size > 0) this.answerSubmission(parsed.data);
-      await this.process(parsed.data, sequence).catch((error: unknown) => this.log.warn({ err: error, seq: sequence }, "task event not turned into a status change"));
+      await this.process(parsed.data, sequence, account).catch((error: unknown) => this.log.warn({ err: error, seq: sequence }, "task event not turned into a status change"));
       this.views.apply(parsed.data);
     }
     this.position = sequence;
@@ -158,10 +158,10 @@ export class TaskEventHub {
   }
 
   /** Called before the views take the event: they still hold the task as it was. */
-  private async process(event: TaskEvent, sequence: number): Promise<void> {
+  private async process(event: TaskEvent, sequence: number, account: string): Promise<void> {
     const { taskId } = event.meta;
     if (!this.byTask.has(taskId) && this.byAccount.size === 0) return; // nobody follows it
-    const before = await this.viewBefore(event);
+    const before = await this.viewBefore(event, account);
     const { change } = applyForStatus(before, event, sequence);
     if (!change) return;
     for (const listener of this.byTask.get(taskId) ?? []) listener(change);
@@ -178,12 +178,12 @@ export class TaskEventHub {
   }
 
   /** The task's view just before `event`: the edge's, or folded from its log. */
-  private async viewBefore(event: TaskEvent): Promise<TaskView | null> {
+  private async viewBefore(event: TaskEvent, account: string): Promise<TaskView | null> {
     if (event.type === "TaskSubmitted") return null;
     const known = this.views.peek(event.meta.taskId);
     if (known && known.version === event.meta.version - 1) return known;
     let view: TaskView | null = null;
-    for (const { event: earlier } of await this.taskLog.history(event.meta.taskId)) {
+    for (const { event: earlier } of await this.taskLog.history(account, event.meta.taskId)) {
       if (earlier.meta.version < event.meta.version) view = evolveTaskView(view, earlier);
     }
     return view;

@@ -11,8 +11,8 @@ import type { HttpApp } from "../http/httpApp.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
 import type { RequestInfo } from "../http/request.ts";
 import { route } from "../http/route.ts";
-import { createVideoTask, type CreateDeps } from "../video/createVideoTask.ts";
-import { IdempotencyKeys } from "../video/idempotencyKeys.ts";
+import { createVideoTask, type CreateDeps } from "../video/createTask.ts";
+import { validateIdempotencyKey } from "../video/idempotencyKeys.ts";
 import { normalizeVideoRequest, type NormalizedVideoRequest } from "../video/normalizeRequest.ts";
 import type { TaskViewReader } from "../video/taskViewReader.ts";
 import { STILL_NAME, type VideoFiles } from "../video/videoFiles.ts";
@@ -55,9 +55,9 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
   const objectOf = (view: TaskView) => videoObjectOf(view, { ...options, now: Date.now() });
   const limits = { maxFileBytes: MAX_INPUT_REFERENCE_BYTES, maxFieldBytes: deps.config.limits.maxPromptChars * 4 + 1024 };
   const owned = async (account: string, videoId: string): Promise<TaskView> => {
-    const view = await deps.views.get(taskIdOfVideoId(videoId));
+    const view = await deps.views.get(account, taskIdOfVideoId(videoId));
     // Another account's video answers exactly like a missing one, and so does a deleted one.
-    if (!view || view.account !== account || view.deletedAt !== undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
+    if (!view || view.deletedAt !== undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
     return view;
   };
   const idOf = (request: RequestInfo, after: string) => decodeURIComponent(request.url.split("?", 1)[0]?.slice("/api/compat/videos/".length).replace(after, "") ?? "");
@@ -71,8 +71,8 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
           const imageUrl = form.inputReference ? `${deps.baseUrl(request)}/references/${await storeReferenceImage(deps.videos, form.inputReference)}` : form.inputReferenceUrl;
           const normalized = normalize(form, imageUrl);
           const idempotencyKey = request.header("idempotency-key") || undefined;
-          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey));
-          const view = (await deps.views.get(task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized);
+          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : validateIdempotencyKey(idempotencyKey));
+          const view = (await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized);
           return jsonReply(200, objectOf(view));
         }),
       { maxBodyBytes: MAX_INPUT_REFERENCE_BYTES + limits.maxFieldBytes * 4 + 16 * 1024, replyForError },
@@ -90,7 +90,7 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
       (request) =>
         deps.keys.withAccount(request.header("authorization"), async (key) => {
           const query = listQueryOf(request.query);
-          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, query, (id) => deps.views.get(id));
+          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, query, (id) => deps.views.get(key.account, id));
           const data = views.map(objectOf);
           return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
         }),
@@ -127,12 +127,12 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
             throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(view).status}; only a completed or failed video can be deleted.`), { code: "video_not_finished" });
           }
           const objects = view.video ? [view.video.object, stillObjectName("thumbnail", view.video.object), stillObjectName("spritesheet", view.video.object)] : [];
-          const history = await deps.taskLog.read(view.taskId);
+          const history = await deps.taskLog.read(key.account, view.taskId);
           const state = foldTask(history.events);
           const [event] = decideTask({ type: "DeleteVideo", objects }, state);
           // Deleted meanwhile (another request, another edge): the same answer as for any deleted video.
           if (event === undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId}'.`), { param: "video_id", code: "video_not_found" });
-          await deps.taskLog.append(view.taskId, event, state.version + 1, history.lastSequence);
+          await deps.taskLog.append(key.account, view.taskId, event, state.version + 1, history.lastSequence);
           // The event is the record; the files go after it (one left behind ages out with the store's max age).
           for (const name of objects) {
             deps.files.forget(name);
@@ -162,8 +162,8 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
           const normalized = normalize(form, undefined, `${deps.baseUrl(request)}/videos/${encodeURIComponent(source.video.object)}`);
           normalized.job.remixOf = source.taskId;
           const idempotencyKey = request.header("idempotency-key") || undefined;
-          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey));
-          return jsonReply(200, objectOf((await deps.views.get(task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized)));
+          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : validateIdempotencyKey(idempotencyKey));
+          return jsonReply(200, objectOf((await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized)));
         }),
       { maxBodyBytes: limits.maxFieldBytes * 2, replyForError },
     ),

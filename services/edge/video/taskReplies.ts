@@ -3,7 +3,7 @@ import type { TaskView } from "../../../contracts/videoTask.ts";
 import { GenerationFailedError } from "../../shared/errors.ts";
 import { taskDataObject } from "../../tasks/taskData.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
-import type { CreatedTask } from "./createVideoTask.ts";
+import type { CreatedTask } from "./createTask.ts";
 
 /** The spec's query answer for a task view; a failed task is an error (code 500, reason, no data). */
 export function queryReply(view: TaskView, videoBaseUrl: string): HttpReply {

@@ -31,8 +31,11 @@ export class TaskViewReader {
 
   constructor(private readonly bucket: KV, private readonly taskLog: Pick<TaskLog, "read">) {}
 
-  get(taskId: number): TaskView | undefined | Promise<TaskView | undefined> {
-    return this.peek(taskId) ?? this.load(taskId);
+  /** Task `taskId` of `account` (another account's task is not found: a task's log is only read under its own account). */
+  get(account: string, taskId: number): TaskView | undefined | Promise<TaskView | undefined> {
+    const held = this.peek(taskId);
+    if (held) return held.account === account ? held : undefined;
+    return this.load(account, taskId).then((view) => (view?.account === account ? view : undefined));
   }
 
   /** The view held in memory, if any (never read from NATS). */
@@ -73,7 +76,7 @@ export class TaskViewReader {
     this.fed = fed;
   }
 
-  private async load(taskId: number): Promise<TaskView | undefined> {
+  private async load(account: string, taskId: number): Promise<TaskView | undefined> {
     const ownRead = !this.reading.has(taskId);
     if (ownRead) this.reading.set(taskId, []);
     try {
@@ -81,7 +84,7 @@ export class TaskViewReader {
       const stored = entry && entry.operation === "PUT" ? TaskView.parse(entry.json()) : undefined;
       const current = stored !== undefined && stored.version >= (this.atLeast.get(taskId) ?? 0);
       if (current && isFinalView(stored)) return this.settle(taskId, stored, false, ownRead);
-      const { events } = await this.taskLog.read(taskId);
+      const { events } = await this.taskLog.read(account, taskId);
       return this.settle(taskId, foldTaskView(events) ?? undefined, true, ownRead);
     } finally {
       if (ownRead) this.reading.delete(taskId);

@@ -14,8 +14,8 @@ import { videoErrorReply } from "../http/videoErrors.ts";
 import { normalizeVideoRequest } from "./normalizeRequest.ts";
 import { usableProviders } from "./videoModelAvailability.ts";
 import { createReply, QueryReplyCache } from "./taskReplies.ts";
-import { createVideoTask, type CreateDeps } from "./createVideoTask.ts";
-import { IdempotencyKeys } from "./idempotencyKeys.ts";
+import { createVideoTask, type CreateDeps } from "./createTask.ts";
+import { validateIdempotencyKey } from "./idempotencyKeys.ts";
 import { parseListQuery } from "./listQuery.ts";
 import { parseTaskIdParam } from "./taskIdParam.ts";
 
@@ -55,7 +55,7 @@ export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
               deps.create,
               key.account,
               normalized,
-              idempotencyKey === undefined ? undefined : IdempotencyKeys.validate(idempotencyKey),
+              idempotencyKey === undefined ? undefined : validateIdempotencyKey(idempotencyKey),
             );
             return createReply(task);
           }),
@@ -73,7 +73,7 @@ export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
         deps.keys.withAccount(request.header("authorization"), async (key) => {
           const { status, ...page } = parseListQuery(request.query);
           const matches = status === undefined ? {} : { matches: (view: TaskView) => view.status === status };
-          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, { ...page, ...matches }, (id) => deps.views.get(id));
+          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, { ...page, ...matches }, (id) => deps.views.get(key.account, id));
           const tasks = views.map((view) => taskDataObject(view, baseUrl(request)));
           return jsonReply(200, { code: 200, msg: "success", data: { tasks, next_before: more ? (views.at(-1)?.taskId ?? null) : null } });
         }),
@@ -87,7 +87,7 @@ export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
       (request) =>
         deps.keys.withAccount(request.header("authorization"), (key) => {
           const id = parseTaskIdParam(request.query);
-          const view = deps.views.get(id);
+          const view = deps.views.get(key.account, id);
           // Inline callbacks, no named closure per query (under tsx each costs a defineProperty).
           return view instanceof Promise
             ? view.then((settled) => replies.reply(ownedView(settled, key.account, id), baseUrl(request)))

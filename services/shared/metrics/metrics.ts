@@ -45,8 +45,15 @@ export const chatTokens = new Counter({
 
 export const tasksCreated = new Counter({
   name: "reelay_video_tasks_created_total",
-  help: "Video tasks created (reserved and queued), by model.",
+  help: "Video tasks created (their opening, which reserves the estimated cost, written), by model.",
   labelNames: ["model"] as const,
+  registers: [registry],
+});
+
+export const settlementProblems = new Counter({
+  name: "reelay_settlement_problems_total",
+  help: "Final video tasks whose money could not be settled (kind: not_reserved = the task had no open reservation to charge or release). Any is a bug to look into: run `reelay audit`.",
+  labelNames: ["kind"] as const,
   registers: [registry],
 });
 

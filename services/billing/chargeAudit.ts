@@ -1,0 +1,71 @@
+import type { LedgerEvent } from "../../contracts/ledger.ts";
+import type { TaskEvent } from "../../contracts/videoTask.ts";
+import { costMicros } from "./pricing.ts";
+
+/** A task whose money is not what its outcome says it must be. */
+export interface ChargeProblem {
+  taskId: number;
+  account: string;
+  problem: string;
+}
+
+interface TaskMoney {
+  account: string;
+  pricePerMillionTokens: number;
+  outcome?: { succeeded: true; totalTokens: number } | { succeeded: false };
+  closings: Array<Extract<LedgerEvent, { type: "ReservationSettled" | "ReservationReleased" }>>;
+}
+
+/**
+ * "Every success charged exactly once, every failure free", checked over the whole log (`reelay audit
+ * charges`): a pure fold of every task event and every money event, in log order. A task still running holds
+ * its reservation and is not checked; a final task must have exactly one closing of its reservation: a
+ * settlement at its tokens' price for a success, a release for a failure.
+ */
+export class ChargeAudit {
+  private readonly tasks = new Map<number, TaskMoney>();
+  /** Closings of tasks the log has no opening for (none can be written by reelay: each is a problem). */
+  private readonly orphans: ChargeProblem[] = [];
+
+  addTaskEvent(account: string, event: TaskEvent): void {
+    const taskId = event.meta.taskId;
+    if (event.type === "TaskSubmitted") {
+      this.tasks.set(taskId, { account, pricePerMillionTokens: event.data.job.pricePerMillionTokens, closings: [] });
+      return;
+    }
+    const task = this.tasks.get(taskId);
+    if (!task) return;
+    if (event.type === "GenerationSucceeded") task.outcome = { succeeded: true, totalTokens: event.data.totalTokens };
+    else if (event.type === "GenerationFailed") task.outcome = { succeeded: false };
+  }
+
+  addLedgerEvent(event: LedgerEvent): void {
+    if (event.type !== "ReservationSettled" && event.type !== "ReservationReleased") return;
+    const task = this.tasks.get(event.data.taskId);
+    if (task) task.closings.push(event);
+    else this.orphans.push({ taskId: event.data.taskId, account: event.meta.account, problem: `${event.type} of a task that has no opening` });
+  }
+
+  /** Final tasks checked so far, and what is wrong. */
+  result(): { finalTasks: number; problems: ChargeProblem[] } {
+    const problems = [...this.orphans];
+    let finalTasks = 0;
+    for (const [taskId, task] of this.tasks) {
+      const problem = problemOf(task);
+      if (task.outcome) finalTasks += 1;
+      if (problem) problems.push({ taskId, account: task.account, problem });
+    }
+    return { finalTasks, problems };
+  }
+}
+
+function problemOf(task: TaskMoney): string | undefined {
+  const [closing, ...more] = task.closings;
+  if (!task.outcome) return closing ? `its reservation was ${closing.type === "ReservationSettled" ? "settled" : "released"} before it ended` : undefined;
+  if (!closing) return `${task.outcome.succeeded ? "succeeded" : "failed"} but its reservation was never closed`;
+  if (more.length > 0) return `its reservation was closed ${task.closings.length} times`;
+  if (!task.outcome.succeeded) return closing.type === "ReservationReleased" ? undefined : "failed but was charged";
+  if (closing.type !== "ReservationSettled") return "succeeded but was not charged";
+  const due = costMicros([{ tokens: task.outcome.totalTokens, pricePerMillionTokens: task.pricePerMillionTokens }]);
+  return closing.data.costMicros === due ? undefined : `charged ${closing.data.costMicros} µ¥ for ${task.outcome.totalTokens} tokens, which cost ${due} µ¥`;
+}

@@ -1,0 +1,28 @@
+import { jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EarlierStoreLayoutError } from "../infra/jetstreamLayout.ts";
+import { connectNats } from "../services/shared/nats.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+describe("a NATS store made by an earlier reelay", () => {
+  let server: Awaited<ReturnType<typeof startTestNats>>;
+  beforeAll(async () => {
+    server = await startTestNats();
+  });
+  afterAll(async () => server?.stop());
+
+  it("is refused at start with what to do, and left as it was (no migration: reelay is pre-1.0)", async () => {
+    const nc = await connect({ servers: server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: "TASKS", subjects: ["tasks.>"] });
+      const start = connectNats(server.url, "earlier-store-test", { replicas: 1, leaseMs: 5_000 });
+      await expect(start).rejects.toBeInstanceOf(EarlierStoreLayoutError);
+      await expect(start).rejects.toThrow(/made by an earlier reelay \(it has stream TASKS\).*new data directory/);
+      expect((await jsm.streams.names().next()).sort()).toEqual(["TASKS"]);
+    } finally {
+      await nc.close();
+    }
+  });
+});
