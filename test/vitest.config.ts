@@ -12,6 +12,7 @@ const CRASH_TESTS = [
   "test/webhookDispatcherCrash.int.spec.ts",
   "test/arkCrash.int.spec.ts",
   "test/wholeSystemCrash.int.spec.ts",
+  "test/createUnderServerStall.int.spec.ts",
 ];
 
 export default defineConfig({

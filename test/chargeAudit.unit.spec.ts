@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import type { LedgerEvent } from "../contracts/ledger.ts";
+import type { TaskEvent } from "../contracts/videoTask.ts";
+import { ChargeAudit } from "../services/billing/chargeAudit.ts";
+import { sampleJob } from "./helpers/fixtures.ts";
+
+const at = "2031-01-01T00:00:00.000Z";
+const task = (taskId: number, version: number, rest: Omit<TaskEvent, "meta">): TaskEvent => ({ ...rest, meta: { schema: 1, taskId, version, at } }) as TaskEvent;
+const opened = (taskId: number) => task(taskId, 1, { type: "TaskSubmitted", data: { account: "acme", job: sampleJob, ignoredFields: [], deadlineAt: at } });
+const succeeded = (taskId: number, totalTokens = 108_900) =>
+  task(taskId, 2, { type: "GenerationSucceeded", data: { video: { object: "v", bytes: 1, contentType: "video/mp4" }, durationSeconds: 5, resolution: "1280*720", totalTokens } });
+const failed = (taskId: number) => task(taskId, 2, { type: "GenerationFailed", data: { reason: "no", stage: "generation" } });
+const meta = { schema: 1 as const, account: "acme", version: 1, at, cause: "c" };
+const settled = (taskId: number, costMicros: number): LedgerEvent => ({ type: "ReservationSettled", data: { taskId, reservedMicros: 1, costMicros, totalTokens: 108_900, model: "m" }, meta });
+const released = (taskId: number): LedgerEvent => ({ type: "ReservationReleased", data: { taskId, reservedMicros: 1, reason: "r" }, meta });
+// sampleJob: 46 yuan per million tokens; 108,900 tokens cost 5.009400 yuan.
+const PRICE_OF_SUCCESS = 5_009_400;
+
+/** given these task and money events in log order, then these problems. */
+function audit(steps: Array<TaskEvent | LedgerEvent>) {
+  const charges = new ChargeAudit();
+  for (const step of steps) {
+    if ("taskId" in step.meta) charges.addTaskEvent("acme", step as TaskEvent);
+    else charges.addLedgerEvent(step as LedgerEvent);
+  }
+  return charges.result();
+}
+
+describe("reelay audit charges: every success charged exactly once, every failure free", () => {
+  it("given a success settled at its price and a failure released, then no problem", () => {
+    expect(audit([opened(1), opened(2), succeeded(1), failed(2), settled(1, PRICE_OF_SUCCESS), released(2)])).toEqual({ finalTasks: 2, problems: [] });
+  });
+
+  it("given a task still running with its reservation open, then it is not checked", () => {
+    expect(audit([opened(1)])).toEqual({ finalTasks: 0, problems: [] });
+  });
+
+  it("given a success never settled (a task that ran free), then it is named", () => {
+    expect(audit([opened(1), succeeded(1)]).problems).toEqual([{ taskId: 1, account: "acme", problem: "succeeded but its reservation was never closed" }]);
+  });
+
+  it("given a success charged twice, a failure charged, a success released, a wrong price: each is named", () => {
+    const { problems } = audit([
+      ...[1, 2, 3, 4].map(opened),
+      succeeded(1),
+      settled(1, PRICE_OF_SUCCESS),
+      settled(1, PRICE_OF_SUCCESS),
+      failed(2),
+      settled(2, 7),
+      succeeded(3),
+      released(3),
+      succeeded(4),
+      settled(4, PRICE_OF_SUCCESS + 1),
+    ]);
+    expect(problems.map((p) => [p.taskId, p.problem])).toEqual([
+      [1, "its reservation was closed 2 times"],
+      [2, "failed but was charged"],
+      [3, "succeeded but was not charged"],
+      [4, `charged ${PRICE_OF_SUCCESS + 1} µ¥ for 108900 tokens, which cost ${PRICE_OF_SUCCESS} µ¥`],
+    ]);
+  });
+
+  it("given a closing of a task the log never opened, or of one still running, then it is named", () => {
+    const { problems } = audit([settled(9, 1), opened(1), released(1)]);
+    expect(problems.map((p) => [p.taskId, p.problem])).toEqual([
+      [9, "ReservationSettled of a task that has no opening"],
+      [1, "its reservation was released before it ended"],
+    ]);
+  });
+});
