@@ -23,7 +23,7 @@ import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
-import { readCreateForm, readRemixPrompt, SIZES, type VideoCreateForm } from "./createForm.ts";
+import { readCreateForm, readRemixForm, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { storeReferenceImage } from "./referenceImages.ts";
 import { taskIdOfVideoId, videoIdOf, videoObjectOf } from "./videoObject.ts";
 
@@ -166,7 +166,9 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
           deps.keys.withAccount(request.header("authorization"), async (key) => {
             const videoId = idOf(request, "/remix");
             const source = await owned(key.account, videoId);
-            const prompt = await readRemixPrompt(request.header("content-type"), body ?? Buffer.alloc(0), limits);
+            const { prompt, model: named } = await readRemixForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
+          // A remix keeps its source's model; naming it again is harmless, naming another is a mistake worth saying.
+          if (named !== undefined && named !== source.model) throw withDetail(new ValidationError(`a remix keeps the model of '${videoId}' (${source.model}); got model "${named.slice(0, 100)}"`), { param: "model" });
             const model = deps.config.videoModels[source.model];
             if (!model?.capabilities.includes("video")) {
               throw withDetail(new ValidationError(`model ${source.model} does not take a video reference, so '${videoId}' cannot be remixed; create a new video instead`), { code: "remix_not_supported" });
