@@ -23,6 +23,8 @@ export interface ChatRouteDeps {
   log: Logger;
 }
 
+const MODELS_SEGMENT = "/models/";
+
 const safeDecode = (text: string): string => {
   try {
     return decodeURIComponent(text);
@@ -115,23 +117,21 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
   const catalogue = modelList(config, created);
   const list = JSON.stringify(catalogue);
   const listRoute = streamRoute((request, _body, sink) => keys.withAccount(request.header("authorization"), () => sink.reply(200, "application/json", list)), { log });
+  const modelRoute = streamRoute(
+    (request, _body, sink) =>
+      keys.withAccount(request.header("authorization"), () => {
+        // The id is all after the base's `/models/` (the first one): ids may contain slashes ("org/model").
+        const id = safeDecode(request.url.slice(request.url.indexOf(MODELS_SEGMENT) + MODELS_SEGMENT.length));
+        const entry = catalogue.data.find((model) => model.id === id);
+        if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });
+        sink.reply(200, "application/json", JSON.stringify(entry));
+      }),
+    { log },
+  );
+  // The same handlers at every OpenAI base; the model route is a wildcard, not `:model`, for ids with slashes.
   for (const base of OPENAI_BASES) {
     app.post(`${base}/chat/completions`, chatRoute);
     app.get(`${base}/models`, listRoute);
-    const modelPrefix = `${base}/models/`;
-    app.get(
-      // A wildcard, not `:model`: model ids may contain slashes ("org/model").
-      `${modelPrefix}*`,
-      streamRoute(
-        (request, _body, sink) =>
-          keys.withAccount(request.header("authorization"), () => {
-            const id = safeDecode(request.url.slice(modelPrefix.length));
-            const entry = catalogue.data.find((model) => model.id === id);
-            if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });
-            sink.reply(200, "application/json", JSON.stringify(entry));
-          }),
-        { log },
-      ),
-    );
+    app.get(`${base}${MODELS_SEGMENT}*`, modelRoute);
   }
 }

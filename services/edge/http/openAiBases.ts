@@ -4,7 +4,6 @@
  * `/v1/videos…` to a base URL; many tools require a base URL ending in `/v1`). The same handlers answer both.
  */
 export const OPENAI_BASES = ["/api/compat", "/v1"] as const;
-export type OpenAiBase = (typeof OPENAI_BASES)[number];
 
 /**
  * The spec's own video API: `/api/compat/videosGenerations`, `/api/compat/videosTask` and their event
