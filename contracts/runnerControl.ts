@@ -26,6 +26,11 @@ export const ChannelReport = z.object({
   /** ISO time the channel comes back, while cooling down. */
   backAt: z.string().optional(),
   recentErrors: z.array(z.object({ at: z.string(), message: z.string() })),
+  /**
+   * Clean-ups after a task that failed (deleting the upstream's copy once ours is stored: `deleteAfterCopy`):
+   * how many, and the last one's reason. Absent while none has failed.
+   */
+  cleanupFailures: z.object({ count: z.number().int().positive(), last: z.object({ at: z.string(), message: z.string() }) }).optional(),
 });
 export type ChannelReport = z.infer<typeof ChannelReport>;
 

@@ -84,4 +84,18 @@ describe("channel pool", () => {
     expect((await pool.acquire("a", ["bad", "good"], never, { avoid: "bad" })).channel).toBe("good");
     pool.close();
   });
+
+  it("a failed clean-up (deleteAfterCopy) is logged once per channel with its reason and counted in the report; the channel stays in rotation", () => {
+    const lines: Array<{ channel?: string; why?: string; msg?: string }> = [];
+    const recording = pino({ level: "warn" }, { write: (line: string) => lines.push(JSON.parse(line) as { channel?: string; why?: string; msg?: string }) });
+    const pool = new ChannelPool(new Map([["relay", { kind: "openai", provider: provider(5), weight: 1, coolDownMs: 60_000 }]]), recording);
+    const why = "the upstream does not support DELETE /videos/{id}: unsupported operation (HTTP 405): HTTP 405";
+    pool.cleanupFailed("relay", why);
+    pool.cleanupFailed("relay", why);
+    pool.cleanupFailed("relay", why);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ channel: "relay", why });
+    expect(pool.report()[0]).toMatchObject({ state: "in rotation", recentErrors: [], cleanupFailures: { count: 3, last: { message: why } } });
+    pool.close();
+  });
 });

@@ -61,12 +61,15 @@ describe("chat usage is charged on the ledger", () => {
     expect((await chatCharges("streamer"))[0]?.data.costMicros).toBe(FOUR_WORD_REPLY_MICROS);
   });
 
-  it("an account with nothing available gets 403 before any upstream call", async () => {
+  it("an account with nothing available gets OpenAI's 429 insufficient_quota before any upstream call", async () => {
     const client = await clientFor("broke", 0);
     const before = fake.requests.length;
     const failure = await client.chat.completions.create({ model: "priced-gpt", messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
-    expect(failure).toBeInstanceOf(OpenAI.PermissionDeniedError);
-    expect((failure as Error).message).toMatch(/insufficient balance/);
+    expect(failure).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(failure).toMatchObject({ status: 429, type: "insufficient_quota", code: "insufficient_quota" });
+    expect((failure as Error).message).toMatch(/^429 You exceeded your current quota.*insufficient balance/);
+    // Retrying cannot help until a top-up: the SDKs are told not to (they retry every other 429).
+    expect((failure as InstanceType<typeof OpenAI.APIError>).headers?.get("x-should-retry")).toBe("false");
     expect(fake.requests.length).toBe(before);
   });
 

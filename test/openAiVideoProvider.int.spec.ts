@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings } from "../contracts/config.ts";
+import { RUNNER_SUBJECTS, RunnerChannels } from "../contracts/runnerControl.ts";
 import { FAKE_MP4, OpenAiVideosUpstream } from "./fakes/openAiVideosUpstream.ts";
+import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 import { readTask } from "./helpers/taskReads.ts";
@@ -140,5 +142,43 @@ describe("openai video provider", () => {
       process.env[KEY_VARIABLE] = "sk-upstream-test";
     }
     expect(await available()).toBe(before);
+  });
+
+  const channelReport = async () => {
+    const report = RunnerChannels.parse((await app.nats.nc.request(RUNNER_SUBJECTS.channels, "", { timeout: 2_000 })).json());
+    return report.channels.find((channel) => channel.channel === "sora");
+  };
+
+  it("an upstream without DELETE (LiteLLM's proxy): the video is ours all the same, and reelay channels shows why its copy stays", async () => {
+    upstream.generation = { kind: "succeed", after: 1 };
+    upstream.deleteSupported = false;
+    try {
+      const created = await create();
+      const done = await client.waitForFinal(created.body.data?.task_id as number, 10_000, 20);
+      expect(done.body.data?.status).toBe("success");
+      await expect.poll(async () => (await channelReport())?.cleanupFailures?.last.message).toBe(
+        "the upstream does not support DELETE /videos/{id}: unsupported operation (HTTP 405): HTTP 405",
+      );
+      expect((await channelReport())?.state).toBe("in rotation");
+      const { stdout } = await reelayInProcess(app, "channels");
+      expect(stdout).toMatch(/clean-up failed \d+ time\(s\), the upstream's copies stay \(last [^)]+\): the upstream does not support DELETE \/videos\/\{id\}: unsupported operation \(HTTP 405\)/);
+    } finally {
+      upstream.deleteSupported = true;
+    }
+  });
+
+  // Last: it takes the channel out of rotation for its cool-down.
+  it("an upstream whose account has no balance (429 insufficient_quota) fails the task free, and the channel cools down saying so, not 'refused our key'", async () => {
+    const before = await available();
+    upstream.scriptCreates("quota");
+    const created = await create();
+    const done = created.status === 200 ? await client.waitForFinal(created.body.data?.task_id as number, 10_000, 20) : created;
+    expect(done.body.msg).toMatch(/not available/);
+    const report = await channelReport();
+    expect(report?.state).toBe("cooling down");
+    expect(report?.recentErrors.at(-1)?.message).toBe(
+      "the upstream has no balance for our key (POST /videos): no balance (HTTP 429 insufficient_quota): You exceeded your current quota, please check your plan and billing details.",
+    );
+    await expect.poll(available).toBe(before);
   });
 });

@@ -140,7 +140,7 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     const stranger = new OpenAI({ apiKey: "rly_not_a_key", baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
     await expect(stranger.videos.list()).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
     const poor = new OpenAI({ apiKey: await app.keyFor("sdk-poor", 0), baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
-    await expect(poor.videos.create({ model: "VideoModel-2.0", prompt: "x" })).rejects.toMatchObject({ constructor: OpenAI.PermissionDeniedError, code: "insufficient_quota" });
+    await expect(poor.videos.create({ model: "VideoModel-2.0", prompt: "x" })).rejects.toMatchObject({ constructor: OpenAI.RateLimitError, status: 429, type: "insufficient_quota", code: "insufficient_quota" });
     const hurried = new OpenAI({ apiKey: await limited.keyFor("sdk-hurried", 10), baseURL: `${limited.baseUrl}/api/compat`, maxRetries: 0 });
     await hurried.videos.list().catch(() => undefined);
     await expect(hurried.videos.list()).rejects.toBeInstanceOf(OpenAI.RateLimitError);

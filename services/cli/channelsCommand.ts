@@ -26,6 +26,8 @@ export async function channelsCommand(nats: Nats, args: string[], json: boolean,
       out(
         `  ${channel.channel.padEnd(21)} ${channel.kind.padEnd(7)} ${channel.state.padEnd(14)} ${`${channel.inFlight}/${channel.maxInFlight}`.padStart(9)}  ${(channel.backAt ?? "-").padEnd(25)} ${last ? `${last.at} ${last.message}` : "-"}`,
       );
+      const cleanup = channel.cleanupFailures;
+      if (cleanup) out(`    clean-up failed ${cleanup.count} time(s), the upstream's copies stay (last ${cleanup.last.at}): ${cleanup.last.message}`);
     }
   }
   return 0;

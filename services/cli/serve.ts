@@ -36,10 +36,10 @@ async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
       `  curl -s http://localhost:${port}/api/compat/videosGenerations -H "Authorization: Bearer ${key}" \\`,
       `    -H "Content-Type: application/json" -d '{"model":"VideoModel-2.0","prompt":"a red fox running through snow"}'`,
       `  curl -s "http://localhost:${port}/api/compat/videosTask?id=<task_id>" -H "Authorization: Bearer ${key}"`,
-      `Chat and videos: any OpenAI client library works with base URL http://localhost:${port}/api/compat (client.chat.completions, client.videos):`,
-      `  curl -s http://localhost:${port}/api/compat/chat/completions -H "Authorization: Bearer ${key}" \\`,
+      `Chat and videos: any OpenAI client library or gateway works with base URL http://localhost:${port}/v1 (client.chat.completions, client.videos; also served under /api/compat):`,
+      `  curl -s http://localhost:${port}/v1/chat/completions -H "Authorization: Bearer ${key}" \\`,
       `    -H "Content-Type: application/json" -d '{"model":"echo","messages":[{"role":"user","content":"hello"}]}'`,
-      `  curl -s http://localhost:${port}/api/compat/videos -H "Authorization: Bearer ${key}" -F model=VideoModel-2.0 -F prompt="a fox" -F seconds=4 -F size=1280x720`,
+      `  curl -s http://localhost:${port}/v1/videos -H "Authorization: Bearer ${key}" -F model=VideoModel-2.0 -F prompt="a fox" -F seconds=4 -F size=1280x720`,
       "",
     ].join("\n"),
   );

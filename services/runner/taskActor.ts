@@ -564,7 +564,10 @@ export class TaskActor {
     if (task.status === "unsubmitted" || task.providerTaskId === undefined || !provider?.forget) return;
     const forget = provider.forget.bind(provider);
     const providerTaskId = task.providerTaskId;
-    await withSignal(NEVER_ABORTED, 5_000, (signal) => forget(this.accepted(providerTaskId, signal))).catch(() => undefined);
+    const channel = this.lease?.channel ?? this.acceptedChannel();
+    await withSignal(NEVER_ABORTED, 5_000, (signal) => forget(this.accepted(providerTaskId, signal))).catch((error: unknown) => {
+      if (channel !== undefined) this.deps.channels.cleanupFailed(channel, (error as Error).message);
+    });
   }
 
   private async restore(redelivered: boolean): Promise<void> {

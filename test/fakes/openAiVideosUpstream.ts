@@ -7,7 +7,7 @@ import busboy from "busboy";
 /** The smallest file that passes as an MP4 (an `ftyp` box), what this fake "renders". */
 export const FAKE_MP4 = Buffer.concat([Buffer.from([0, 0, 0, 24]), Buffer.from("ftypisom"), Buffer.alloc(12)]);
 
-type CreateBehaviour = "accept" | "429" | "500";
+type CreateBehaviour = "accept" | "429" | "500" | "quota";
 type Generation = { kind: "succeed"; after: number } | { kind: "fail"; after: number; code: string; message: string };
 
 interface FakeVideo {
@@ -47,6 +47,8 @@ export class OpenAiVideosUpstream {
   readonly videos = new Map<string, FakeVideo>();
   private readonly createScript: CreateBehaviour[] = [];
   generation: Generation = { kind: "succeed", after: 2 };
+  /** False: DELETE answers 405 as LiteLLM's proxy does (FastAPI, no DELETE route for videos). */
+  deleteSupported = true;
   /** Content answers 404 from this long after completion (OpenAI's downloads expire). */
   contentLifetimeMs = Number.POSITIVE_INFINITY;
   private server: Server | undefined;
@@ -123,6 +125,7 @@ export class OpenAiVideosUpstream {
       return this.send(res, 200, this.view(video));
     }
     if (req.method === "DELETE") {
+      if (!this.deleteSupported) return this.send(res, 405, { detail: "Method Not Allowed" }, { allow: "GET" });
       if (video.completedAt === undefined) return this.send(res, 400, openAiError("Only completed or failed videos can be deleted.", "invalid_request_error", null));
       video.deleted = true;
       this.deletes.push(video.id);
@@ -136,6 +139,7 @@ export class OpenAiVideosUpstream {
     if (behaviour !== "accept") {
       req.resume();
       await once(req, "end");
+      if (behaviour === "quota") return this.send(res, 429, openAiError("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "insufficient_quota"));
       if (behaviour === "429") return this.send(res, 429, openAiError("Rate limit reached for requests", "requests", "rate_limit_exceeded"), { "retry-after": "0" });
       return this.send(res, 500, openAiError("The server had an error while processing your request.", "server_error", null));
     }

@@ -1,13 +1,17 @@
 import type { OpenAIErrorBody } from "../../../contracts/chat.ts";
+import { InsufficientBalanceError } from "../../billing/account.ts";
 import { InvalidApiKeyError, MissingApiKeyError, ReelayError } from "../../shared/errors.ts";
 import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { errorHeaders } from "../http/errorHeaders.ts";
 
 /**
- * The one place where errors become OpenAI's `{error:{message,type,param,code}}`. Client libraries pick
- * their exception class from the HTTP status, so the status is the error's own; `type`/`code` follow
- * the values OpenAI itself sends, so code written against OpenAI keeps working.
+ * The one place where errors become OpenAI's `{error:{message,type,param,code}}`, on every OpenAI-shaped
+ * endpoint (chat, models, videos). Client libraries pick their exception class from the HTTP status, so the
+ * status is the one OpenAI sends for the same condition — the error's own, except where OpenAI differs from
+ * the spec (an exhausted balance: 429 `insufficient_quota`, where the spec's endpoints answer 403); `type`
+ * and `code` follow the values OpenAI itself sends, so code written against OpenAI keeps working. The README
+ * ("Errors: the spec's answer and OpenAI's") has the table.
  */
 
 export interface OpenAIErrorDetail {
@@ -28,8 +32,8 @@ export function withDetail<E extends ReelayError>(error: E, detail: OpenAIErrorD
 const DEFAULTS: Record<ReelayError["status"], { type: string; code: string | null }> = {
   400: { type: "invalid_request_error", code: null },
   401: { type: "invalid_request_error", code: "invalid_api_key" },
-  // The chat routes answer 403 only for an exhausted balance (design.md).
-  403: { type: "insufficient_quota", code: "insufficient_quota" },
+  // A model with no usable channel; an exhausted balance is not a 403 here (see `quotaExceeded`).
+  403: { type: "invalid_request_error", code: null },
   404: { type: "invalid_request_error", code: null },
   405: { type: "invalid_request_error", code: null },
   408: { type: "invalid_request_error", code: null },
@@ -65,6 +69,19 @@ const MISSING_API_KEY_MESSAGE =
   "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth " +
   "(i.e. Authorization: Bearer YOUR_KEY).";
 
+/**
+ * OpenAI's answer to an exhausted balance: 429 with type and code `insufficient_quota` and its own first
+ * sentence, which every OpenAI library (LiteLLM's exception mapping among them) classifies as a quota error
+ * rather than a passing rate limit. `x-should-retry: false` tells the official SDKs, which retry every 429,
+ * that retrying cannot help until the account is topped up.
+ */
+const QUOTA_MESSAGE = "You exceeded your current quota, please check your plan and billing details.";
+const quotaExceeded = (error: ReelayError): ChatErrorAnswer => ({
+  status: 429,
+  body: { error: { message: `${QUOTA_MESSAGE} reelay: ${error.message}; ask your reelay operator to credit the account.`, type: "insufficient_quota", param: null, code: "insufficient_quota" } },
+  headers: { "x-should-retry": "false" },
+});
+
 function messageOf(error: ReelayError): string {
   if (error instanceof InvalidApiKeyError) return incorrectApiKeyMessage(error.redactedKey);
   if (error instanceof MissingApiKeyError) return MISSING_API_KEY_MESSAGE;
@@ -75,6 +92,7 @@ export function chatError(error: unknown, log: Logger): ChatErrorAnswer {
   const unavailable = error instanceof ReelayError ? undefined : asServiceUnavailable(error);
   if (unavailable) log.warn({ err: error }, "infrastructure unavailable in a chat route");
   const known = error instanceof ReelayError ? error : unavailable;
+  if (known instanceof InsufficientBalanceError) return quotaExceeded(known);
   if (known) {
     const fallback = DEFAULTS[known.status];
     const detail = details.get(known);

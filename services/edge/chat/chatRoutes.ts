@@ -6,6 +6,7 @@ import type { ApiKeyDirectory } from "../auth.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { environment } from "../../shared/environment.ts";
 import { chatTimeToFirstChunk } from "../../shared/metrics/metrics.ts";
+import { OPENAI_BASES } from "../http/openAiBases.ts";
 import { withDetail } from "./chatErrors.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
 import { parseChatRequest } from "./chatRequest.ts";
@@ -21,6 +22,8 @@ export interface ChatRouteDeps {
   connection: { connected(): boolean };
   log: Logger;
 }
+
+const MODELS_SEGMENT = "/models/";
 
 const safeDecode = (text: string): string => {
   try {
@@ -65,8 +68,9 @@ function timedFirstChunk(sink: ResponseSink, model: string): ResponseSink {
 }
 
 /**
- * The OpenAI-compatible surface under /api/compat: chat completions at the spec's path and at the path
- * client libraries append to their base URL, and the model list those libraries (and users) ask for.
+ * The OpenAI-compatible chat surface: chat completions at the spec's path and, under each OpenAI base
+ * (`/api/compat`, `/v1`), at the path client libraries append to their base URL, with the model list those
+ * libraries (and users) ask for.
  */
 export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
   const { config, keys, meter, connection, log } = deps;
@@ -109,26 +113,25 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
   const chat: StreamHandler = (request, body, sink) => keys.withAccount(request.header("authorization"), (key) => complete(key, body, sink));
   const chatRoute = streamRoute(chat, { maxBodyBytes: config.limits.maxBodyBytes, log });
   app.post("/api/compat/chatCompletions", chatRoute);
-  app.post("/api/compat/chat/completions", chatRoute);
 
   const catalogue = modelList(config, created);
   const list = JSON.stringify(catalogue);
-  app.get(
-    "/api/compat/models",
-    streamRoute((request, _body, sink) => keys.withAccount(request.header("authorization"), () => sink.reply(200, "application/json", list)), { log }),
+  const listRoute = streamRoute((request, _body, sink) => keys.withAccount(request.header("authorization"), () => sink.reply(200, "application/json", list)), { log });
+  const modelRoute = streamRoute(
+    (request, _body, sink) =>
+      keys.withAccount(request.header("authorization"), () => {
+        // The id is all after the base's `/models/` (the first one): ids may contain slashes ("org/model").
+        const id = safeDecode(request.url.slice(request.url.indexOf(MODELS_SEGMENT) + MODELS_SEGMENT.length));
+        const entry = catalogue.data.find((model) => model.id === id);
+        if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });
+        sink.reply(200, "application/json", JSON.stringify(entry));
+      }),
+    { log },
   );
-  app.get(
-    // A wildcard, not `:model`: model ids may contain slashes ("org/model").
-    "/api/compat/models/*",
-    streamRoute(
-      (request, _body, sink) =>
-        keys.withAccount(request.header("authorization"), () => {
-          const id = safeDecode(request.url.slice("/api/compat/models/".length));
-          const entry = catalogue.data.find((model) => model.id === id);
-          if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });
-          sink.reply(200, "application/json", JSON.stringify(entry));
-        }),
-      { log },
-    ),
-  );
+  // The same handlers at every OpenAI base; the model route is a wildcard, not `:model`, for ids with slashes.
+  for (const base of OPENAI_BASES) {
+    app.post(`${base}/chat/completions`, chatRoute);
+    app.get(`${base}/models`, listRoute);
+    app.get(`${base}${MODELS_SEGMENT}*`, modelRoute);
+  }
 }

@@ -3,14 +3,7 @@ import type { Logger } from "../../shared/log.ts";
 import { chatError, withDetail } from "../chat/chatErrors.ts";
 import { jsonReply, type HttpReply } from "./reply.ts";
 import { videoError } from "./videoErrors.ts";
-
-/**
- * The spec's video API: `/api/compat/videosGenerations`, `/api/compat/videosTask` and their event streams
- * (names that go on after `videos`). Everything else under `/api/compat/` is the OpenAI-compatible API, whose
- * clients call paths reelay does not serve — OpenAI's own `/videos` and `/videos/{id}` among them.
- */
-const VIDEO_API = /^\/api\/compat\/videos[^/]/;
-const isOpenAiPath = (path: string): boolean => path.startsWith("/api/compat/") && !VIDEO_API.test(path);
+import { isOpenAiPath, OPENAI_ENDPOINTS } from "./openAiBases.ts";
 
 /** Maps an error to a reply in the format of the API a path belongs to: OpenAI's shape or the video envelope. */
 export type ErrorReplyFor = (path: string, error: unknown) => HttpReply;
@@ -33,7 +26,7 @@ export function unknownPath(method: string, path: string): NotFoundError {
   if (!isOpenAiPath(path)) return new NotFoundError(`no such endpoint: ${what}`);
   return withDetail(
     new NotFoundError(
-      `Unknown request URL: ${what}. Please check the URL for typos; reelay serves POST /api/compat/chat/completions and GET /api/compat/models of the OpenAI API.`,
+      `Unknown request URL: ${what}. Please check the URL for typos; reelay serves these endpoints of the OpenAI API under /v1 and /api/compat: ${OPENAI_ENDPOINTS.join(", ")}.`,
     ),
     { code: "unknown_url" },
   );

@@ -44,8 +44,16 @@ export async function readCreateForm(contentType: string, body: Buffer, limits: 
 const wrongContentType = (contentType: string) =>
   withDetail(new ValidationError(`Content-Type must be multipart/form-data or application/json, got "${contentType.slice(0, 80) || "none"}"`), { code: "invalid_content_type" });
 
-/** A remix's `prompt`, as JSON (the Node and Python SDKs) or multipart (the Java SDK). */
-export async function readRemixPrompt(contentType: string, body: Buffer, limits: FormLimits): Promise<string> {
+/** A remix's body: its `prompt`, and the `model` some gateways add (new-api's video channels set it on every body they relay). */
+export interface RemixForm {
+  prompt: string;
+  model?: string;
+}
+
+const REMIX_FIELDS = ["prompt", "model"] as const;
+
+/** A remix's body, as JSON (the Node and Python SDKs, gateways) or multipart (the Java SDK). */
+export async function readRemixForm(contentType: string, body: Buffer, limits: FormLimits): Promise<RemixForm> {
   const type = contentType.split(";")[0]?.trim().toLowerCase() ?? "";
   let fields: Record<string, unknown>;
   if (type === "application/json") {
@@ -53,13 +61,14 @@ export async function readRemixPrompt(contentType: string, body: Buffer, limits:
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ValidationError("request body must be a JSON object");
     fields = parsed as Record<string, unknown>;
   } else if (type === "multipart/form-data") {
-    fields = (await readMultipart(contentType, body, limits, ["prompt"], undefined)).fields;
+    fields = (await readMultipart(contentType, body, limits, REMIX_FIELDS, undefined)).fields;
   } else throw wrongContentType(contentType);
-  const unknown = Object.keys(fields).find((name) => name !== "prompt");
+  const unknown = Object.keys(fields).find((name) => !(REMIX_FIELDS as readonly string[]).includes(name));
   if (unknown !== undefined) throw badParam(`unknown field "${unknown.slice(0, 50)}"`, unknown.slice(0, 50));
-  const { prompt } = fields;
+  const { prompt, model } = fields;
   if (typeof prompt !== "string" || prompt.trim() === "") throw withDetail(new ValidationError("prompt is required"), { param: "prompt", code: "missing_required_parameter" });
-  return prompt;
+  if (model !== undefined && typeof model !== "string") throw badParam("model must be a string", "model");
+  return model === undefined ? { prompt } : { prompt, model };
 }
 
 /**

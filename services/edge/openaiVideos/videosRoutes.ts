@@ -10,6 +10,7 @@ import { chatError, withDetail } from "../chat/chatErrors.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
 import type { RequestInfo } from "../http/request.ts";
+import { OPENAI_BASES } from "../http/openAiBases.ts";
 import { route } from "../http/route.ts";
 import { createVideoTask, type CreateDeps } from "../video/createTask.ts";
 import { validateIdempotencyKey } from "../video/idempotencyKeys.ts";
@@ -21,7 +22,7 @@ import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
-import { readCreateForm, readRemixPrompt, SIZES, type VideoCreateForm } from "./createForm.ts";
+import { readCreateForm, readRemixForm, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { storeReferenceImage } from "./referenceImages.ts";
 import { taskIdOfVideoId, videoIdOf, videoObjectOf } from "./videoObject.ts";
 
@@ -42,8 +43,8 @@ export interface VideosApiDeps {
 export const MAX_INPUT_REFERENCE_BYTES = 10 * 1024 * 1024;
 
 /**
- * OpenAI's Videos API under `/api/compat` (`client.videos.*` of the official SDKs): the same tasks, ledger
- * and events as the spec's endpoints, in OpenAI's shapes and errors.
+ * OpenAI's Videos API under each OpenAI base, `/api/compat` and `/v1` (`client.videos.*` of the official
+ * SDKs): the same tasks, ledger and events as the spec's endpoints, in OpenAI's shapes and errors.
  */
 export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
   const replyForError = (error: unknown): HttpReply => {
@@ -60,114 +61,114 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
     if (!view || view.deletedAt !== undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
     return view;
   };
-  const idOf = (request: RequestInfo, after: string) => decodeURIComponent(request.url.split("?", 1)[0]?.slice("/api/compat/videos/".length).replace(after, "") ?? "");
+  const create = (account: string, normalized: NormalizedVideoRequest, request: RequestInfo) => {
+    const idempotencyKey = request.header("idempotency-key") || undefined;
+    return createVideoTask(deps.create, account, normalized, idempotencyKey === undefined ? undefined : validateIdempotencyKey(idempotencyKey));
+  };
+  /** The `{id}` of `<base>/videos/{id}[/content|/remix]`: the segment after `videos` whatever the base. */
+  const idOf = (request: RequestInfo, after: "" | "/content" | "/remix") => {
+    const segments = request.url.split("/");
+    return decodeURIComponent(segments.at(after === "" ? -1 : -2) ?? "");
+  };
 
-  app.post(
-    "/api/compat/videos",
-    route(
-      (request, body) =>
-        deps.keys.withAccount(request.header("authorization"), async (key) => {
-          const form = await readCreateForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
-          const imageUrl = form.inputReference ? `${deps.baseUrl(request)}/references/${await storeReferenceImage(deps.videos, form.inputReference)}` : form.inputReferenceUrl;
-          const normalized = normalize(form, imageUrl);
-          const idempotencyKey = request.header("idempotency-key") || undefined;
-          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : validateIdempotencyKey(idempotencyKey));
-          const view = (await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized);
-          return jsonReply(200, objectOf(view));
-        }),
-      { maxBodyBytes: MAX_INPUT_REFERENCE_BYTES + limits.maxFieldBytes * 4 + 16 * 1024, replyForError },
-    ),
+  const createRoute = route(
+    (request, body) =>
+      deps.keys.withAccount(request.header("authorization"), async (key) => {
+        const form = await readCreateForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
+        const imageUrl = form.inputReference ? `${deps.baseUrl(request)}/references/${await storeReferenceImage(deps.videos, form.inputReference)}` : form.inputReferenceUrl;
+        const normalized = normalize(form, imageUrl);
+        const task = await create(key.account, normalized, request);
+        const view = (await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized);
+        return jsonReply(200, objectOf(view));
+      }),
+    { maxBodyBytes: MAX_INPUT_REFERENCE_BYTES + limits.maxFieldBytes * 4 + 16 * 1024, replyForError },
   );
 
-  app.get(
-    "/api/compat/videos/:id",
-    route((request) => deps.keys.withAccount(request.header("authorization"), async (key) => jsonReply(200, objectOf(await owned(key.account, idOf(request, ""))))), { replyForError }),
+  const retrieveRoute = route((request) => deps.keys.withAccount(request.header("authorization"), async (key) => jsonReply(200, objectOf(await owned(key.account, idOf(request, ""))))), { replyForError });
+
+  const listRoute = route(
+    (request) =>
+      deps.keys.withAccount(request.header("authorization"), async (key) => {
+        const query = listQueryOf(request.query);
+        const { views, more } = await listAccountTasks(deps.accountTasks, key.account, query, (id) => deps.views.get(key.account, id));
+        const data = views.map(objectOf);
+        return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
+      }),
+    { replyForError },
   );
 
-  app.get(
-    "/api/compat/videos",
-    route(
-      (request) =>
-        deps.keys.withAccount(request.header("authorization"), async (key) => {
-          const query = listQueryOf(request.query);
-          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, query, (id) => deps.views.get(key.account, id));
-          const data = views.map(objectOf);
-          return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
-        }),
-      { replyForError },
-    ),
+  const contentRoute = route(
+    (request) =>
+      deps.keys.withAccount(request.header("authorization"), async (key) => {
+        const view = await owned(key.account, idOf(request, "/content"));
+        const variant = new URLSearchParams(request.query).get("variant") ?? "video";
+        if (variant !== "video" && variant !== "thumbnail" && variant !== "spritesheet") {
+          throw withDetail(new ValidationError(`variant must be video, thumbnail or spritesheet, got "${variant.slice(0, 30)}"`), { param: "variant" });
+        }
+        if (view.status !== "success" || !view.video) throw withDetail(new NotFoundError(`Video '${videoIdOf(view.taskId)}' has no content: it is ${objectOf(view).status}.`), { code: "video_not_ready" });
+        if (variant === "video") return deps.files.serve(view.video.object, request.header("range"));
+        return serveStill(variant, view.video.object, request.header("range"));
+      }),
+    { replyForError },
   );
 
-  app.get(
-    "/api/compat/videos/:id/content",
-    route(
-      (request) =>
-        deps.keys.withAccount(request.header("authorization"), async (key) => {
-          const view = await owned(key.account, idOf(request, "/content"));
-          const variant = new URLSearchParams(request.query).get("variant") ?? "video";
-          if (variant !== "video" && variant !== "thumbnail" && variant !== "spritesheet") {
-            throw withDetail(new ValidationError(`variant must be video, thumbnail or spritesheet, got "${variant.slice(0, 30)}"`), { param: "variant" });
-          }
-          if (view.status !== "success" || !view.video) throw withDetail(new NotFoundError(`Video '${videoIdOf(view.taskId)}' has no content: it is ${objectOf(view).status}.`), { code: "video_not_ready" });
-          if (variant === "video") return deps.files.serve(view.video.object, request.header("range"));
-          return serveStill(variant, view.video.object, request.header("range"));
-        }),
-      { replyForError },
-    ),
+  const deleteRoute = route(
+    (request) =>
+      deps.keys.withAccount(request.header("authorization"), async (key) => {
+        const videoId = idOf(request, "");
+        const view = await owned(key.account, videoId);
+        if (view.status === "pending" || view.status === "running") {
+          throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(view).status}; only a completed or failed video can be deleted.`), { code: "video_not_finished" });
+        }
+        const objects = view.video ? [view.video.object, stillObjectName("thumbnail", view.video.object), stillObjectName("spritesheet", view.video.object)] : [];
+        const history = await deps.taskLog.read(key.account, view.taskId);
+        const state = foldTask(history.events);
+        const [event] = decideTask({ type: "DeleteVideo", objects }, state);
+        // Deleted meanwhile (another request, another edge): the same answer as for any deleted video.
+        if (event === undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId}'.`), { param: "video_id", code: "video_not_found" });
+        await deps.taskLog.append(key.account, view.taskId, event, state.version + 1, history.lastSequence);
+        // The event is the record; the files go after it (one left behind ages out with the store's max age).
+        for (const name of objects) {
+          deps.files.forget(name);
+          await deps.videos.delete(name).catch((error: unknown) => deps.log.warn({ err: error, name }, "could not delete a stored file of a deleted video"));
+        }
+        return jsonReply(200, { id: videoId, object: "video.deleted", deleted: true });
+      }),
+    { replyForError },
   );
 
-  app.delete(
-    "/api/compat/videos/:id",
-    route(
-      (request) =>
-        deps.keys.withAccount(request.header("authorization"), async (key) => {
-          const videoId = idOf(request, "");
-          const view = await owned(key.account, videoId);
-          if (view.status === "pending" || view.status === "running") {
-            throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(view).status}; only a completed or failed video can be deleted.`), { code: "video_not_finished" });
-          }
-          const objects = view.video ? [view.video.object, stillObjectName("thumbnail", view.video.object), stillObjectName("spritesheet", view.video.object)] : [];
-          const history = await deps.taskLog.read(key.account, view.taskId);
-          const state = foldTask(history.events);
-          const [event] = decideTask({ type: "DeleteVideo", objects }, state);
-          // Deleted meanwhile (another request, another edge): the same answer as for any deleted video.
-          if (event === undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId}'.`), { param: "video_id", code: "video_not_found" });
-          await deps.taskLog.append(key.account, view.taskId, event, state.version + 1, history.lastSequence);
-          // The event is the record; the files go after it (one left behind ages out with the store's max age).
-          for (const name of objects) {
-            deps.files.forget(name);
-            await deps.videos.delete(name).catch((error: unknown) => deps.log.warn({ err: error, name }, "could not delete a stored file of a deleted video"));
-          }
-          return jsonReply(200, { id: videoId, object: "video.deleted", deleted: true });
-        }),
-      { replyForError },
-    ),
+  const remixRoute = route(
+    (request, body) =>
+      deps.keys.withAccount(request.header("authorization"), async (key) => {
+        const videoId = idOf(request, "/remix");
+        const source = await owned(key.account, videoId);
+        const { prompt, model: named } = await readRemixForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
+        // A remix keeps its source's model; naming it again is harmless, naming another is a mistake worth saying.
+        if (named !== undefined && named !== source.model) throw withDetail(new ValidationError(`a remix keeps the model of '${videoId}' (${source.model}); got model "${named.slice(0, 100)}"`), { param: "model" });
+        const model = deps.config.videoModels[source.model];
+        if (!model?.capabilities.includes("video")) {
+          throw withDetail(new ValidationError(`model ${source.model} does not take a video reference, so '${videoId}' cannot be remixed; create a new video instead`), { code: "remix_not_supported" });
+        }
+        if (source.status !== "success" || !source.video) throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(source).status}; only a completed video can be remixed.`), { code: "video_not_ready" });
+        const size = `${source.width ?? 1280}x${source.height ?? 720}`;
+        const form: VideoCreateForm = { model: source.model, prompt, seconds: source.durationSeconds ?? source.requestedSeconds ?? model.defaultDurationSeconds, ...(size in SIZES ? { size } : {}) };
+        const normalized = normalize(form, undefined, `${deps.baseUrl(request)}/videos/${encodeURIComponent(source.video.object)}`);
+        normalized.job.remixOf = source.taskId;
+        const task = await create(key.account, normalized, request);
+        return jsonReply(200, objectOf((await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized)));
+      }),
+    { maxBodyBytes: limits.maxFieldBytes * 2, replyForError },
   );
 
-  app.post(
-    "/api/compat/videos/:id/remix",
-    route(
-      (request, body) =>
-        deps.keys.withAccount(request.header("authorization"), async (key) => {
-          const videoId = idOf(request, "/remix");
-          const source = await owned(key.account, videoId);
-          const prompt = await readRemixPrompt(request.header("content-type"), body ?? Buffer.alloc(0), limits);
-          const model = deps.config.videoModels[source.model];
-          if (!model?.capabilities.includes("video")) {
-            throw withDetail(new ValidationError(`model ${source.model} does not take a video reference, so '${videoId}' cannot be remixed; create a new video instead`), { code: "remix_not_supported" });
-          }
-          if (source.status !== "success" || !source.video) throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(source).status}; only a completed video can be remixed.`), { code: "video_not_ready" });
-          const size = `${source.width ?? 1280}x${source.height ?? 720}`;
-          const form: VideoCreateForm = { model: source.model, prompt, seconds: source.durationSeconds ?? source.requestedSeconds ?? model.defaultDurationSeconds, ...(size in SIZES ? { size } : {}) };
-          const normalized = normalize(form, undefined, `${deps.baseUrl(request)}/videos/${encodeURIComponent(source.video.object)}`);
-          normalized.job.remixOf = source.taskId;
-          const idempotencyKey = request.header("idempotency-key") || undefined;
-          const task = await createVideoTask(deps.create, key.account, normalized, idempotencyKey === undefined ? undefined : validateIdempotencyKey(idempotencyKey));
-          return jsonReply(200, objectOf((await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized)));
-        }),
-      { maxBodyBytes: limits.maxFieldBytes * 2, replyForError },
-    ),
-  );
+  // The same handlers at every OpenAI base: one set of routes, two prefixes.
+  for (const base of OPENAI_BASES) {
+    app.post(`${base}/videos`, createRoute);
+    app.get(`${base}/videos/:id`, retrieveRoute);
+    app.get(`${base}/videos`, listRoute);
+    app.get(`${base}/videos/:id/content`, contentRoute);
+    app.delete(`${base}/videos/:id`, deleteRoute);
+    app.post(`${base}/videos/:id/remix`, remixRoute);
+  }
 
   let ffmpeg: string | undefined;
   /** A thumbnail or spritesheet: made once with ffmpeg from the stored video, then kept beside it. */

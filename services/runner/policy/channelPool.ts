@@ -28,6 +28,7 @@ interface Channel {
   nextSubmitAt: number;
   sidelinedUntil: number;
   recentErrors: Array<{ at: string; message: string }>;
+  cleanupFailures?: { count: number; last: { at: string; message: string } };
 }
 
 interface Waiter {
@@ -166,6 +167,19 @@ export class ChannelPool {
     if (channel) this.noteError(channel, why);
   }
 
+  /**
+   * The clean-up after a finished task failed (the upstream's copy could not be deleted: `deleteAfterCopy`).
+   * Nothing is wrong with the task, and the same reason would repeat for every task of the channel: one log
+   * line per channel, with the reason, and a count in `reelay channels`.
+   */
+  cleanupFailed(name: string, why: string): void {
+    const channel = this.channels.get(name);
+    if (!channel) return;
+    const last = { at: new Date().toISOString(), message: why };
+    if (!channel.cleanupFailures) this.log.warn({ channel: name, why }, "could not clean up after a task at the upstream (its copy stays there); logged once per channel, counted in `reelay channels`");
+    channel.cleanupFailures = { count: (channel.cleanupFailures?.count ?? 0) + 1, last };
+  }
+
   report(now = Date.now()): ChannelReport[] {
     let waiting = 0;
     for (const queue of this.waiting.values()) waiting += queue.length;
@@ -178,6 +192,7 @@ export class ChannelPool {
       waiting,
       ...(channel.sidelinedUntil > now ? { backAt: new Date(channel.sidelinedUntil).toISOString() } : {}),
       recentErrors: [...channel.recentErrors],
+      ...(channel.cleanupFailures ? { cleanupFailures: { ...channel.cleanupFailures } } : {}),
     }));
   }
 

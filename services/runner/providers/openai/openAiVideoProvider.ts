@@ -7,7 +7,8 @@ import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "../local/referenceFetch.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
-import { resolutionOf, secondsOf, UpstreamError, UpstreamVideo } from "./openAiVideoApi.ts";
+import { resolutionOf, secondsOf, UpstreamVideo } from "./openAiVideoApi.ts";
+import { describeRefusal, refusalOf, type Refusal } from "./upstreamRefusal.ts";
 import { multipartBody, type FilePart } from "./multipartBody.ts";
 import { callUpstream, parseJsonOrUndefined, retryAfterMs } from "../httpAnswers.ts";
 import { upstreamUsageOf } from "../vendor/vendorModels.ts";
@@ -39,8 +40,9 @@ export class OpenAiVideoProvider implements VideoProvider {
   ) {
     this.policy = policyOf(settings);
     this.base = settings.baseUrl.replace(/\/+$/, "");
-    // Only with deleteAfterCopy is there anything to forget: without it the runner makes no call at all.
-    if (settings.deleteAfterCopy) this.forget = (task) => this.cancel(task).catch(() => undefined);
+    // Only with deleteAfterCopy is there anything to forget: without it the runner makes no call at all. A
+    // failure goes to the runner, which logs it once per channel and shows it in `reelay channels`.
+    if (settings.deleteAfterCopy) this.forget = (task) => this.cancel(task);
   }
 
   /** Deletes the upstream's copy once ours is stored (`deleteAfterCopy`). */
@@ -119,7 +121,7 @@ export class OpenAiVideoProvider implements VideoProvider {
     return { authorization: `Bearer ${this.deps.apiKey}` };
   }
 
-  /** One call; maps the answer to the port's errors: 4xx rejected (the task's fault), 401/403 misconfigured, 429/5xx/network unavailable. */
+  /** One call; a refusal becomes the port's error saying what it was (`errorOf`); no answer at all is unavailable. */
   private async call(method: "GET" | "POST" | "DELETE", path: string, signal: AbortSignal, form?: { body: Buffer; contentType: string }, parse = true): Promise<UpstreamVideo> {
     const headers = { ...this.authorization(), accept: "application/json", ...(form ? { "content-type": form.contentType } : {}) };
     const { status, text, headers: answerHeaders } = await callUpstream(`${this.base}${path}`, {
@@ -136,11 +138,37 @@ export class OpenAiVideoProvider implements VideoProvider {
       if (!video.success) throw new ProviderUnavailable(`${method} ${path}: the upstream's answer is not a video object`);
       return video.data;
     }
-    const parsedError = UpstreamError.safeParse(parseJsonOrUndefined(text));
-    const message = parsedError.success ? (parsedError.data.error.message ?? `HTTP ${status}`) : `HTTP ${status}`;
-    if (status === 401 || status === 403) throw new ProviderMisconfigured(`the upstream refused our key (HTTP ${status}): ${message}`);
-    if (status === 429 || status >= 500) throw new ProviderUnavailable(`${method} ${path}: HTTP ${status}: ${message}`, retryAfterMs(answerHeaders["retry-after"]), true);
-    if (status === 404 && method === "POST") throw new ProviderMisconfigured(`the upstream has no ${path} (HTTP 404): check baseUrl`);
-    throw new ProviderRejected(`the upstream generator refused the task: ${message}`);
+    throw errorOf(refusalOf(status, text), method, path, answerHeaders["retry-after"]);
+  }
+}
+
+/** The path as a pattern (`/videos/{id}`): what an operation is, without one task's id. */
+const operationOf = (method: string, path: string): string => `${method} ${path.replace(/^\/videos\/[^/]+/, "/videos/{id}")}`;
+
+/**
+ * A refusal as the port's error, saying what it was: no balance, a refused key or a forbidden operation take
+ * the channel out of rotation (misconfigured); 429 and 5xx are retried (unavailable); an unknown task, or a
+ * value the upstream does not take, is the task's (rejected).
+ */
+function errorOf(refusal: Refusal, method: string, path: string, retryAfter: string | string[] | undefined): Error {
+  const operation = operationOf(method, path);
+  switch (refusal.kind) {
+    case "no balance":
+      return new ProviderMisconfigured(describeRefusal(refusal, `the upstream has no balance for our key (${operation})`));
+    case "bad key":
+      return new ProviderMisconfigured(describeRefusal(refusal, `the upstream refused our key (${operation})`));
+    case "forbidden":
+      return new ProviderMisconfigured(describeRefusal(refusal, `the upstream forbids ${operation} to our key`));
+    case "unsupported operation":
+      return new ProviderMisconfigured(describeRefusal(refusal, `the upstream does not support ${operation}`));
+    case "rate limited":
+    case "upstream error":
+      return new ProviderUnavailable(describeRefusal(refusal, operation), retryAfterMs(retryAfter), true);
+    case "not found":
+      // No create path at all is our base URL's fault; an unknown video is that task's.
+      if (method === "POST" && path === "/videos") return new ProviderMisconfigured(describeRefusal(refusal, `the upstream has no ${operation}: check baseUrl`));
+      return new ProviderRejected(describeRefusal(refusal, `the upstream does not know this video (${operation})`));
+    case "invalid request":
+      return new ProviderRejected(`the upstream generator refused the task: ${refusal.message}`);
   }
 }
