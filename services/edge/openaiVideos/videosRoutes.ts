@@ -10,6 +10,7 @@ import { chatError, withDetail } from "../chat/chatErrors.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
 import type { RequestInfo } from "../http/request.ts";
+import { decodePathSegment } from "../http/pathSegment.ts";
 import { route } from "../http/route.ts";
 import { createVideoTask, type CreateDeps } from "../video/createVideoTask.ts";
 import { IdempotencyKeys } from "../video/idempotencyKeys.ts";
@@ -60,7 +61,7 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
     if (!view || view.account !== account || view.deletedAt !== undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
     return view;
   };
-  const idOf = (request: RequestInfo, after: string) => decodeURIComponent(request.url.split("?", 1)[0]?.slice("/api/compat/videos/".length).replace(after, "") ?? "");
+  const idOf = (request: RequestInfo, after: string) => decodePathSegment(request.url.split("?", 1)[0]?.slice("/api/compat/videos/".length).replace(after, "") ?? "", "the video id");
 
   app.post(
     "/api/compat/videos",
