@@ -21,6 +21,7 @@ import { FFMPEG, locateProgram } from "../../../infra/binaries.ts";
 import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
+import { SingleFlight } from "./singleFlight.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
 import { readCreateForm, readRemixPrompt, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { storeReferenceImage } from "./referenceImages.ts";
@@ -171,7 +172,8 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
   );
 
   let ffmpeg: string | undefined;
-  /** A thumbnail or spritesheet: made once with ffmpeg from the stored video, then kept beside it. */
+  const stillsInTheMaking = new SingleFlight<void>();
+  /** A thumbnail or spritesheet: made once with ffmpeg from the stored video (one at a time per still), then kept beside it. */
   async function serveStill(variant: StillVariant, videoObject: string, range: string): Promise<HttpReply> {
     const name = stillObjectName(variant, videoObject);
     try {
@@ -179,9 +181,11 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
     } catch (error) {
       if (!(error instanceof NotFoundError)) throw error;
     }
-    ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line));
-    const still = await makeStill(ffmpeg, variant, await deps.files.bytesOf(videoObject));
-    await deps.videos.putBlob({ name, description: variant }, still);
+    await stillsInTheMaking.run(name, async () => {
+      ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line));
+      const still = await makeStill(ffmpeg, variant, await deps.files.bytesOf(videoObject));
+      await deps.videos.putBlob({ name, description: variant }, still);
+    });
     return deps.files.serve(name, range, STILL_NAME);
   }
 
