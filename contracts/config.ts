@@ -247,6 +247,14 @@ export const ReelayConfig = z
         firstBackoffMs: z.number().int().min(10).default(1000),
         /** Longest pause between two attempts. */
         maxBackoffMs: z.number().int().min(100).default(60 * 60_000),
+        /** Deliveries a dispatcher makes at once, all accounts together. */
+        maxInFlight: z.number().int().min(1).max(100_000).default(1000),
+        /** Deliveries a dispatcher makes at once for one account: no account takes the whole capacity. */
+        maxInFlightPerAccount: z.number().int().min(1).max(100_000).default(10),
+        /** An endpoint (callback URL origin) that failed this many times in a row is paused … */
+        pauseAfterFailures: z.number().int().min(1).default(10),
+        /** … for this long: its jobs wait on the server without an attempt, then one attempt tries it again. */
+        pauseMs: z.number().int().min(100).default(5 * 60_000),
       })
       .prefault({}),
   })

@@ -19,7 +19,7 @@ export const CreateVideoRequest = z.strictObject({
   callback_url: z
     .string({ error: "callback_url must be a string URL" })
     .max(2048, "callback_url must be at most 2048 characters")
-    .refine(isCallbackUrl, "callback_url must be an http(s) URL without user name or password")
+    .refine(isCallbackUrl, "callback_url must be an http(s) URL without user name, password, spaces or control characters")
     .optional(),
 });
 export type CreateVideoRequest = z.infer<typeof CreateVideoRequest>;
@@ -34,7 +34,12 @@ function isFetchableUrl(value: string): boolean {
   }
 }
 
+/** Spaces and control characters, which the URL parser drops around (and tabs and newlines inside) a URL. */
+const BLANKS = /[\s\x00-\x1f\x7f]/;
+
 function isCallbackUrl(value: string): boolean {
+  // Refused rather than cleaned up: what is stored and checked (https-only) must be exactly what is called.
+  if (BLANKS.test(value)) return false;
   try {
     const url = new URL(value);
     return (url.protocol === "https:" || url.protocol === "http:") && url.username === "" && url.password === "";

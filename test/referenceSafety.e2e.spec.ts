@@ -79,7 +79,8 @@ describe("reference inputs: only images we decode ourselves, and failures that l
   }, 30_000);
 
   it("tells the customer the reference could not be decoded, and keeps ffmpeg's output for operators in the failed event", async () => {
-    const broken = Buffer.concat([Buffer.from("89504e470d0a1a0a", "hex"), Buffer.from("0000000d49484452ffffffff", "hex"), Buffer.alloc(64, 7)]);
+    // A 1×1 header (a header declaring more than 4096 pixels a side is refused before decoding: issue 32), then garbage.
+    const broken = Buffer.concat([Buffer.from("89504e470d0a1a0a", "hex"), Buffer.from("0000000d494844520000000100000001", "hex"), Buffer.alloc(64, 7)]);
     const { taskId, final } = await finalOf({ ...mini, image_url: dataUrl("image/png", broken) });
     expect(final).toEqual({ status: 500, body: { code: 500, msg: "the reference image could not be decoded" } });
 

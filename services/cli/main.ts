@@ -25,7 +25,7 @@ const USAGE = `reelay — video generation and chat gateway
   reelay channels [--json]                   each runner's upstream channels: rotation, tasks in flight, errors
   reelay infra plan                          how streams and consumers differ from the configured layout
   reelay infra apply                         show those differences, then change them (replicas, ack waits)
-  reelay webhooks secret --account <name> [--rotate]
+  reelay webhooks secret --account <name> [--rotate | --drop-previous]
                                              the account's webhook signing secret (alone on the last line)
   reelay webhooks log --account <name>       recent webhook delivery attempts
   reelay tasks watch [--account <name>] [--from <sequence>]

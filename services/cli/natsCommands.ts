@@ -15,7 +15,7 @@ export const parseCliArgs = (argv: string[]) =>
   parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { account: { type: "string" }, name: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, from: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { account: { type: "string" }, name: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, "drop-previous": { type: "boolean" }, from: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
 
 type CliValues = ReturnType<typeof parseCliArgs>["values"];
@@ -46,7 +46,7 @@ export async function runNatsCommand(nats: Nats, config: ReelayConfig, command: 
       await (await import("./adminCommand.ts")).adminCommand(nats, rest, { name: values.name }, io);
       return 0;
     case "webhooks":
-      await (await import("./webhooksCommand.ts")).webhooksCommand(nats, rest, { account: values.account, rotate: values.rotate ?? false }, io);
+      await (await import("./webhooksCommand.ts")).webhooksCommand(nats, rest, { account: values.account, rotate: values.rotate ?? false, dropPrevious: values["drop-previous"] ?? false }, io);
       return 0;
     default:
       throw new Error(`unknown command "${command}"`);

@@ -5,14 +5,14 @@ import type { Nats } from "../shared/nats.ts";
 import { readAttempts } from "../webhooks/webhookLog.ts";
 import { WebhookSecrets } from "../webhooks/webhookSecrets.ts";
 
-const USAGE = "usage: reelay webhooks secret --account <name> [--rotate] | webhooks log --account <name>";
+const USAGE = "usage: reelay webhooks secret --account <name> [--rotate | --drop-previous] | webhooks log --account <name>";
 
 /**
  * `reelay webhooks secret`: the account's signing secret, alone on the last line (made on first use;
- * `--rotate` makes a new one, the old one signing beside it for a day). `reelay webhooks log`: recent
- * delivery attempts.
+ * `--rotate` makes a new one, the old one signing beside it for a day; `--drop-previous` ends that day now,
+ * for a leaked secret). `reelay webhooks log`: recent delivery attempts.
  */
-export async function webhooksCommand(nats: Nats, args: string[], options: { account: string | undefined; rotate: boolean }, io: CliIo): Promise<void> {
+export async function webhooksCommand(nats: Nats, args: string[], options: { account: string | undefined; rotate: boolean; dropPrevious: boolean }, io: CliIo): Promise<void> {
   const [action] = args;
   const { account } = options;
   if (!account) throw new ValidationError(`webhooks ${action ?? ""} needs --account <name>\n${USAGE}`);
@@ -21,6 +21,12 @@ export async function webhooksCommand(nats: Nats, args: string[], options: { acc
   switch (action) {
     case "secret": {
       const secrets = new WebhookSecrets(nats.webhookSecrets);
+      if (options.rotate && options.dropPrevious) throw new ValidationError(`--rotate and --drop-previous do not go together\n${USAGE}`);
+      if (options.dropPrevious) {
+        const dropped = await secrets.dropPrevious(account);
+        io.out(dropped ? `the previous webhook secret of account ${account} no longer signs (within a second on every dispatcher)` : `account ${account} has no previous webhook secret signing`);
+        return;
+      }
       const secret = options.rotate ? await secrets.rotate(account) : await secrets.secretOf(account);
       const note = options.rotate ? "new signing secret (the previous one also signs for 24 hours)" : "signing secret";
       io.out(`webhook ${note} of account ${account}:\n${secret}`);

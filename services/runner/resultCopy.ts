@@ -3,7 +3,7 @@ import type { Readable } from "node:stream";
 import type { ObjectStore } from "@nats-io/obj";
 import { request } from "undici";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
-import { assertPublicAddress } from "../shared/publicAddressGuard.ts";
+import { BlockedAddressError, publicOnly } from "../shared/publicAddressGuard.ts";
 import { putNewObject, type ObjectBucket } from "./newObject.ts";
 import type { VideoResult } from "./providers/types.ts";
 
@@ -98,9 +98,11 @@ async function download(address: string, headers: Record<string, string>, option
   const origin = url.origin;
   for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
     if (url.protocol !== "https:" && url.protocol !== "http:") throw new ResultUnusable(`the video address uses ${url.protocol}, not http(s)`);
-    if (!options.allowPrivateAddresses) await assertPublicAddress(url).catch((error: unknown) => Promise.reject(new ResultUnusable((error as Error).message)));
-    // undici's request, not fetch: no Request/Response/Headers objects per call (redirects are not followed).
-    const response = await request(url, { method: "GET", signal: options.signal, headers: url.origin === origin ? headers : {} });
+    // undici's request, not fetch: no Request/Response/Headers objects per call (redirects are not followed,
+    // so each hop is a request of its own through the public-only dispatcher).
+    const response = await request(url, { method: "GET", signal: options.signal, headers: url.origin === origin ? headers : {}, ...(options.allowPrivateAddresses ? {} : { dispatcher: publicOnly() }) }).catch(
+      (error: unknown) => Promise.reject(error instanceof BlockedAddressError ? new ResultUnusable(error.message) : error),
+    );
     const status = response.statusCode;
     const location = headerOf(response.headers, "location");
     if (status >= 300 && status < 400 && location) {

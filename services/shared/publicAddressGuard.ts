@@ -1,42 +1,78 @@
-import { lookup } from "node:dns/promises";
-import { BlockList, isIP } from "node:net";
+import { lookup, type LookupAddress } from "node:dns";
+import { isIP } from "node:net";
+import ipaddr from "ipaddr.js";
+import { Agent, buildConnector, type Dispatcher } from "undici";
 
 /**
  * Customer-given URLs (reference images, vendor results, webhook callbacks) are fetched from inside our
- * network. Without this check a customer could make us read internal services (SSRF): loopback, private, link-local (cloud metadata),
- * carrier-grade NAT and unique-local addresses are refused, for the URL and for every redirect hop.
- * (A name that resolves differently between this check and the connection is not caught.)
+ * network. Without a guard a customer could make us read internal services (SSRF). Only global unicast
+ * addresses are let through: ipaddr.js's `range()` names every IANA special-purpose block (loopback,
+ * private, link-local with the cloud metadata address, carrier-grade NAT, benchmarking 198.18.0.0/15,
+ * IETF protocol assignments 192.0.0.0/24, documentation, NAT64 64:ff9b::/96, 6to4 2002::/16, Teredo,
+ * multicast, …), and an IPv4-mapped IPv6 address is judged as the IPv4 address it carries.
  */
-const PRIVATE = new BlockList();
-for (const [network, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.168.0.0", 16],
-  ["224.0.0.0", 3],
-] as const) {
-  PRIVATE.addSubnet(network, prefix, "ipv4");
-}
-// (IPv4-mapped IPv6 addresses, ::ffff:a.b.c.d, are matched against the IPv4 rules by BlockList itself.)
-for (const [network, prefix] of [
-  ["::", 127],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["ff00::", 8],
-] as const) {
-  PRIVATE.addSubnet(network, prefix, "ipv6");
+export function isPublicAddress(address: string): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  const parsed = ipaddr.process(address);
+  return parsed.range() === "unicast";
 }
 
-export async function assertPublicAddress(url: URL): Promise<void> {
-  const host = url.hostname.replace(/^\[|\]$/g, "");
-  const literal = isIP(host);
-  const addresses = literal ? [{ address: host, family: literal }] : await lookup(host, { all: true });
-  for (const { address, family } of addresses) {
-    if (PRIVATE.check(address, family === 6 ? "ipv6" : "ipv4")) {
-      throw new Error(`${url.hostname} is a private or local address; reference URLs must be public`);
-    }
-  }
+/** A connection refused because the address it would reach is not public. */
+export class BlockedAddressError extends Error {
+  readonly code = "REELAY_BLOCKED_ADDRESS";
 }
+
+const blocked = (host: string, address: string) =>
+  new BlockedAddressError(address === host ? `${host} is a private or local address; only public addresses are fetched` : `${host} resolves to ${address}, a private or local address; only public addresses are fetched`);
+
+/** `dns.lookup` with every answer: what net.connect would use. */
+export type Resolve = (host: string) => Promise<readonly LookupAddress[]>;
+
+const systemResolve: Resolve = (host) =>
+  new Promise((resolve, reject) => lookup(host, { all: true }, (error, addresses) => (error ? reject(error) : resolve(addresses))));
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+/**
+ * A `lookup` for net.connect that resolves once and hands the connection only addresses it checked, so
+ * what is checked is what is connected to: a name that answers a public address to a check and a
+ * private one to the connection right after (DNS rebinding) has no second answer to give. A name with
+ * any non-public answer is refused whole.
+ */
+function checkedLookup(resolve: Resolve, allowed: (address: string) => boolean) {
+  return (host: string, options: { all?: boolean }, callback: LookupCallback): void => {
+    resolve(host).then(
+      (addresses) => {
+        const bad = addresses.find((entry) => !allowed(entry.address));
+        if (bad || addresses.length === 0) return callback(blocked(host, bad?.address ?? "no address"), "");
+        if (options.all) return callback(null, [...addresses]);
+        const [first] = addresses as [LookupAddress];
+        callback(null, first.address, first.family);
+      },
+      (error: NodeJS.ErrnoException) => callback(error, ""),
+    );
+  };
+}
+
+/**
+ * An undici dispatcher whose every connection (each redirect hop is one, or reuses one checked before)
+ * reaches a public address only: a literal address is checked as it is, a name is resolved once by the
+ * checked lookup. `resolve` and `allowed` are seams for tests; production uses the system resolver and
+ * `isPublicAddress`.
+ */
+export function publicOnlyDispatcher(options: { resolve?: Resolve; allowed?: (address: string) => boolean } = {}): Dispatcher {
+  const allowed = options.allowed ?? isPublicAddress;
+  const connect = buildConnector({ lookup: checkedLookup(options.resolve ?? systemResolve, allowed) });
+  return new Agent({
+    connect: (connectOptions, callback) => {
+      // net.connect does not look a literal address up: it is judged here.
+      const host = connectOptions.hostname.replace(/^\[|\]$/g, "");
+      if (isIP(host) !== 0 && !allowed(host)) return callback(blocked(host, host), null);
+      return connect(connectOptions, callback);
+    },
+  });
+}
+
+let shared: Dispatcher | undefined;
+/** The process's one public-only dispatcher (its pooled connections were all checked when made). */
+export const publicOnly = (): Dispatcher => (shared ??= publicOnlyDispatcher());

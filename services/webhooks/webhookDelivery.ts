@@ -1,6 +1,6 @@
 import { request } from "undici";
 import { Webhook } from "standardwebhooks";
-import { assertPublicAddress } from "../shared/publicAddressGuard.ts";
+import { publicOnly } from "../shared/publicAddressGuard.ts";
 
 /** One webhook to send: Standard Webhooks' id, the body, and the secrets to sign it with. */
 export interface WebhookMessage {
@@ -28,7 +28,6 @@ export async function deliverWebhook(message: WebhookMessage, options: { timeout
   const elapsed = () => Math.round(performance.now() - started);
   try {
     const url = new URL(message.url);
-    if (!options.allowPrivateAddresses) await assertPublicAddress(url);
     const timestamp = new Date();
     const signature = message.secrets.map((secret) => new Webhook(secret).sign(message.id, timestamp, message.body)).join(" ");
     const response = await request(url, {
@@ -44,6 +43,8 @@ export async function deliverWebhook(message: WebhookMessage, options: { timeout
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
       signal: AbortSignal.timeout(options.timeoutMs),
+      // Connections reach public addresses only, checked on the address connected to (no rebinding window).
+      ...(options.allowPrivateAddresses ? {} : { dispatcher: publicOnly() }),
     });
     await response.body.dump();
     const delivered = response.statusCode >= 200 && response.statusCode < 300;

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { JsMsg } from "@nats-io/jetstream";
 import { LRUCache } from "lru-cache";
 import type { ReelayConfig } from "../../contracts/config.ts";
@@ -13,12 +12,18 @@ import { TaskLog } from "../shared/taskLog.ts";
 import { taskDataObject } from "../tasks/taskData.ts";
 import { evolveTaskView } from "../tasks/taskView.ts";
 import { backoffMs, deliverWebhook } from "./webhookDelivery.ts";
+import { EndpointPauses } from "./endpointPauses.ts";
 import { recordAttempt, withoutQuery } from "./webhookLog.ts";
 import { webhookIdOf } from "./webhookOutbox.ts";
 import { WebhookSecrets } from "./webhookSecrets.ts";
 
-/** Jobs delivering (or waiting to retry) at once; more wait on the server. */
-const MAX_HELD = 1000;
+/** A job over its account's in-flight bound goes back to the server for about this long. */
+const ACCOUNT_BUSY_WAIT_MS = 2_000;
+/** A job whose task still has an earlier job queued looks again after about this long. */
+const ORDER_WAIT_MS = 1_000;
+
+/** A wait spread over +0–25%, so jobs sent back together do not all come back at the same moment. */
+const spread = (ms: number): number => Math.round(ms * (1 + Math.random() / 4));
 
 export interface WebhookDispatcherOptions {
   config: ReelayConfig["webhooks"];
@@ -34,9 +39,19 @@ export interface WebhookDispatcherOptions {
  * jobs are handed to the next one — at least once, with a stable `webhook-id` for receivers to drop
  * repeats. Deliveries of one task go one after the other, in order: a failing one holds back the task's
  * later ones, also across dispatchers (a job waits while an earlier job of its task is still queued).
+ *
+ * Fair across accounts: a dispatcher holds at most `maxInFlight` jobs, and at most `maxInFlightPerAccount` of
+ * one account; a job over that goes back to the server for a moment. A failed attempt does not keep its slot
+ * while it backs off: the job goes back to the server with the back-off as its redelivery delay. An endpoint
+ * that keeps failing is paused (EndpointPauses), and its jobs wait on the server without attempts.
  */
 export class WebhookDispatcher {
   private readonly held = new Set<JsMsg>();
+  /** Account → jobs held for it. */
+  private readonly heldPerAccount = new Map<string, number>();
+  /** Webhook id → attempts made by this dispatcher (a restarted one counts, and backs off, from 1 again). */
+  private readonly attempts = new LRUCache<string, number>({ max: 100_000 });
+  private readonly pauses: EndpointPauses;
   private readonly chains = new Map<number, Promise<void>>();
   /** Task → the stream sequence of its last job finished here: its removal may still be on its way to the server. */
   private readonly finished = new LRUCache<number, number>({ max: 10_000 });
@@ -53,6 +68,7 @@ export class WebhookDispatcher {
   ) {
     this.secrets = new WebhookSecrets(nats.webhookSecrets);
     this.taskLog = new TaskLog(nats.js, nats.jsm);
+    this.pauses = new EndpointPauses(options.config);
   }
 
   async start(): Promise<void> {
@@ -62,7 +78,7 @@ export class WebhookDispatcher {
     }, Math.max(100, Math.floor(this.options.leaseMs / 3)));
     this.loop = pullLoop(consumer, {
       signal: this.stopping.signal,
-      room: () => MAX_HELD - this.held.size,
+      room: () => this.options.config.maxInFlight - this.held.size,
       take: (msg) => this.take(msg),
       log: this.log,
       what: "webhooks",
@@ -86,6 +102,11 @@ export class WebhookDispatcher {
       return;
     }
     const job = parsed.data;
+    const paused = this.pauses.pausedFor(job.callbackUrl);
+    if (paused > 0) return msg.nak(spread(paused));
+    const accountHeld = this.heldPerAccount.get(job.account) ?? 0;
+    if (accountHeld >= this.options.config.maxInFlightPerAccount) return msg.nak(spread(ACCOUNT_BUSY_WAIT_MS));
+    this.heldPerAccount.set(job.account, accountHeld + 1);
     this.held.add(msg);
     const previous = this.chains.get(job.taskId) ?? Promise.resolve();
     const next = previous
@@ -97,6 +118,9 @@ export class WebhookDispatcher {
       })
       .finally(() => {
         this.held.delete(msg);
+        const left = (this.heldPerAccount.get(job.account) ?? 1) - 1;
+        if (left > 0) this.heldPerAccount.set(job.account, left);
+        else this.heldPerAccount.delete(job.account);
         if (this.chains.get(job.taskId) === next) this.chains.delete(job.taskId);
       });
     this.chains.set(job.taskId, next);
@@ -108,9 +132,10 @@ export class WebhookDispatcher {
    * still queued goes back to wait for it.
    */
   private async process(job: WebhookJob, msg: JsMsg): Promise<void> {
-    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(1000);
-    const outcome = await this.deliver(job);
+    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(spread(ORDER_WAIT_MS));
+    const outcome = await this.attempt(job);
     if (outcome === "stopped") return msg.nak();
+    if (typeof outcome === "number") return msg.nak(outcome);
     msg.ack();
     this.finished.set(job.taskId, msg.seq);
   }
@@ -121,8 +146,11 @@ export class WebhookDispatcher {
     return first !== null && first.seq < seq && first.seq > (this.finished.get(taskId) ?? 0);
   }
 
-  /** Delivers one status change, retrying with back-off until delivered or its retry period is over. */
-  private async deliver(job: WebhookJob): Promise<"delivered" | "gave_up" | "stopped"> {
+  /**
+   * One attempt at delivering a status change: "delivered", "gave_up" once its retry period is over, or
+   * the back-off (ms) after which the job is to be offered again.
+   */
+  private async attempt(job: WebhookJob): Promise<"delivered" | "gave_up" | "stopped" | number> {
     const { taskId, account, callbackUrl } = job;
     const { events } = await this.taskLog.read(account, taskId);
     // The task as it was right after this change (later events may already be in the log).
@@ -134,32 +162,33 @@ export class WebhookDispatcher {
     const webhookId = webhookIdOf(job);
     const { timeoutMs, allowPrivateAddresses, retryForMs, firstBackoffMs, maxBackoffMs } = this.options.config;
     const giveUpAt = Date.parse(job.at) + retryForMs;
-    for (let attempt = 1; ; attempt++) {
-      if (this.stopping.signal.aborted) return "stopped";
-      const secrets = await this.secrets.signingSecrets(account);
-      const result = await deliverWebhook({ url: callbackUrl, id: webhookId, body, secrets }, { timeoutMs, allowPrivateAddresses });
-      const pause = backoffMs(attempt, firstBackoffMs, maxBackoffMs);
-      const givingUp = !result.delivered && Date.now() + pause > giveUpAt;
-      webhookDeliveries.inc({ outcome: result.delivered ? "delivered" : givingUp ? "gave_up" : "failed" });
-      recordAttempt(this.nats.js, account, {
-        at: new Date().toISOString(),
-        taskId,
-        webhookId,
-        type,
-        target: withoutQuery(callbackUrl),
-        attempt,
-        outcome: result.delivered ? "delivered" : givingUp ? "gave_up" : "failed",
-        ...(result.status !== undefined ? { status: result.status } : {}),
-        ...(result.error !== undefined ? { error: result.error } : {}),
-        durationMs: result.durationMs,
-      });
-      if (result.delivered) return "delivered";
-      if (givingUp) {
-        this.log.warn({ taskId, webhookId, attempts: attempt, target: withoutQuery(callbackUrl) }, "webhook given up after its retry period");
-        return "gave_up";
-      }
-      await sleep(pause, undefined, { signal: this.stopping.signal }).catch(() => undefined);
-    }
+    if (this.stopping.signal.aborted) return "stopped";
+    const attempt = (this.attempts.get(webhookId) ?? 0) + 1;
+    this.attempts.set(webhookId, attempt);
+    const secrets = await this.secrets.signingSecrets(account);
+    const result = await deliverWebhook({ url: callbackUrl, id: webhookId, body, secrets }, { timeoutMs, allowPrivateAddresses });
+    if (result.delivered) this.pauses.delivered(callbackUrl);
+    else this.pauses.failed(callbackUrl);
+    const pause = backoffMs(attempt, firstBackoffMs, maxBackoffMs);
+    const givingUp = !result.delivered && Date.now() + pause > giveUpAt;
+    const outcome = result.delivered ? "delivered" : givingUp ? "gave_up" : "failed";
+    webhookDeliveries.inc({ outcome });
+    recordAttempt(this.nats.js, account, {
+      at: new Date().toISOString(),
+      taskId,
+      webhookId,
+      type,
+      target: withoutQuery(callbackUrl),
+      attempt,
+      outcome,
+      ...(result.status !== undefined ? { status: result.status } : {}),
+      ...(result.error !== undefined ? { error: result.error } : {}),
+      durationMs: result.durationMs,
+    });
+    if (outcome === "failed") return pause;
+    this.attempts.delete(webhookId);
+    if (outcome === "gave_up") this.log.warn({ taskId, webhookId, attempts: attempt, target: withoutQuery(callbackUrl) }, "webhook given up after its retry period");
+    return outcome;
   }
 }
 

@@ -53,6 +53,19 @@ export class WebhookSecrets {
     return record.current;
   }
 
+  /**
+   * Stops the previous secret signing now instead of at the end of the overlap (it leaked, or every
+   * receiver has switched). Returns whether there was one still signing.
+   */
+  async dropPrevious(account: string, now = Date.now()): Promise<boolean> {
+    const found = await this.read(account);
+    if (!found?.record.previous) return false;
+    const signing = (await this.currentSecrets(account, now)).length > 1;
+    await this.bucket.update(account, JSON.stringify({ current: found.record.current } satisfies SecretRecord), found.revision);
+    this.recent.delete(account);
+    return signing;
+  }
+
   /** The secrets a delivery is signed with now: the current one, and the previous one during the overlap. */
   async signingSecrets(account: string, now = Date.now()): Promise<string[]> {
     const cached = this.recent.get(account);

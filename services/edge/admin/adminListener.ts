@@ -25,7 +25,14 @@ export async function startAdminListener(deps: AdminDeps & { host: string; port:
   app.get(`${ADMIN_BASE}/openapi.json`, (_req, res) => writeReply(res, { status: 200, headers: { "content-type": "application/json" }, body: document }));
   // The console: bundled at start, served from memory; the token stays in the browser tab (no cookies).
   const assets = await bundleConsole();
-  const security = { "content-security-policy": "default-src 'self'; media-src *; img-src 'self' data:", "x-content-type-options": "nosniff", "cache-control": "no-cache" };
+  // No page may frame the console (clickjacking a signed-in operator into a credit): CSP for current
+  // browsers, X-Frame-Options for older ones.
+  const security = {
+    "content-security-policy": "default-src 'self'; media-src *; img-src 'self' data:; frame-ancestors 'none'",
+    "x-frame-options": "DENY",
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-cache",
+  };
   app.get("/console/", (_req, res) => writeReply(res, { status: 200, headers: { ...security, "content-type": "text/html; charset=utf-8" }, body: assets.html }));
   app.get("/console/app.js", (_req, res) => writeReply(res, { status: 200, headers: { ...security, "content-type": "text/javascript; charset=utf-8" }, body: assets.js }));
   app.get("/console/console.css", (_req, res) => writeReply(res, { status: 200, headers: { ...security, "content-type": "text/css; charset=utf-8" }, body: assets.css }));

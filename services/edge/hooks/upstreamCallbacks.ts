@@ -6,6 +6,7 @@ import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import type { ErrorReplyFor } from "../http/apiErrors.ts";
 import { jsonReply } from "../http/reply.ts";
+import { decodePathSegment } from "../http/pathSegment.ts";
 import { route } from "../http/route.ts";
 
 /** A callback is a task object of a few hundred bytes; anything much larger is not one. */
@@ -41,7 +42,7 @@ export function registerUpstreamCallbacks(app: HttpApp, deps: { config: ReelayCo
     "/hooks/upstream/:channel",
     route(
       (request, body) => {
-        const channel = decodeURIComponent(request.url.slice("/hooks/upstream/".length));
+        const channel = decodePathSegment(request.url.slice("/hooks/upstream/".length), "the channel name");
         const settings = Object.hasOwn(deps.config.providers, channel) ? deps.config.providers[channel] : undefined;
         if (settings === undefined || !("publicCallbackUrl" in settings) || settings.publicCallbackUrl === undefined) {
           throw new NotFoundError(`no upstream channel takes callbacks here: ${channel}`);

@@ -53,15 +53,39 @@ export function rawReply(reply: HttpReply): Buffer {
 }
 
 /**
+ * How long an answered-and-closing connection keeps reading what the client still sends (nginx's
+ * `lingering_timeout` is 5 s too). Closing a socket with unread bytes in its buffer makes the kernel
+ * send a reset, and a client still writing its oversized head then loses the answer it was sent.
+ */
+export const LINGER_MS = 5_000;
+/** Sockets answered here and lingering: node:http reports their later bytes as parse errors again. */
+const lingering = new WeakSet<Duplex>();
+
+/**
  * A request node:http could not parse: answered in the format of its path's API when the request line
- * names one (431, 414, 408, 501, else 400) and closed; never a crash, never a silent hang-up.
+ * names one (431, 414, 408, 501, else 400) and closed gracefully; never a crash, never a silent hang-up.
  */
 export function answerUnparsed(error: ClientError, socket: Duplex, errorReply: ErrorReplyFor): void {
+  if (lingering.has(socket)) return;
   if (error.code === "ECONNRESET" || !socket.writable) {
     socket.destroy();
     return;
   }
   const line = requestLine(error.rawPacket);
   const path = line?.target.split("?", 1)[0] ?? "/";
-  socket.end(rawReply(errorReply(path, errorOf(error, line))));
+  lingerClose(socket, rawReply(errorReply(path, errorOf(error, line))));
+}
+
+/**
+ * Sends the last answer and half-closes, then goes on reading (and dropping) what the client sends until
+ * it closes its side or LINGER_MS passes, like nginx's lingering close, so the answer is not lost to a reset.
+ */
+export function lingerClose(socket: Duplex, answer: Buffer): void {
+  lingering.add(socket);
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
+  socket.once("end", () => socket.destroy());
+  socket.resume();
+  socket.end(answer);
 }

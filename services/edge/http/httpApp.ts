@@ -1,11 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { ConfigError } from "../../shared/config.ts";
-import { MethodNotAllowedError, NotImplementedError, UriTooLongError, ValidationError } from "../../shared/errors.ts";
+import { HeadersTooLargeError, MethodNotAllowedError, NotImplementedError, UriTooLongError, ValidationError } from "../../shared/errors.ts";
 import { unknownPath, type ErrorReplyFor } from "./apiErrors.ts";
 import { answered, MeteredResponse, meterAnswer, RouteMeterTable } from "./answerMeter.ts";
 import { answerUnparsed, rawReply, type ClientError } from "./clientErrors.ts";
-import { MAX_HEADER_BYTES, MAX_URL_BYTES } from "./limits.ts";
+import { MAX_HEADER_BYTES, MAX_HEADER_COUNT, MAX_URL_BYTES } from "./limits.ts";
 import { writeReply } from "./reply.ts";
 import type { NodeHandler } from "./route.ts";
 
@@ -16,6 +16,12 @@ const STOP_GRACE_MS = 2_000;
  * upload of 1 MiB fits. Streams being answered are not affected (the clock stops once the request is in).
  */
 const REQUEST_TIMEOUT_MS = 120_000;
+/**
+ * Connections the kernel may hold before we accept them (node's default is 511). Past it, a burst of
+ * connects (3,000 clients at once sending oversized heads) saw hundreds reset without an answer; the
+ * kernel caps it at net.core.somaxconn.
+ */
+const LISTEN_BACKLOG = 4096;
 /** How often node:http looks for requests past those timeouts (its default, 30 s, lets a slow client hold a socket 50 s). */
 const TIMEOUT_CHECK_MS = 5_000;
 
@@ -106,6 +112,8 @@ export class HttpApp {
       },
       (req, res) => this.handle(req, res),
     );
+    // One more than allowed is kept, so a request over the limit is seen (and refused) rather than cut short.
+    server.maxHeadersCount = MAX_HEADER_COUNT + 1;
     server.on("clientError", (error: ClientError, socket: Duplex) => answerUnparsed(error, socket, this.errorReply));
     // node:http hands a CONNECT's socket to this listener, or drops the connection unanswered without one.
     server.on("connect", (req: IncomingMessage, socket: Duplex) => {
@@ -121,7 +129,7 @@ export class HttpApp {
             : error,
         );
       });
-      server.listen(port, host, () => {
+      server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
         const address = server.address();
         resolve(typeof address === "object" && address ? address.port : port);
       });
@@ -147,6 +155,10 @@ export class HttpApp {
     const method = (req.method ?? "GET").toUpperCase();
     const { handler, label, allow } = this.lookup(method, path);
     if (this.measure) meterAnswer(res, this.meters.of(label), started);
+    // node:http takes `GET /` without a version as HTTP/0.9; nothing reelay serves speaks it, and an answer
+    // to a line that is not HTTP/1.x could be read as anything by whatever sent it.
+    if (req.httpVersionMajor !== 1) return this.refuse(res, path, new ValidationError("only HTTP/1.0 and HTTP/1.1 requests are served"), true);
+    if (req.rawHeaders.length / 2 > MAX_HEADER_COUNT) return this.refuse(res, path, new HeadersTooLargeError(`more than ${MAX_HEADER_COUNT} header fields`), true);
     if (target.length > MAX_URL_BYTES) return this.refuse(res, path, new UriTooLongError(`request target longer than ${MAX_URL_BYTES} bytes`));
     const host = req.headers.host;
     // HTTP/1.1 requires exactly one Host; several (joined with commas) would let two hops disagree on the target.
@@ -159,8 +171,9 @@ export class HttpApp {
     this.refuse(res, path, unknownPath(method, path));
   }
 
-  private refuse(res: ServerResponse, path: string, error: unknown): void {
-    writeReply(res, this.errorReply(path, error));
+  /** `closeConnection` when the request may have a body we will not read. */
+  private refuse(res: ServerResponse, path: string, error: unknown, closeConnection = false): void {
+    writeReply(res, this.errorReply(path, error), closeConnection);
   }
 
 

@@ -18,7 +18,9 @@ export function writeReply(res: ServerResponse, reply: HttpReply, closeConnectio
   if (res.headersSent || res.destroyed) return;
   // To HEAD, node:http sends these headers (the GET answer's length among them) and drops the body.
   const length = reply.body === undefined ? 0 : Buffer.byteLength(reply.body);
-  res.writeHead(reply.status, { ...reply.headers, "content-length": String(length), ...(closeConnection ? { connection: "close" } : {}) });
+  // A 304 has no body, and a Content-Length there would be taken for the length of the cached one.
+  const framing = reply.status === 304 ? {} : { "content-length": String(length) };
+  res.writeHead(reply.status, { ...reply.headers, ...framing, ...(closeConnection ? { connection: "close" } : {}) });
   res.end(reply.body);
   answered(res);
 }

@@ -66,8 +66,39 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<Buffer
   });
 }
 
+/**
+ * Deepest nesting of arrays and objects a JSON body may have. JSON.parse takes any depth, but what reads the
+ * value after it (zod, JSON.stringify when relaying) recurses: 200,000 levels overflowed the stack (a 500).
+ */
+export const MAX_JSON_DEPTH = 128;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPENERS = new Set([0x5b, 0x7b]);
+const CLOSERS = new Set([0x5d, 0x7d]);
+
+/** Whether the JSON text nests deeper than `limit` (brackets inside strings do not count). */
+function nestsDeeperThan(body: Buffer, limit: number): boolean {
+  // Fewer bytes than the limit cannot open that many levels.
+  if (body.length <= limit) return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < body.length; i++) {
+    const byte = body[i] as number;
+    if (inString) {
+      if (byte === BACKSLASH) i++;
+      else if (byte === QUOTE) inString = false;
+    } else if (byte === QUOTE) inString = true;
+    else if (OPENERS.has(byte)) {
+      if (++depth > limit) return true;
+    } else if (CLOSERS.has(byte)) depth--;
+  }
+  return false;
+}
+
 export function parseJsonBody(body: Buffer): unknown {
   if (body.length === 0) throw new ValidationError("request body is empty; send a JSON object");
+  if (nestsDeeperThan(body, MAX_JSON_DEPTH)) throw new ValidationError(`request body nests arrays or objects deeper than ${MAX_JSON_DEPTH} levels`);
   try {
     return JSON.parse(body.toString("utf8"));
   } catch (error) {

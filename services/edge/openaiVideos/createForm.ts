@@ -128,6 +128,7 @@ function readWithBusboy(
     }
     const fields: Record<string, unknown> = {};
     let file: Buffer | undefined;
+    let fileSeen = false;
     let failure: Error | undefined;
     const fail = (error: Error) => (failure ??= error);
     parser.on("field", (name, value, info) => {
@@ -156,6 +157,9 @@ function readWithBusboy(
         return;
       }
       if (name !== fileField) fail(badParam(`unknown file field "${name.slice(0, 50)}"${fileField ? ` (only ${fileField} is a file)` : ""}`, name.slice(0, 50)));
+      // The form takes one file: a second would silently replace the first when its stream ends.
+      else if (fileSeen) fail(badParam(`more than one ${name} file: the form takes one`, name));
+      fileSeen ||= name === fileField;
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
       stream.on("limit", () => fail(withDetail(new PayloadTooLargeError(`input_reference is larger than ${limits.maxFileBytes} bytes`), { param: "input_reference" })));
       stream.on("end", () => {

@@ -11,6 +11,7 @@ import type { HttpApp } from "../http/httpApp.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
 import type { RequestInfo } from "../http/request.ts";
 import { OPENAI_BASES } from "../http/openAiBases.ts";
+import { decodePathSegment } from "../http/pathSegment.ts";
 import { route } from "../http/route.ts";
 import { createVideoTask, type CreateDeps } from "../video/createTask.ts";
 import { validateIdempotencyKey } from "../video/idempotencyKeys.ts";
@@ -21,6 +22,7 @@ import { FFMPEG, locateProgram } from "../../../infra/binaries.ts";
 import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
+import { SingleFlight } from "./singleFlight.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
 import { readCreateForm, readRemixForm, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { storeReferenceImage } from "./referenceImages.ts";
@@ -68,7 +70,7 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
   /** The `{id}` of `<base>/videos/{id}[/content|/remix]`: the segment after `videos` whatever the base. */
   const idOf = (request: RequestInfo, after: "" | "/content" | "/remix") => {
     const segments = request.url.split("/");
-    return decodeURIComponent(segments.at(after === "" ? -1 : -2) ?? "");
+    return decodePathSegment(segments.at(after === "" ? -1 : -2) ?? "", "the video id");
   };
 
   const createRoute = route(
@@ -171,7 +173,8 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
   }
 
   let ffmpeg: string | undefined;
-  /** A thumbnail or spritesheet: made once with ffmpeg from the stored video, then kept beside it. */
+  const stillsInTheMaking = new SingleFlight<void>();
+  /** A thumbnail or spritesheet: made once with ffmpeg from the stored video (one at a time per still), then kept beside it. */
   async function serveStill(variant: StillVariant, videoObject: string, range: string): Promise<HttpReply> {
     const name = stillObjectName(variant, videoObject);
     try {
@@ -179,9 +182,11 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
     } catch (error) {
       if (!(error instanceof NotFoundError)) throw error;
     }
-    ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line));
-    const still = await makeStill(ffmpeg, variant, await deps.files.bytesOf(videoObject));
-    await deps.videos.putBlob({ name, description: variant }, still);
+    await stillsInTheMaking.run(name, async () => {
+      ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line));
+      const still = await makeStill(ffmpeg, variant, await deps.files.bytesOf(videoObject));
+      await deps.videos.putBlob({ name, description: variant }, still);
+    });
     return deps.files.serve(name, range, STILL_NAME);
   }
 

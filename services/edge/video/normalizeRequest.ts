@@ -57,7 +57,8 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig, usabl
     else ignoredFields.push(field);
   }
 
-  if (request.callback_url?.startsWith("http:") && !config.webhooks.allowHttp) {
+  // The scheme as the URL parser reads it (`HTTP:` is http too), not as the text starts.
+  if (request.callback_url !== undefined && new URL(request.callback_url).protocol === "http:" && !config.webhooks.allowHttp) {
     throw new ValidationError("callback_url must be an https URL (http is not allowed by this server)");
   }
 

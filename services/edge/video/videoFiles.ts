@@ -25,12 +25,26 @@ function nameFromUrl(url: string, prefix: string): string {
 const CACHE_BYTES = 256 * 1024 * 1024;
 
 /**
+ * Caches (browsers, CDNs) may keep a file but must ask again before each use: a video can be deleted, and
+ * a deleted one must not be served from anywhere. The ETag makes asking again cheap (a 304, no body).
+ */
+const CACHE_CONTROL = "public, no-cache";
+
+interface CachedFile {
+  body: Buffer;
+  /** The object store's digest of the body, which is also its ETag. */
+  digest: string;
+}
+
+/**
  * Serves rendered videos from the object store at /videos/<name>. Names carry a random part, so the
  * address itself is the capability (like a vendor's signed URL). Bodies are cached in memory, bounded
- * by size, because players fetch the same file in many Range requests.
+ * by size, because players fetch the same file in many Range requests; every request still asks the
+ * store whether the file exists and is the same (one small read), so a video deleted through any edge
+ * is gone from all of them at once.
  */
 export class VideoFiles {
-  private readonly cache = new Map<string, Buffer>();
+  private readonly cache = new Map<string, CachedFile>();
   private cachedBytes = 0;
 
   constructor(private readonly videos: ObjectStore) {}
@@ -38,16 +52,18 @@ export class VideoFiles {
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
   register(app: HttpApp, log: Logger): void {
     const replyForError = videoErrorReply(log);
-    app.get("/videos/:name", route((request) => this.serve(nameFromUrl(request.url, "/videos/"), request.header("range")), { replyForError }));
-    app.get("/references/:name", route((request) => this.serve(nameFromUrl(request.url, "/references/"), request.header("range"), REFERENCE_NAME), { replyForError }));
+    app.get("/videos/:name", route((request) => this.serve(nameFromUrl(request.url, "/videos/"), request.header("range"), OBJECT_NAME, request.header("if-none-match")), { replyForError }));
+    app.get("/references/:name", route((request) => this.serve(nameFromUrl(request.url, "/references/"), request.header("range"), REFERENCE_NAME, request.header("if-none-match")), { replyForError }));
   }
 
-  /** A stored file, whole or the requested byte range. */
-  async serve(name: string, rangeHeader: string, names: RegExp = OBJECT_NAME): Promise<HttpReply> {
-    const body = await this.load(name, names);
+  /** A stored file, whole or the requested byte range; 304 when the client's copy (`If-None-Match`) is current. */
+  async serve(name: string, rangeHeader: string, names: RegExp = OBJECT_NAME, ifNoneMatch = ""): Promise<HttpReply> {
+    const { body, digest } = await this.load(name, names);
     const size = body.length;
     const contentType = CONTENT_TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream";
-    const common = { "content-type": contentType, "accept-ranges": "bytes", "cache-control": "public, max-age=31536000, immutable" };
+    const etag = `"${digest}"`;
+    const common = { "content-type": contentType, "accept-ranges": "bytes", "cache-control": CACHE_CONTROL, etag };
+    if (ifNoneMatch.split(",").some((tag) => tag.trim() === etag || tag.trim() === "*")) return { status: 304, headers: { "cache-control": CACHE_CONTROL, etag } };
     const range = decideRange(rangeHeader, size);
     if (range.kind === "unsatisfiable") {
       return { status: 416, headers: { ...common, "content-range": `bytes */${size}` }, body: "" };
@@ -58,41 +74,47 @@ export class VideoFiles {
   }
 
   /** A stored file's bytes (404 when there is none by that name). */
-  bytesOf(name: string, names: RegExp = OBJECT_NAME): Promise<Buffer> {
-    return this.load(name, names);
+  async bytesOf(name: string, names: RegExp = OBJECT_NAME): Promise<Buffer> {
+    return (await this.load(name, names)).body;
   }
 
-  private async load(name: string, names: RegExp): Promise<Buffer> {
+  private async load(name: string, names: RegExp): Promise<CachedFile> {
+    const info = names.test(name) ? await this.videos.info(name) : null;
+    if (!info || info.deleted) {
+      this.forget(name);
+      throw new NotFoundError(`no video named ${name}`);
+    }
     const cached = this.cache.get(name);
-    if (cached) return cached;
-    const result = names.test(name) ? await this.videos.get(name) : null;
+    if (cached?.digest === info.digest) return cached;
+    const result = await this.videos.get(name);
     if (!result) throw new NotFoundError(`no video named ${name}`);
     const chunks: Uint8Array[] = [];
     const reader = result.data.getReader();
     for (let read = await reader.read(); !read.done; read = await reader.read()) chunks.push(read.value);
     if (!(await result.error)) {
-      const body = Buffer.concat(chunks);
-      this.remember(name, body);
-      return body;
+      const file = { body: Buffer.concat(chunks), digest: result.info.digest };
+      this.remember(name, file);
+      return file;
     }
     throw new NotFoundError(`video ${name} could not be read`);
   }
 
-  /** Forgets a file that was deleted from the store (this edge's copy; other edges' expire from their caches). */
+  /** Forgets a file that was deleted from the store (other edges forget it at its next request). */
   forget(name: string): void {
-    const body = this.cache.get(name);
-    if (!body) return;
+    const file = this.cache.get(name);
+    if (!file) return;
     this.cache.delete(name);
-    this.cachedBytes -= body.length;
+    this.cachedBytes -= file.body.length;
   }
 
-  private remember(name: string, body: Buffer): void {
-    this.cache.set(name, body);
-    this.cachedBytes += body.length;
-    for (const [oldName, oldBody] of this.cache) {
+  private remember(name: string, file: CachedFile): void {
+    this.forget(name);
+    this.cache.set(name, file);
+    this.cachedBytes += file.body.length;
+    for (const [oldName, old] of this.cache) {
       if (this.cachedBytes <= CACHE_BYTES) break;
       this.cache.delete(oldName);
-      this.cachedBytes -= oldBody.length;
+      this.cachedBytes -= old.body.length;
     }
   }
 }

@@ -6,8 +6,9 @@ import type { ProviderSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
-import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
-import { fetchReference, type UrlCheck } from "./referenceFetch.ts";
+import type { Dispatcher } from "undici";
+import { publicOnly } from "../../../shared/publicAddressGuard.ts";
+import { fetchReference } from "./referenceFetch.ts";
 import { renderVideo } from "./render.ts";
 import { RenderFailure } from "./renderFailure.ts";
 import { Semaphore } from "./semaphore.ts";
@@ -39,7 +40,7 @@ export class LocalProvider implements VideoProvider {
   private readonly running = new Set<Promise<void>>();
   private readonly renders: Semaphore;
   private readonly closing = new AbortController();
-  private readonly referenceCheck: UrlCheck | undefined;
+  private readonly referenceDispatcher: Dispatcher | undefined;
 
   constructor(
     private readonly settings: LocalSettings,
@@ -47,7 +48,7 @@ export class LocalProvider implements VideoProvider {
   ) {
     this.policy = policyOf(settings);
     this.renders = new Semaphore(settings.maxConcurrentRenders || availableParallelism());
-    this.referenceCheck = settings.allowPrivateReferenceUrls ? undefined : assertPublicAddress;
+    this.referenceDispatcher = settings.allowPrivateReferenceUrls ? undefined : publicOnly();
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
@@ -118,7 +119,7 @@ export class LocalProvider implements VideoProvider {
       job.dir = dir;
       const { job: spec } = order;
       const imagePath = spec.references.image_url
-        ? await fetchReference(spec.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceCheck)
+        ? await fetchReference(spec.references.image_url, dir, MAX_REFERENCE_BYTES, signal, this.referenceDispatcher)
         : undefined;
       const outputPath = join(dir, "video.mp4");
       await renderVideo({

@@ -1,11 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { fetch, type Dispatcher, type Response } from "undici";
 import { IMAGE_FORMATS_TEXT, sniffImage } from "../../../shared/imageKind.ts";
+import { BlockedAddressError } from "../../../shared/publicAddressGuard.ts";
 import { RenderFailure } from "./renderFailure.ts";
-
-/** Checks an http(s) URL before it is requested (the first and every redirect hop); throws to refuse it. */
-export type UrlCheck = (url: URL) => Promise<void>;
 
 const MAX_REDIRECTS = 5;
 /** Every customer-facing reason of a fetch starts so: the field, then what went wrong with it. */
@@ -16,8 +15,10 @@ const CANNOT_FETCH = "could not fetch image_url";
  * we decode ourselves gets through: at most `maxBytes`, and a PNG, JPEG, GIF or WebP by its first bytes
  * (never a playlist or any other text that could name further files), named by that format.
  * Failures are RenderFailures: a reason for the customer, the network detail for operators.
+ * `dispatcher` decides where connections may go (the public-only one unless private addresses are allowed);
+ * it sees every redirect hop, since each is requested here.
  */
-export async function fetchReference(url: string, dir: string, maxBytes: number, signal?: AbortSignal, checkUrl?: UrlCheck): Promise<string> {
+export async function fetchReference(url: string, dir: string, maxBytes: number, signal?: AbortSignal, dispatcher?: Dispatcher): Promise<string> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -31,18 +32,15 @@ export async function fetchReference(url: string, dir: string, maxBytes: number,
   const where = parsed.protocol === "data:" ? "data: URL" : parsed.origin;
 
   let res: Response;
-  // Redirects are followed by hand so that every hop passes `checkUrl`.
+  // Redirects are followed by hand so that every hop is a request of its own through `dispatcher`.
   let target = parsed;
   for (let hop = 0; ; hop++) {
-    if (checkUrl && target.protocol !== "data:") {
-      await checkUrl(target).catch((err: unknown) => {
-        throw new RenderFailure(`${CANNOT_FETCH}: ${errorText(err)}`);
-      });
-    }
     try {
-      res = await fetch(target, { signal: signal ?? null, redirect: "manual" });
+      res = await fetch(target, { signal: signal ?? null, redirect: "manual", ...(dispatcher ? { dispatcher } : {}) });
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
+      // Which address was refused is the customer's to know (their URL pointed there); other causes are ours.
+      if (err instanceof Error && err.cause instanceof BlockedAddressError) throw new RenderFailure(`${CANNOT_FETCH}: ${err.cause.message}`);
       throw new RenderFailure(`${CANNOT_FETCH}: ${where} could not be reached`, errorText(err));
     }
     const location = res.status >= 300 && res.status < 400 ? res.headers.get("location") : null;

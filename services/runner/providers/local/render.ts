@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
-import { access, copyFile, mkdtemp, open, rm, writeFile } from "node:fs/promises";
+import { access, copyFile, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { imageSizeProblem, MAX_IMAGE_PIXELS } from "../../../shared/imageDimensions.ts";
 import { IMAGE_FORMATS_TEXT, sniffImage, type ImageKind } from "../../../shared/imageKind.ts";
 import { RenderFailure } from "./renderFailure.ts";
 
@@ -61,18 +62,18 @@ export async function renderVideo(req: RenderRequest): Promise<void> {
 
 const isEvenPositive = (n: number): boolean => Number.isInteger(n) && n > 0 && n % 2 === 0;
 
-/** The reference image's format from its first bytes; anything else is refused before ffmpeg sees it. */
+/**
+ * The reference image's format from its first bytes, and its size from its header; anything else, or a
+ * picture larger than MAX_IMAGE_SIDE, is refused before ffmpeg sees it. (The file is a fetched reference,
+ * already capped in bytes.)
+ */
 async function imageKind(path: string): Promise<ImageKind> {
-  const file = await open(path, "r");
-  try {
-    const head = Buffer.alloc(16);
-    const { bytesRead } = await file.read(head, 0, head.length, 0);
-    const kind = sniffImage(head.subarray(0, bytesRead));
-    if (!kind) throw new RenderFailure(`image_url is not a ${IMAGE_FORMATS_TEXT} image`);
-    return kind;
-  } finally {
-    await file.close();
-  }
+  const bytes = await readFile(path);
+  const kind = sniffImage(bytes.subarray(0, 16));
+  if (!kind) throw new RenderFailure(`image_url is not a ${IMAGE_FORMATS_TEXT} image`);
+  const sizeProblem = imageSizeProblem(bytes);
+  if (sizeProblem) throw new RenderFailure(`image_url is ${sizeProblem}`);
+  return kind;
 }
 
 /**
@@ -80,7 +81,7 @@ async function imageKind(path: string): Promise<ImageKind> {
  * nothing in it can make ffmpeg open a URL) and an explicit demuxer (so it cannot be taken for a playlist
  * or a concat list that names other files).
  */
-const referenceInput = (image: ImageKind): string[] => ["-protocol_whitelist", "file", "-f", image.demuxer, "-i", "reference-image"];
+const referenceInput = (image: ImageKind): string[] => ["-protocol_whitelist", "file", "-max_pixels", String(MAX_IMAGE_PIXELS), "-f", image.demuxer, "-i", "reference-image"];
 
 async function decodes(ffmpegPath: string, image: ImageKind, work: string): Promise<boolean> {
   const args = ["-hide_banner", "-nostdin", "-loglevel", "error", ...referenceInput(image), "-frames:v", "1", "-f", "null", "-"];

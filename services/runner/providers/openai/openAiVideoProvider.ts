@@ -4,7 +4,7 @@ import { basename, join } from "node:path";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
-import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
+import { publicOnly } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "../local/referenceFetch.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
 import { resolutionOf, secondsOf, UpstreamVideo } from "./openAiVideoApi.ts";
@@ -58,8 +58,8 @@ export class OpenAiVideoProvider implements VideoProvider {
     const dir = task.job.references.image_url ? await mkdtemp(join(tmpdir(), "reelay-openai-ref-")) : undefined;
     try {
       if (dir && task.job.references.image_url) {
-        const check = this.settings.allowPrivateReferenceUrls ? undefined : assertPublicAddress;
-        const path = await fetchReference(task.job.references.image_url, dir, MAX_REFERENCE_BYTES, task.signal, check).catch((error: unknown) => {
+        const dispatcher = this.settings.allowPrivateReferenceUrls ? undefined : publicOnly();
+        const path = await fetchReference(task.job.references.image_url, dir, MAX_REFERENCE_BYTES, task.signal, dispatcher).catch((error: unknown) => {
           throw new ProviderRejected((error as Error).message);
         });
         fields.push(["input_reference", { bytes: await readFile(path), type: "", name: basename(path) }]);

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { extname, join } from "node:path";
 import type { VendorSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
-import { assertPublicAddress } from "../../../shared/publicAddressGuard.ts";
+import { publicOnly } from "../../../shared/publicAddressGuard.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
 import { fetchReference } from "../local/referenceFetch.ts";
 import { ProviderRejected, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
@@ -75,8 +75,8 @@ export class VeoVideoProvider implements VideoProvider {
   private async inlineImage(url: string, signal: AbortSignal): Promise<VeoImage> {
     const dir = await mkdtemp(join(tmpdir(), "reelay-veo-ref-"));
     try {
-      const check = this.settings.allowPrivateReferenceUrls ? undefined : assertPublicAddress;
-      const path = await fetchReference(url, dir, MAX_IMAGE_BYTES, signal, check).catch((error: unknown) => {
+      const dispatcher = this.settings.allowPrivateReferenceUrls ? undefined : publicOnly();
+      const path = await fetchReference(url, dir, MAX_IMAGE_BYTES, signal, dispatcher).catch((error: unknown) => {
         throw new ProviderRejected((error as Error).message);
       });
       const mimeType = IMAGE_TYPES[extname(path)];

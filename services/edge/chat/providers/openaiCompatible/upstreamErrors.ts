@@ -32,11 +32,13 @@ function errorFields(body: Buffer): UpstreamErrorFields {
 }
 
 /**
- * What the client sees of an upstream's refusal. The client's own mistakes (400, 413, 422) and rate
- * limits (429) are passed on with the upstream's message, so clients raise the exception they would
- * raise against the upstream itself. Everything else is the gateway's problem, not the client's: a
- * rejected upstream key or an unknown upstream model is our configuration (502, details in the log
- * only), a 5xx is a bad gateway hop (502), and an upstream timeout stays a timeout (504).
+ * What the client sees of an upstream's refusal. The client's own mistakes (400, 413, 422) are passed on
+ * with the upstream's message, so clients raise the exception they would raise against the upstream
+ * itself. A rate limit (429) keeps its status so clients back off, but in reelay's words: the upstream's
+ * text names our upstream account, its quota and its organisation, which are no customer's business.
+ * Everything else is the gateway's problem, not the client's: a rejected upstream key or an unknown
+ * upstream model is our configuration (502), a 5xx is a bad gateway hop (502), and an upstream timeout
+ * stays a timeout (504). The upstream's own words go to the log only.
  */
 export function upstreamFailure(status: number, body: Buffer, model: string, log: Logger): ReelayError {
   const fields = errorFields(body);
@@ -44,14 +46,17 @@ export function upstreamFailure(status: number, body: Buffer, model: string, log
   const detail = { param: text(fields.param) ?? null, code: text(fields.code) ?? null, type: text(fields.type) };
   if (status === 400 || status === 422) return withDetail(new ValidationError(message ?? `the upstream refused the request (${status})`), detail);
   if (status === 413) return new PayloadTooLargeError(message ?? "request too large for the upstream");
-  if (status === 429) return withDetail(new RateLimitedError(message ?? "the upstream is rate limiting; retry later"), detail);
+  if (status === 429) {
+    log.warn({ model, upstreamStatus: status, upstreamMessage: message }, "chat upstream is rate limiting");
+    return new RateLimitedError(`the upstream for model ${model} is busy; retry later`);
+  }
   if (status === 408 || status === 504) return new UpstreamTimeoutError(`the upstream for model ${model} timed out`);
   if (status === 401 || status === 403 || status === 404) {
     log.error({ model, upstreamStatus: status, upstreamMessage: message }, "chat upstream refused the gateway: check its key and upstreamModel");
     return new UpstreamError(`the upstream for model ${model} is misconfigured`);
   }
   log.warn({ model, upstreamStatus: status, upstreamMessage: message }, "chat upstream failed");
-  return new UpstreamError(`the upstream for model ${model} failed (${status})${message ? `: ${message}` : ""}`);
+  return new UpstreamError(`the upstream for model ${model} failed (${status})`);
 }
 
 /** Where an exchange was when it failed without an HTTP answer to report. */

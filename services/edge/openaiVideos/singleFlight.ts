@@ -1,0 +1,16 @@
+/**
+ * Concurrent calls for one key share the first call's work until it settles: ten players asking for a
+ * video's thumbnail before it is stored start one ffmpeg, not ten (each is a process of its own and about
+ * 200 MB). Per edge process; another edge may make the same still once more.
+ */
+export class SingleFlight<T> {
+  private readonly flights = new Map<string, Promise<T>>();
+
+  run(key: string, work: () => Promise<T>): Promise<T> {
+    const inFlight = this.flights.get(key);
+    if (inFlight) return inFlight;
+    const flight = work().finally(() => this.flights.delete(key));
+    this.flights.set(key, flight);
+    return flight;
+  }
+}
