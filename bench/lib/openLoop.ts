@@ -14,6 +14,8 @@ export interface OpenLoopOptions {
   cpu: string;
   recordTo?: string;
   warmPath?: string;
+  /** Authorization headers taken in turn, one per request. */
+  authorizations?: string[];
 }
 
 const OpenLoopResult = z.object({

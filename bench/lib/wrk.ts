@@ -19,6 +19,8 @@ export interface WrkOptions {
   maxResponses?: number;
   /** Also count responses whose body contains this string (costs wrk a body copy per response). */
   bodyMarker?: string;
+  /** Authorization headers taken in turn, one per request (many accounts' keys on one connection pool). */
+  authorizations?: readonly string[];
 }
 
 const WrkSummary = z.object({
@@ -57,6 +59,17 @@ function script(options: WrkOptions): string {
   const lines = [`wrk.method = ${luaString(options.method ?? "GET")}`];
   for (const [name, value] of Object.entries(options.headers ?? {})) lines.push(`wrk.headers[${luaString(name)}] = ${luaString(value)}`);
   if (options.body !== undefined) lines.push(`wrk.body = ${luaString(options.body)}`);
+  if (options.authorizations?.length) {
+    lines.push(
+      `local authorizations = { ${options.authorizations.map(luaString).join(", ")} }`,
+      "local turn = 0",
+      "function request()",
+      "  turn = turn % #authorizations + 1",
+      '  wrk.headers["Authorization"] = authorizations[turn]',
+      "  return wrk.format()",
+      "end",
+    );
+  }
   lines.push("local threads = {}", "function setup(thread) table.insert(threads, thread) end", "responses, ok, marked, stopped = 0, 0, 0, 0");
   // Defining response() makes wrk parse every reply; only do it when a count or marker is asked for.
   if (options.maxResponses !== undefined || options.bodyMarker !== undefined) {

@@ -65,7 +65,7 @@ export async function arkTasksBench(): Promise<BenchRow[]> {
     stops.push(() => nc.close());
     const watch = await watchFinals(nc);
     const finals = () => watch.succeeded + watch.failed;
-    const create = videoCreator(reelay.baseUrl, key, { model: "Seedance-2.0", prompt: "ark bench", duration: 5 });
+    const create = videoCreator(reelay.baseUrl, [key], { model: "Seedance-2.0", prompt: "ark bench", duration: 5 });
     /** TASKS tasks through reelay with the fake answering after `callMs`; tasks/s create→final and calls per task. */
     const round = async (callMs: number, tasks = TASKS) => {
       ark.callDelayMs = callMs;

@@ -8,7 +8,8 @@ import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { varz, varzDelta } from "../lib/natsStats.ts";
 import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
-import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
+import { startReelay } from "../lib/reelayChild.ts";
+import { prepareAccounts } from "../lib/benchAccounts.ts";
 import { createConcurrently, videoCreator, watchFinals, type FinalsWatch } from "../lib/taskLoad.ts";
 import type { BenchRow } from "../table.ts";
 
@@ -24,6 +25,8 @@ const WARM_TASKS = 3000;
  * and the slowest is reported beside it.
  */
 const WINDOWS = 3;
+/** Tenants the creates come from, in turn. */
+const ACCOUNTS = 20;
 const IN_FLIGHT = 64;
 
 const suiteStart = performance.now();
@@ -70,7 +73,7 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
     stops.push(() => nats.stop());
     const { upstream, config, env } = await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 });
     stops.push(() => upstream.stop());
-    const key = await prepareAccount(nats.url, workDir, config);
+    const keys = await prepareAccounts(nats.url, config, ACCOUNTS, "tenant");
     const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env });
     stops.push(() => reelay.proc.stop(15_000));
 
@@ -79,7 +82,7 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
     const jsm = await jetstreamManager(nc);
     const finals = await watchFinals(nc);
     stops.push(async () => finals.stop());
-    const create = videoCreator(reelay.baseUrl, key, { model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
+    const create = videoCreator(reelay.baseUrl, keys, { model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
 
     say(`cold: ${COLD_TASKS} creates right after start, ${IN_FLIGHT} in flight`);
     const cold = await phase(COLD_TASKS, create, finals);
@@ -108,7 +111,7 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
     const bySuccess = [...windows].sort((a, b) => a.success - b.success);
     const median = bySuccess[Math.floor(WINDOWS / 2)] ?? { success: 0, accepted: 0 };
     return [
-      { suite: SUITE, metric: `create→success, instant provider, warm (median of ${WINDOWS} windows of ${WARM_TASKS} tasks, ${IN_FLIGHT} in flight, 2 cores)`, value: median.success, unit: "tasks/s", target: ">= 1000" },
+      { suite: SUITE, metric: `create→success, instant provider, warm (median of ${WINDOWS} windows of ${WARM_TASKS} tasks, ${IN_FLIGHT} in flight, 2 cores)`, value: median.success, unit: "tasks/s", target: ">= 2000" },
       { suite: SUITE, metric: "  the slowest window", value: bySuccess[0]?.success ?? 0, unit: "tasks/s" },
       { suite: SUITE, metric: "creates accepted in the median window", value: median.accepted, unit: "tasks/s" },
       { suite: SUITE, metric: `create→settled (each task charged), all ${WINDOWS} windows`, value: rate(measured, warmStarted, settledAt), unit: "tasks/s" },

@@ -35,7 +35,7 @@ const nodeOptions: Record<string, string> = process.env.R_NODE_OPTIONS ? { NODE_
 const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env: { ...env, ...nodeOptions } });
 const nc = await connect({ servers: nats.url });
 const finals = await watchFinals(nc);
-const create = videoCreator(reelay.baseUrl, key, { model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
+const create = videoCreator(reelay.baseUrl, [key], { model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
 
 try {
   await createConcurrently(WARM_UP_TASKS, IN_FLIGHT, create);

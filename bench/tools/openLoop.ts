@@ -22,6 +22,8 @@ const Options = z.object({
   recordTo: z.string().optional(),
   /** Opens the connections first with this many GETs of this path at once (wrk, too, connects before it measures). */
   warmPath: z.string().optional(),
+  /** Authorization headers taken in turn, one per request (many accounts' keys). */
+  authorizations: z.array(z.string()).optional(),
 });
 
 const options = Options.parse(JSON.parse(process.argv[2] ?? "{}"));
@@ -37,7 +39,9 @@ let sent = 0;
 
 async function one(dueAt: number): Promise<void> {
   try {
-    const answer = await pool.request({ path: url.pathname + url.search, method: options.method, headers: options.headers, ...(options.body === undefined ? {} : { body: options.body }) });
+    const authorization = options.authorizations?.[sent % options.authorizations.length];
+    const headers = authorization === undefined ? options.headers : { ...options.headers, authorization };
+    const answer = await pool.request({ path: url.pathname + url.search, method: options.method, headers, ...(options.body === undefined ? {} : { body: options.body }) });
     const text = await answer.body.text();
     if (answer.statusCode === 200) ok++;
     else errors++;

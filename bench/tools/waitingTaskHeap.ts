@@ -36,7 +36,7 @@ const runner = await startReelay({
   cpu: "1",
   env: { NODE_OPTIONS: `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${snapshotDir}` },
 });
-const create = videoCreator(front.baseUrl, key, { model: "Bench-parked", prompt: "a fox", duration: 4 });
+const create = videoCreator(front.baseUrl, [key], { model: "Bench-parked", prompt: "a fox", duration: 4 });
 
 /** Signals the runner, waits until its snapshot is written, and sums the snapshot's nodes (bytes). */
 async function liveHeap(): Promise<number> {
