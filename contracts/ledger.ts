@@ -91,7 +91,7 @@ export type LedgerSnapshot = z.infer<typeof LedgerSnapshot>;
 export const TaskCharge = z.object({
   taskId: z.number().int(),
   account: AccountName,
-  state: z.enum(["reserved", "settled", "released"]),
+  state: z.enum(["settled", "released"]),
   reservedMicros: Micros,
   costMicros: Micros.optional(),
   totalTokens: z.number().int().optional(),
@@ -111,6 +111,8 @@ export const ledgerSubject = (account: string): string => `acct.${account}.money
 export const moneySubjects = (account: string): string => `acct.${account}.money.>`;
 /** Every account's money (the balance projections' filter). */
 export const MONEY_EVENTS = "acct.*.money.>";
+/** Every account's money but the task openings: credits, settlements, releases, chat charges. */
+export const LEDGER_MESSAGES = "acct.*.money.ledger";
 
 /**
  * What one money message holds: one event, or (a group commit) an array of the account's consecutive

@@ -12,7 +12,7 @@ import {
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { MONEY_EVENTS } from "../contracts/ledger.ts";
+import { LEDGER_MESSAGES, MONEY_EVENTS } from "../contracts/ledger.ts";
 import { TASK_LOG_SUBJECTS, TASK_OPENINGS } from "../contracts/videoTask.ts";
 
 /** Every stream, bucket and durable consumer reelay uses, as data. `ensureJetStreamLayout` makes them exist. */
@@ -222,7 +222,8 @@ function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
     },
     filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskLogReactors, options.leaseMs), TASK_LOG_SUBJECTS),
     filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.balancesProjector, options.leaseMs), [MONEY_EVENTS]),
-    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskChargesProjector, options.leaseMs), [MONEY_EVENTS]),
+    // Only closings make its documents (each carries the amount it closes): the openings are not its to read.
+    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskChargesProjector, options.leaseMs), [LEDGER_MESSAGES]),
     durableConsumer(STREAMS.webhookJobs.name, CONSUMERS.webhooks, options.leaseMs),
   ];
 }

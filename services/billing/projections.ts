@@ -1,4 +1,4 @@
-import { AccountBalance, ledgerEventsOf, MONEY_EVENTS, TaskCharge, type LedgerEvent } from "../../contracts/ledger.ts";
+import { AccountBalance, LEDGER_MESSAGES, ledgerEventsOf, MONEY_EVENTS, TaskCharge, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { EventOutOfOrder, type Projection } from "../shared/projection.ts";
 import { applyToTotals, emptyBalance } from "./account.ts";
@@ -22,28 +22,22 @@ export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
 };
 
 /**
- * Per-task charge index (bucket `task_charges`): what a task reserved and, once settled or released, what
- * it cost. Only final documents are written: a settlement or release carries the amount it closes, so the
- * final document needs nothing of the reservation's, and writing the reservation too cost two NATS messages
- * on every create. An open reservation is in the account's fold (`balances`, the ledger writer) meanwhile.
+ * Per-task charge index (bucket `task_charges`): once a task's reservation is settled or released, what it
+ * reserved and what it cost. A settlement or release carries the amount it closes, so the document needs
+ * nothing of the opening, and the projection reads the ledger messages only (not the openings: a delivery per
+ * create saved). An open reservation is in the account's fold (`balances`, the ledger writer) meanwhile.
  */
 export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
   name: "task charges",
   stream: STREAMS.events.name,
-  subjects: [MONEY_EVENTS],
+  subjects: [LEDGER_MESSAGES],
   decode: ledgerEventsOf,
-  keyOf: (event) =>
-    event.type === "CostReserved" || event.type === "ReservationSettled" || event.type === "ReservationReleased"
-      ? String(event.data.taskId)
-      : undefined,
-  startsDocument: (event) => event.type === "CostReserved",
+  keyOf: (event) => (event.type === "ReservationSettled" || event.type === "ReservationReleased" ? String(event.data.taskId) : undefined),
   evolve: (doc, event) => {
     if (doc && event.meta.version <= doc.accountVersion) return doc;
     const accountVersion = event.meta.version;
     const { account } = event.meta;
     switch (event.type) {
-      case "CostReserved":
-        return { taskId: event.data.taskId, account, state: "reserved", reservedMicros: event.data.amountMicros, accountVersion };
       case "ReservationSettled": {
         const { taskId, reservedMicros, costMicros, totalTokens } = event.data;
         return { taskId, account, state: "settled", reservedMicros, costMicros, totalTokens, accountVersion };
@@ -54,6 +48,5 @@ export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
         return doc;
     }
   },
-  persists: (doc) => doc.state !== "reserved",
   docSchema: TaskCharge,
 };
