@@ -33,6 +33,8 @@ export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
   subjects: [LEDGER_MESSAGES],
   decode: ledgerEventsOf,
   keyOf: (event) => (event.type === "ReservationSettled" || event.type === "ReservationReleased" ? String(event.data.taskId) : undefined),
+  // A task's closing makes its document: written with a create, no read first (a redelivery's create fails, then it reads).
+  startsDocument: () => true,
   evolve: (doc, event) => {
     if (doc && event.meta.version <= doc.accountVersion) return doc;
     const accountVersion = event.meta.version;
