@@ -69,8 +69,8 @@ describe("creates while nats-server is frozen (SIGSTOP) past the client's reques
     ledger = new AccountLedger(nats);
     const configPath = writeConfigFile(config);
     const env = { NATS_URL: server.url, REELAY_CONFIG: configPath };
-    const edge = await startChildService(["edge"], env);
-    children.push(edge, await startChildService(["scripted-runner"], env), await startChildService(["projector"], env));
+    const [edge, ...others] = await Promise.all([startChildService(["edge"], env), startChildService(["scripted-runner"], env), startChildService(["projector"], env)]);
+    children.push(edge, ...others);
     edgeUrl = `http://127.0.0.1:${edge.port}`;
   });
   afterAll(async () => {
