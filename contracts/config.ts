@@ -205,6 +205,8 @@ export const ReelayConfig = z
         createWriteMs: z.number().int().min(100).default(10_000),
         /** An idle event stream gets a comment line this often, so clients and proxies keep it open. */
         sseKeepaliveMs: z.number().int().min(100).max(120_000).default(15_000),
+        /** Event streams (SSE) one account may have open on one edge; more answer 429. */
+        eventStreamsPerAccount: z.number().int().min(1).max(100_000).default(50),
       })
       .prefault({}),
     runner: z

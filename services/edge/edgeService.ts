@@ -154,6 +154,7 @@ export class EdgeService {
       baseUrl,
       log: this.log,
       keepaliveMs: this.config.limits.sseKeepaliveMs,
+      streamsPerAccount: this.config.limits.eventStreamsPerAccount,
     });
     registerUpstreamCallbacks(app, { config: this.config, nc: this.nats.nc, log: this.log, errorReply: apiErrorReply(this.log) });
     files.register(app, this.log);

@@ -14,6 +14,7 @@ import { parseTaskIdParam } from "../video/taskIdParam.ts";
 import type { TaskViewReader } from "../video/taskViewReader.ts";
 import { followAccount, followTask } from "./eventStreams.ts";
 import { SseSession } from "./sseSession.ts";
+import { StreamsPerAccount } from "./streamsPerAccount.ts";
 import type { TaskEventHub } from "./taskEventHub.ts";
 
 export interface EventRouteDeps {
@@ -26,6 +27,8 @@ export interface EventRouteDeps {
   baseUrl: (request: RequestInfo) => string;
   log: Logger;
   keepaliveMs: number;
+  /** Event streams one account may have open on this edge. */
+  streamsPerAccount: number;
 }
 
 /** Frames a stream may leave unread before it is cut (the client resumes with Last-Event-ID). */
@@ -60,12 +63,17 @@ export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
     reply: (error) => videoError(error, deps.log),
     event: (error) => `event: error\ndata: ${JSON.stringify(videoError(error, deps.log).body)}\n\n`,
   };
-  const session = (sink: ConstructorParameters<typeof SseSession>[0], request: RequestInfo, lastEventId: number | undefined, endAfterFinal: boolean) =>
-    new SseSession(
+  const streams = new StreamsPerAccount(deps.streamsPerAccount);
+  const session = (sink: ConstructorParameters<typeof SseSession>[0], request: RequestInfo, account: string, lastEventId: number | undefined, endAfterFinal: boolean) => {
+    const leave = streams.enter(account);
+    const opened = new SseSession(
       sink,
       { keepaliveMs: deps.keepaliveMs, maxUnread: MAX_UNREAD, endAfterFinal, frameOf: (change) => frameOf(change, deps.baseUrl(request)) },
       lastEventId,
     );
+    opened.onClose(leave);
+    return opened;
+  };
 
   app.get(
     "/api/compat/videosTask/events",
@@ -77,7 +85,7 @@ export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
         // Another account's task answers exactly like a missing one: ids are guessable.
         if (!view) throw new NotFoundError(`task ${taskId} does not exist`);
         const lastEventId = lastEventIdOf(request);
-        await followTask(deps.hub, deps.taskLog, session(sink, request, lastEventId, true), key.account, taskId, lastEventId);
+        await followTask(deps.hub, deps.taskLog, session(sink, request, key.account, lastEventId, true), key.account, taskId, lastEventId);
       },
       { log: deps.log, errors, closeDelimited: true },
     ),
@@ -89,7 +97,7 @@ export function registerEventRoutes(app: HttpApp, deps: EventRouteDeps): void {
       async (request, _body, sink) => {
         const key = await deps.keys.authenticate(request.header("authorization"));
         const lastEventId = lastEventIdOf(request);
-        await followAccount(deps.hub, deps.js, deps.taskLog, session(sink, request, lastEventId, false), key.account, lastEventId);
+        await followAccount(deps.hub, deps.js, deps.taskLog, session(sink, request, key.account, lastEventId, false), key.account, lastEventId);
       },
       { log: deps.log, errors, closeDelimited: true },
     ),

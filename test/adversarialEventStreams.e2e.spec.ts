@@ -1,0 +1,68 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
+import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+import { VideoClient } from "./helpers/videoClient.ts";
+
+const STREAMS_PER_ACCOUNT = 3;
+
+/** Issue 32: one tenant's event streams can neither take the edge's capacity nor make it read other tenants' history. */
+describe("adversarial event streams", () => {
+  let app: TestApp;
+  const keys: Record<string, string> = {};
+  beforeAll(async () => {
+    app = await startTestApp({
+      providers: () => new ScriptedVendor(),
+      tweak: (config) => {
+        config.limits.sseKeepaliveMs = 200;
+        config.limits.eventStreamsPerAccount = STREAMS_PER_ACCOUNT;
+      },
+    });
+    for (const account of ["hoarder", "neighbour", "resumer"]) keys[account] = await app.keyFor(account, 100);
+  });
+  afterAll(async () => app?.stop());
+
+  const open = (account: string, headers: Record<string, string> = {}) => {
+    const abort = new AbortController();
+    const answer = fetch(`${app.baseUrl}/api/compat/videosTasks/events`, { headers: { authorization: `Bearer ${keys[account]}`, ...headers }, signal: abort.signal });
+    return { answer, close: () => abort.abort() };
+  };
+
+  it("an account holding its share of event streams gets 429 for the next one; others still get theirs, and a closed one frees its place", async () => {
+    const held = Array.from({ length: STREAMS_PER_ACCOUNT }, () => open("hoarder"));
+    for (const stream of held) expect((await stream.answer).status).toBe(200);
+    const refused = await fetch(`${app.baseUrl}/api/compat/videosTasks/events`, { headers: { authorization: `Bearer ${keys.hoarder}` } });
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toEqual({ code: 429, msg: expect.stringMatching(/^too many event streams open for this account \(at most 3 per edge\)/) });
+    const neighbour = open("neighbour");
+    expect((await neighbour.answer).status).toBe(200);
+    neighbour.close();
+    held[0]?.close();
+    await expect.poll(async () => {
+      const again = open("hoarder");
+      const status = (await again.answer).status;
+      again.close();
+      return status;
+    }).toBe(200);
+    for (const stream of held) stream.close();
+  });
+
+  it("a resume with Last-Event-ID 1 reads the caller's own task events only, however much other tenants wrote", async () => {
+    const resumer = new VideoClient(app.baseUrl, keys.resumer as string);
+    const mine = (await resumer.create({ model: "VideoModel-2.0-mini", prompt: "mine", duration: 4 })).body.data?.task_id as number;
+    await resumer.waitForFinal(mine);
+    const other = new VideoClient(app.baseUrl, keys.neighbour as string);
+    await Promise.all(Array.from({ length: 30 }, (_, i) => other.create({ model: "VideoModel-2.0-mini", prompt: `theirs ${i}`, duration: 4 })));
+    const stream = open("resumer", { "last-event-id": "1" });
+    const reader = (await stream.answer).body?.getReader();
+    let text = "";
+    while (reader && !/"status":"success"/.test(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString("utf8");
+    }
+    stream.close();
+    const taskIds = [...text.matchAll(/"task_id":(\d+)/g)].map((m) => Number(m[1]));
+    expect(taskIds.length).toBeGreaterThan(0);
+    expect(new Set(taskIds)).toEqual(new Set([mine]));
+  });
+});
