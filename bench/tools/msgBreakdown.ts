@@ -1,5 +1,5 @@
 /**
- * Which NATS messages a create costs, by subject: `node --import tsx bench/tools/msgBreakdown.ts [model] [tasks] [settle-ms] [in-flight]`
+ * Which NATS messages a create costs, by subject: `node --import tsx bench/tools/msgBreakdown.ts [model] [tasks] [settle-ms] [in-flight] [accounts]`
  * (defaults: the bench's parked model, 200 creates, 3 s; model `instant`: the instant suite's whole life, on the
  * fake OpenAI-compatible upstream finishing at the first status call). Starts nats-server and `reelay serve`, creates the
  * tasks at once, and counts what a `>` subscriber sees per subject pattern (ids folded to N) — publishes
@@ -16,17 +16,20 @@ import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { benchConfig } from "../suites/videoPath.ts";
 import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { createConcurrently } from "../lib/taskLoad.ts";
+import { prepareAccounts } from "../lib/benchAccounts.ts";
 
 const model = process.argv[2] ?? "Bench-parked";
 const tasks = Number(process.argv[3] ?? 200);
 const settleMs = Number(process.argv[4] ?? 3000);
 /** Creates in flight at once (default: all of them), as the instant suite's 64 to see its batch sizes. */
 const inFlight = Number(process.argv[5] ?? tasks);
+/** Accounts the creates come from, in turn (default 1). */
+const accounts = Number(process.argv[6] ?? 1);
 const workDir = mkdtempSync(join(tmpdir(), "reelay-msgs-"));
 const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
 const instant = model === "instant" ? await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 }) : undefined;
 const config = instant?.config ?? benchConfig();
-const key = await prepareAccount(nats.url, workDir, config);
+const keys = accounts === 1 ? [await prepareAccount(nats.url, workDir, config)] : await prepareAccounts(nats.url, config, accounts, "tenant");
 const reelay = await startReelay({ natsUrl: nats.url, config, workDir, ...(instant ? { env: instant.env } : {}) });
 const nc = await connect({ servers: nats.url });
 const counts = new Map<string, number>();
@@ -42,10 +45,11 @@ await new Promise((resolve) => setTimeout(resolve, 500));
 counts.clear();
 const before = await varz(nats.url);
 const body = JSON.stringify({ model: instant ? "VideoModel-2.0-mini" : model, prompt: "a fox", duration: 4, ...(instant ? { generate_audio: false } : {}) });
+let turn = 0;
 await createConcurrently(tasks, inFlight, async () => {
   const response = await fetch(`${reelay.baseUrl}/api/compat/videosGenerations`, {
     method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${keys[turn++ % keys.length]}`, "content-type": "application/json" },
     body,
   });
   await response.text();
