@@ -86,9 +86,7 @@ export const BUCKETS = {
   idempotency: "idempotency",
   /** Each account's webhook signing secret (and the previous one for a day after a rotation). */
   webhookSecrets: "webhook_secrets",
-  /** `<account>.<task id, 15 digits>` → the task's status: the task list's index, newest last in key order. */
-  accountTasks: "account_tasks",
-  /** Operators' admin tokens, stored as hashes (contracts/admin.ts). */
+    /** Operators' admin tokens, stored as hashes (contracts/admin.ts). */
   adminTokens: "admin_tokens",
   /** Task counters by status, hour and day/account/model for the admin dashboard and usage (contracts/taskStats.ts). */
   taskStats: "task_stats",
@@ -110,7 +108,7 @@ export const CONSUMERS = {
   runners: "runners",
   /**
    * Every reactor on the task log, through one delivery (services/projector/taskLogReactors.ts): the views
-   * (`task_views`), each account's task index (`account_tasks`), the counters (`task_stats`), settlement, and
+   * (`task_views`), the counters (`task_stats`), settlement, the Idempotency-Key index, and
    * the webhook jobs.
    */
   taskLogReactors: "task_log_reactors",

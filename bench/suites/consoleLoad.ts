@@ -4,7 +4,6 @@ import { locateNatsServer } from "../../infra/natsServerBinary.ts";
 import { dayKey, hourKey } from "../../contracts/taskStats.ts";
 import type { TaskView } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { taskIndexKey } from "../../services/tasks/taskIndex.ts";
 import { statsOf, type StatsChange, type TaskFacts } from "../../services/tasks/taskStats.ts";
 import { evolveTaskView, taskViewKey } from "../../services/tasks/taskView.ts";
 import { reelayInProcess } from "../../test/helpers/cliInProcess.ts";
@@ -69,7 +68,6 @@ export async function consoleLoadBench(): Promise<BenchRow[]> {
       }
       if (view) {
         pending.push(app.nats.taskViews.put(taskViewKey(taskId), JSON.stringify(view)));
-        pending.push(app.nats.accountTasks.put(taskIndexKey(view.account, taskId), view.status));
       }
       if (pending.length >= IN_FLIGHT) {
         await Promise.all(pending);

@@ -133,11 +133,11 @@ export class EdgeService {
       keys: this.keys,
       create,
       views: this.views,
-      accountTasks: this.nats.accountTasks,
+      jsm: this.nats.jsm,
       baseUrl,
       log: this.log,
     });
-    registerVideosApi(app, { config: this.config, taskLog: this.taskLog, keys: this.keys, create, views: this.views, accountTasks: this.nats.accountTasks, videos: this.nats.videos, files, baseUrl, log: this.log });
+    registerVideosApi(app, { config: this.config, taskLog: this.taskLog, keys: this.keys, create, views: this.views, jsm: this.nats.jsm, videos: this.nats.videos, files, baseUrl, log: this.log });
     registerChatRoutes(app, {
       config: this.config,
       keys: this.keys,

@@ -7,7 +7,6 @@ import type { Nats } from "../shared/nats.ts";
 import { parkUndecodable, ProjectionRunner } from "../shared/projection.ts";
 import { TaskLog, taskLogEntries, type TaskLogEntry } from "../shared/taskLog.ts";
 import { TaskDirectory } from "../tasks/taskDirectory.ts";
-import { TaskIndexer } from "../tasks/taskIndex.ts";
 import { TaskStatsReactor } from "../tasks/taskStats.ts";
 import { foldTaskView } from "../tasks/taskView.ts";
 import { WebhookOutbox } from "../webhooks/webhookOutbox.ts";
@@ -21,11 +20,11 @@ interface TaskLogReactor {
 
 /**
  * Every reactor on the task log, fed by one batch reactor on one durable consumer (`task_log_reactors`):
- * the views (`task_views`, final ones only), each account's task index (`account_tasks`), the counters (`task_stats`),
- * settlement (the ledger), the webhook jobs and the Idempotency-Key index. Each event is delivered, parsed and
- * validated once for all six, and acknowledged with its batch (the counters are written behind: a batch is
- * acknowledged once they are kept too). A batch goes to all six at once (they write different places); if
- * one fails, the batch is handed over again to all six, which each absorb: the read models are idempotent,
+ * the views (`task_views`, final ones only), the counters (`task_stats`), settlement (the ledger), the webhook
+ * jobs and the Idempotency-Key index. Each event is delivered, parsed and validated once for all five, and
+ * acknowledged with its batch (the counters are written behind: a batch is acknowledged once they are kept
+ * too). A batch goes to all five at once (they write different places); if one fails, the batch is handed
+ * over again to all five, which each absorb: the read models are idempotent,
  * the ledger's decision makes a repeated settlement a no-op, webhook jobs carry a msgID.
  *
  * An event no reactor can decode is parked on the dead-letter subject of the views (`deadletter.task_views`)
@@ -51,7 +50,6 @@ export async function startTaskLogReactors(nats: Nats, ledger: AccountLedger, lo
   const stats = new TaskStatsReactor(nats, log.child({ reactor: "task counters" }));
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },
-    new TaskIndexer(nats),
     stats,
     new Settlement(ledger, taskLog, log.child({ reactor: "settlement" })),
     new IdempotencyIndexer(new IdempotencyIndex(nats.js, nats.idempotency)),

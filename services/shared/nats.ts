@@ -19,7 +19,6 @@ export interface Nats {
   ledgerSnapshots: KV;
   idempotency: KV;
   webhookSecrets: KV;
-  accountTasks: KV;
   adminTokens: KV;
   taskStats: KV;
   videos: ObjectStore;
@@ -53,7 +52,6 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     ledgerSnapshots: await kvm.open(BUCKETS.ledgerSnapshots),
     idempotency: await kvm.open(BUCKETS.idempotency),
     webhookSecrets: await kvm.open(BUCKETS.webhookSecrets),
-    accountTasks: await kvm.open(BUCKETS.accountTasks),
     adminTokens: await kvm.open(BUCKETS.adminTokens),
     taskStats: await kvm.open(BUCKETS.taskStats),
     videos: await new Objm(js).open(OBJECT_STORES.videos),

@@ -1,31 +1,17 @@
-import type { KV } from "@nats-io/kv";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { TaskView } from "../../contracts/videoTask.ts";
-import type { Nats } from "../shared/nats.ts";
-import type { TaskLogEntry } from "../shared/taskLog.ts";
-
-/** Task ids padded so that key order is id order (ids are below 10^15). */
-export const taskIndexKey = (account: string, taskId: number): string => `${account}.${String(taskId).padStart(15, "0")}`;
-export const taskIdOfIndexKey = (key: string): number => Number(key.slice(key.lastIndexOf(".") + 1));
+import { STREAMS } from "../../infra/jetstreamLayout.ts";
 
 /**
- * Keeps `account_tasks`: one key per task under its account, written once when the task is created, so an
- * account's tasks can be listed newest first without reading every task. The key is the whole entry (its
- * value is empty): a task's status is read from its view when a list filters by status, exact and current,
- * instead of being written again at every change (three writes for a task that ran; indexes written by
- * older versions hold a status there, which nothing reads any more). Fed batches of the task log in order.
+ * An account's task ids, read from the stream's own subject index: each task's opening is the one message on
+ * `acct.<account>.money.task.<id>`, so the subjects of the account's openings are its task list, exact and
+ * current from the moment a create is answered. One request (paged by the client for very large accounts),
+ * answered from the server's index of subjects: no message is read, and no separate index is written per task.
  */
-export class TaskIndexer {
-  constructor(private readonly nats: Nats) {}
-
-  /** One batch of the task log, in order (services/projector/taskLogReactors.ts). */
-  async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
-    await Promise.all(
-      entries.flatMap(({ event }) => (event.type === "TaskSubmitted" ? [this.nats.accountTasks.put(taskIndexKey(event.data.account, event.meta.taskId), EMPTY)] : [])),
-    );
-  }
+export async function accountTaskIds(jsm: JetStreamManager, account: string): Promise<number[]> {
+  const { state } = await jsm.streams.info(STREAMS.events.name, { subjects_filter: `acct.${account}.money.task.*` });
+  return Object.keys(state.subjects ?? {}).map((subject) => Number(subject.slice(subject.lastIndexOf(".") + 1)));
 }
-
-const EMPTY = new Uint8Array(0);
 
 /** A task's current view (the edge's TaskViewReader: memory, else the bucket or the task's log). */
 export type ViewOf = (taskId: number) => TaskView | undefined | Promise<TaskView | undefined>;
@@ -38,18 +24,14 @@ const FILTERED_READS = 32;
  * `after` and that `matches` (a filter on status or model) if given, at most `limit`, and whether more follow.
  */
 export async function listAccountTasks(
-  index: KV,
+  jsm: JetStreamManager,
   account: string,
   options: { limit: number; before?: number; after?: number; ascending?: boolean; matches?: (view: TaskView) => boolean },
   viewOf: ViewOf,
 ): Promise<{ views: TaskView[]; more: boolean }> {
-  // A key written while the listing runs may come twice: each is kept once.
-  const seen = new Set<number>();
-  for await (const key of await index.keys(`${account}.>`)) {
-    const id = taskIdOfIndexKey(key);
-    if ((options.before === undefined || id < options.before) && (options.after === undefined || id > options.after)) seen.add(id);
-  }
-  const ids = [...seen].sort((a, b) => (options.ascending ? a - b : b - a));
+  const ids = (await accountTaskIds(jsm, account))
+    .filter((id) => (options.before === undefined || id < options.before) && (options.after === undefined || id > options.after))
+    .sort((a, b) => (options.ascending ? a - b : b - a));
   const views: TaskView[] = [];
   for (let start = 0; start < ids.length; ) {
     // One more than the page needs tells whether more follow; a filter may skip some, so it reads ahead.

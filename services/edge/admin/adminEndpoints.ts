@@ -247,7 +247,7 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
         const tasks: Array<z.infer<typeof TaskSummary>> = [];
         if (query.account !== undefined) {
           // The account's own index: only its tasks are read.
-          const { views, more } = await listAccountTasks(nats.accountTasks, query.account, { limit: query.limit, ...(query.before === undefined ? {} : { before: query.before }), matches }, accountTaskView(query.account));
+          const { views, more } = await listAccountTasks(nats.jsm, query.account, { limit: query.limit, ...(query.before === undefined ? {} : { before: query.before }), matches }, accountTaskView(query.account));
           return { tasks: views.map(taskSummaryOf), next_before: more ? (views.at(-1)?.taskId ?? null) : null };
         }
         const newest = await newestTaskId(nats.jsm);

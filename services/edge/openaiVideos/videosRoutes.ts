@@ -1,4 +1,4 @@
-import type { KV } from "@nats-io/kv";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
@@ -34,7 +34,7 @@ export interface VideosApiDeps {
   keys: ApiKeyDirectory;
   create: CreateDeps;
   views: TaskViewReader;
-  accountTasks: KV;
+  jsm: JetStreamManager;
   videos: ObjectStore;
   files: VideoFiles;
   baseUrl: (request: RequestInfo) => string;
@@ -92,7 +92,7 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
     (request) =>
       deps.keys.withAccount(request.header("authorization"), async (key) => {
         const query = listQueryOf(request.query);
-        const { views, more } = await listAccountTasks(deps.accountTasks, key.account, query, (id) => deps.views.get(key.account, id));
+        const { views, more } = await listAccountTasks(deps.jsm, key.account, query, (id) => deps.views.get(key.account, id));
         const data = views.map(objectOf);
         return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
       }),

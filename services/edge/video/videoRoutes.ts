@@ -1,4 +1,4 @@
-import type { KV } from "@nats-io/kv";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
 import { NotFoundError } from "../../shared/errors.ts";
@@ -28,7 +28,7 @@ export interface VideoRouteDeps {
   create: CreateDeps;
   views: TaskViewReader;
   /** The account task index (services/tasks/taskIndex.ts) behind the task list. */
-  accountTasks: KV;
+  jsm: JetStreamManager;
   /** Where video addresses point (http/videoBaseUrl.ts). */
   baseUrl: (request: RequestInfo) => string;
   log: Logger;
@@ -73,7 +73,7 @@ export function registerVideoRoutes(app: HttpApp, deps: VideoRouteDeps): void {
         deps.keys.withAccount(request.header("authorization"), async (key) => {
           const { status, ...page } = parseListQuery(request.query);
           const matches = status === undefined ? {} : { matches: (view: TaskView) => view.status === status };
-          const { views, more } = await listAccountTasks(deps.accountTasks, key.account, { ...page, ...matches }, (id) => deps.views.get(key.account, id));
+          const { views, more } = await listAccountTasks(deps.jsm, key.account, { ...page, ...matches }, (id) => deps.views.get(key.account, id));
           const tasks = views.map((view) => taskDataObject(view, baseUrl(request)));
           return jsonReply(200, { code: 200, msg: "success", data: { tasks, next_before: more ? (views.at(-1)?.taskId ?? null) : null } });
         }),
