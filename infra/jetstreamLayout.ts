@@ -92,6 +92,8 @@ export const BUCKETS = {
   adminTokens: "admin_tokens",
   /** Task counters by status, hour and day/account/model for the admin dashboard and usage (contracts/taskStats.ts). */
   taskStats: "task_stats",
+  /** Keys reelay makes once and keeps: the one stored videos are named with (services/runner/videoNames.ts). */
+  secrets: "secrets",
 } as const;
 
 

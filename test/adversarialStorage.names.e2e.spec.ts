@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings } from "../contracts/config.ts";
 import { FAKE_MP4, OpenAiVideosUpstream } from "./fakes/openAiVideosUpstream.ts";
+import { videoNameKey, videoObjectName } from "../services/runner/videoNames.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
@@ -81,5 +82,12 @@ describe("adversarial storage: names of stored videos", () => {
     expect(names[0]).not.toBe(names[1]);
     const bodies = await Promise.all([fromA, fromB].map(async (done) => Buffer.from(await (await fetch(String(done.body.data?.video_url))).arrayBuffer())));
     expect(bodies).toEqual([upstreamA.content, upstreamB.content]);
+  });
+
+  it("a task's name is decided once: every runner, and every retry of the copy, derives the same one from the stored key", async () => {
+    const [key1, key2] = await Promise.all([videoNameKey(app.nats.secrets), videoNameKey(app.nats.secrets)]);
+    expect(key1).toEqual(key2);
+    expect(videoObjectName(key1, 42)).toBe(videoObjectName(key2, 42));
+    expect(videoObjectName(key1, 42)).not.toBe(videoObjectName(key1, 43));
   });
 });

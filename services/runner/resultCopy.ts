@@ -2,6 +2,7 @@ import { createReadStream } from "node:fs";
 import type { Readable } from "node:stream";
 import type { ObjectStore } from "@nats-io/obj";
 import { request } from "undici";
+import { SERVABLE_VIDEO_NAME } from "../../contracts/storedObjects.ts";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
 import { BlockedAddressError, publicOnly } from "../shared/publicAddressGuard.ts";
 import { putNewObject, type ObjectBucket } from "./newObject.ts";
@@ -40,6 +41,8 @@ const looksLikeMp4 = (head: Uint8Array) => head.length >= 8 && Buffer.from(head.
  * connection) is passing, and the runner retries the copy until the task's deadline.
  */
 export async function copyResult(result: VideoResult, name: string, options: ResultCopyOptions): Promise<StoredVideo> {
+  // A task succeeds only with a copy its routes serve: a name they refuse is never stored (issue 32).
+  if (!SERVABLE_VIDEO_NAME.test(name)) throw new ResultUnusable("reelay could not store the generated video under a servable name");
   const source: Readable = result.kind === "file" ? createReadStream(result.path) : await download(result.url, result.headers ?? {}, options);
   const guarded = guardedChunks(source, options.maxBytes);
   try {

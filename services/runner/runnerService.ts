@@ -51,11 +51,13 @@ export class RunnerService {
     private readonly config: ReelayConfig,
     private readonly channels: ChannelPool,
     private readonly log: Logger,
+    videoNameKey: Buffer,
   ) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.actorDeps = {
       videos: nats.videos,
       videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+      videoNameKey,
       log,
       taskLog: this.taskLog,
       channels,

@@ -22,6 +22,7 @@ export interface Nats {
   accountTasks: KV;
   adminTokens: KV;
   taskStats: KV;
+  secrets: KV;
   videos: ObjectStore;
 }
 
@@ -56,6 +57,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     accountTasks: await kvm.open(BUCKETS.accountTasks),
     adminTokens: await kvm.open(BUCKETS.adminTokens),
     taskStats: await kvm.open(BUCKETS.taskStats),
+    secrets: await kvm.open(BUCKETS.secrets),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
   };
 }
