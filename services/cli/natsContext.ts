@@ -1,6 +1,6 @@
 import { resolve } from "node:path";
 import type { ReelayConfig } from "../../contracts/config.ts";
-import type { LayoutOptions } from "../../infra/jetstreamLayout.ts";
+import { storeLimitsOf, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 import { environment } from "../shared/environment.ts";
@@ -25,7 +25,7 @@ export const dataDir = (): string => resolve(environment().REELAY_DATA_DIR);
 export const layoutOptions = (config: ReelayConfig): LayoutOptions => ({
   replicas: environment().REELAY_REPLICAS,
   leaseMs: config.runner.leaseMs,
-  videoRetentionMs: config.videos.retentionDays * 24 * 60 * 60_000,
+  ...storeLimitsOf(config),
 });
 
 /**

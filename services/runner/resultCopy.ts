@@ -47,9 +47,15 @@ export async function copyResult(result: VideoResult, name: string, options: Res
   const guarded = guardedChunks(source, options.maxBytes);
   try {
     // A new object takes the chunks as they come; the client's put reads a web stream.
-    const info = options.newIn
-      ? await putNewObject(options.newIn, name, DESCRIPTION, guarded.chunks)
-      : await options.videos.put({ name, description: DESCRIPTION }, webStreamOf(guarded.chunks));
+    const info = await (options.newIn
+      ? putNewObject(options.newIn, name, DESCRIPTION, guarded.chunks)
+      : options.videos.put({ name, description: DESCRIPTION }, webStreamOf(guarded.chunks))
+    ).catch((error: unknown) => {
+      // The store is at its max_bytes (discard new): this copy is refused, nothing stored is touched, and
+      // waiting for the deadline would only hold the task; it fails now, free.
+      if (error instanceof Error && /maximum bytes/i.test(error.message)) throw new ResultUnusable("reelay's video store is full, so the video could not be kept; no charge was made");
+      throw error;
+    });
     if (!guarded.checked()) {
       await options.videos.delete(name);
       throw new ResultUnusable("the generated video is empty");

@@ -23,7 +23,9 @@ export interface Nats {
   adminTokens: KV;
   taskStats: KV;
   secrets: KV;
+  referenceUsage: KV;
   videos: ObjectStore;
+  references: ObjectStore;
 }
 
 /** Connects; with `layout`, first creates or updates every stream, bucket and consumer. */
@@ -58,6 +60,8 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     adminTokens: await kvm.open(BUCKETS.adminTokens),
     taskStats: await kvm.open(BUCKETS.taskStats),
     secrets: await kvm.open(BUCKETS.secrets),
+    referenceUsage: await kvm.open(BUCKETS.referenceUsage),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
+    references: await new Objm(js).open(OBJECT_STORES.references),
   };
 }

@@ -35,7 +35,8 @@ interface CachedFile {
 }
 
 /**
- * Serves rendered videos from the object store at /videos/<name>. Names carry a random part, so the
+ * Serves rendered videos from the object store at /videos/<name> (uploaded references, from theirs, at
+ * /references/<name>). Names carry a random part, so the
  * address itself is the capability (like a vendor's signed URL). Bodies are cached in memory, bounded
  * by size, because players fetch the same file in many Range requests; every request still asks the
  * store whether the file exists and is the same (one small read), so a video deleted through any edge
@@ -48,10 +49,10 @@ export class VideoFiles {
   constructor(private readonly videos: ObjectStore) {}
 
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
-  register(app: HttpApp, log: Logger): void {
+  register(app: HttpApp, log: Logger, prefix: "/videos/" | "/references/"): void {
     const replyForError = videoErrorReply(log);
-    app.get("/videos/:name", route((request) => this.serve(nameFromUrl(request.url, "/videos/"), request.header("range"), SERVABLE_VIDEO_NAME, request.header("if-none-match")), { replyForError }));
-    app.get("/references/:name", route((request) => this.serve(nameFromUrl(request.url, "/references/"), request.header("range"), REFERENCE_NAME, request.header("if-none-match")), { replyForError }));
+    const names = prefix === "/videos/" ? SERVABLE_VIDEO_NAME : REFERENCE_NAME;
+    app.get(`${prefix}:name`, route((request) => this.serve(nameFromUrl(request.url, prefix), request.header("range"), names, request.header("if-none-match")), { replyForError }));
   }
 
   /** A stored file, whole or the requested byte range; 304 when the client's copy (`If-None-Match`) is current. */
