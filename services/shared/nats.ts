@@ -2,6 +2,7 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { skipErrorsForSettledRequests } from "./natsSettledRequests.ts";
 import { coalesceWrites } from "./natsWriteCoalescing.ts";
@@ -29,11 +30,12 @@ export interface Nats {
 }
 
 /** Connects; with `layout`, first creates or updates every stream, bucket and consumer. */
-export async function connectNats(url: string, name: string, layout?: LayoutOptions): Promise<Nats> {
+export async function connectNats(url: string, name: string, layout?: LayoutOptions, credentials?: NatsCredentials): Promise<Nats> {
   // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU);
   // and it builds another one as every request ends, unless told not to.
   skipErrorsForSettledRequests();
-  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true });
+  const auth = credentials ? { user: credentials.user, pass: credentials.password } : {};
+  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true, ...auth });
   try {
     assertSupportedServer(nc, url);
   } catch (error) {
