@@ -103,8 +103,11 @@ describe("adversarial storage: uploads and the stores", () => {
     const created = await client.create({ model: "VideoModel-2.0-fast", prompt: "p", duration: 4 });
     const done = await client.waitForFinal(created.body.data?.task_id as number, 10_000, 50);
     expect(done.body).toMatchObject({ code: 500, msg: expect.stringMatching(/video store is full.*no charge/) });
-    const account = await app.ledger.current("store-full");
-    expect([account.balanceMicros, account.reservedMicros]).toEqual([100_000_000, 0]);
+    // Settlement releases the reservation after the failure (a reactor on the task log).
+    await expect.poll(async () => {
+      const account = await app.ledger.current("store-full");
+      return [account.balanceMicros, account.reservedMicros];
+    }).toEqual([100_000_000, 0]);
 
     // Fill the references store (the other tests left some in it) until an upload is refused: 503, not a lost ledger write.
     upstream.generation = { kind: "succeed", after: 1_000_000 };
