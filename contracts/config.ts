@@ -226,6 +226,15 @@ export const ReelayConfig = z
       .strictObject({
         /** Days a video is kept after it was copied, then removed by NATS (the object store's max age). */
         retentionDays: z.number().int().min(1).max(3650).default(30),
+        /**
+         * The videos object store's size (its stream's max_bytes, discard new): a copy that does not fit fails
+         * its task, free, instead of pushing out other data. Reserved out of JetStream's store (max_file_store).
+         */
+        maxStoreBytes: z.number().int().min(1024 * 1024).default(12 * 1024 ** 3),
+        /** The uploaded references' store (OpenAI's `input_reference`), a bucket of its own with its own size. */
+        referenceStoreBytes: z.number().int().min(1024 * 1024).default(1024 ** 3),
+        /** Bytes of uploaded references one account may have stored at once (they go when their tasks end). */
+        referenceBytesPerAccount: z.number().int().min(1024).default(100 * 1024 ** 2),
       })
       .prefault({}),
     /** Browser apps allowed to call reelay (CORS): their origins, or "*" for any. None by default. */

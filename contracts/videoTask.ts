@@ -76,6 +76,8 @@ export const VideoJobSpec = z.object({
   }),
   /** The task whose video this one remixes (OpenAI Videos API `remix`): that video is the video reference. */
   remixOf: z.number().int().positive().optional(),
+  /** The `input_reference` upload this task uses (bucket `references`): removed when the task ends. */
+  uploadedReference: z.string().optional(),
 });
 export type VideoJobSpec = z.infer<typeof VideoJobSpec>;
 

@@ -14,6 +14,7 @@ import { Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { LEDGER_MESSAGES, MONEY_EVENTS } from "../contracts/ledger.ts";
 import { TASK_LOG_SUBJECTS, TASK_OPENINGS } from "../contracts/videoTask.ts";
+import type { ReelayConfig } from "../contracts/config.ts";
 
 /** Every stream, bucket and durable consumer reelay uses, as data. `ensureJetStreamLayout` makes them exist. */
 export const STREAMS = {
@@ -90,6 +91,10 @@ export const BUCKETS = {
   adminTokens: "admin_tokens",
   /** Task counters by status, hour and day/account/model for the admin dashboard and usage (contracts/taskStats.ts). */
   taskStats: "task_stats",
+  /** Each account's uploaded references still stored, by name with size and expiry (services/shared/referenceUsage.ts). */
+  referenceUsage: "reference_usage",
+  /** Keys reelay makes once and keeps: the one stored videos are named with (services/runner/videoNames.ts). */
+  secrets: "secrets",
 } as const;
 
 
@@ -102,7 +107,13 @@ export const webhookLogSubject = (account: string): string => `webhooklog.${acco
 
 export const webhookJobSubject = (taskId: number): string => `webhookjobs.${taskId}`;
 
-export const OBJECT_STORES = { videos: "videos" } as const;
+/**
+ * `videos`: copied results, kept `videos.retentionDays`. `references`: customers' `input_reference` uploads,
+ * kept until their task ends. Each has its own max_bytes (discard new: a full store refuses the new object and
+ * never drops or blocks anything else), reserved out of JetStream's store, so neither can take the disk the
+ * streams of money and tasks write to.
+ */
+export const OBJECT_STORES = { videos: "videos", references: "references" } as const;
 
 export const CONSUMERS = {
   runners: "runners",
@@ -128,6 +139,32 @@ export interface LayoutOptions {
   leaseMs: number;
   /** How long a copied video is kept in the object store (config `videos.retentionDays`); absent: for good. */
   videoRetentionMs?: number;
+  /** The videos store's max_bytes (config `videos.maxStoreBytes`); absent: unbounded. */
+  videoStoreBytes?: number;
+  /** The references store's max_bytes (config `videos.referenceStoreBytes`); absent: unbounded. */
+  referenceStoreBytes?: number;
+  /** How long an uploaded reference may outlive its upload: past its task's deadline, never needed again. */
+  referenceLifetimeMs?: number;
+}
+
+/** Margin past a task's deadline (create + `maxTaskMs`) before its reference ages out of the store. */
+const REFERENCE_MARGIN_MS = 60 * 60_000;
+
+/** The object stores' limits a config asks for. */
+export const storeLimitsOf = (config: ReelayConfig): Required<Pick<LayoutOptions, "videoRetentionMs" | "videoStoreBytes" | "referenceStoreBytes" | "referenceLifetimeMs">> => ({
+  videoRetentionMs: config.videos.retentionDays * 24 * 60 * 60_000,
+  videoStoreBytes: config.videos.maxStoreBytes,
+  referenceStoreBytes: config.videos.referenceStoreBytes,
+  referenceLifetimeMs: config.limits.maxTaskMs + REFERENCE_MARGIN_MS,
+});
+
+/** Each object store's age and size limits (its stream's max_age and max_bytes). */
+function objectStoreLimits(options: LayoutOptions): Record<keyof typeof OBJECT_STORES, { maxAgeMs?: number; maxBytes?: number }> {
+  const limits = (maxAgeMs: number | undefined, maxBytes: number | undefined) => ({ ...(maxAgeMs ? { maxAgeMs } : {}), ...(maxBytes ? { maxBytes } : {}) });
+  return {
+    videos: limits(options.videoRetentionMs, options.videoStoreBytes),
+    references: limits(options.referenceLifetimeMs, options.referenceStoreBytes),
+  };
 }
 
 const nanos = (ms: number) => ms * 1_000_000;
@@ -273,9 +310,9 @@ export function storeStreams(options: LayoutOptions): Array<{ name: string; conf
         ...(BUCKETS_WITH_MESSAGE_TTL.has(bucket) ? { allow_msg_ttl: true } : {}),
       },
     })),
-    ...Object.values(OBJECT_STORES).map((store) => ({
+    ...Object.entries(objectStoreLimits(options)).map(([store, { maxAgeMs, maxBytes }]) => ({
       name: `OBJ_${store}`,
-      config: { num_replicas: options.replicas, ...(options.videoRetentionMs ? { max_age: nanos(options.videoRetentionMs) } : {}) },
+      config: { num_replicas: options.replicas, ...(maxAgeMs ? { max_age: nanos(maxAgeMs) } : {}), ...(maxBytes ? { max_bytes: maxBytes } : {}) },
     })),
   ];
 }
@@ -306,8 +343,16 @@ export async function ensureJetStreamLayout(nc: NatsConnection, jsm: JetStreamMa
     await kvm.create(bucket, { history: 1, replicas: options.replicas });
     if (BUCKETS_WITH_MESSAGE_TTL.has(bucket)) await allowMessageTtl(jsm, `KV_${bucket}`);
   }
-  // Each object (its chunks and its entry) ages out `videoRetentionMs` after it was stored.
-  await new Objm(nc).create(OBJECT_STORES.videos, { replicas: options.replicas, ...(options.videoRetentionMs ? { ttl: nanos(options.videoRetentionMs) } : {}) });
+  // Each object (its chunks and its entry) ages out its store's max age after it was stored.
+  for (const [store, { maxAgeMs, maxBytes }] of Object.entries(objectStoreLimits(options))) {
+    await new Objm(nc).create(store, { replicas: options.replicas, ...(maxAgeMs ? { ttl: nanos(maxAgeMs) } : {}), ...(maxBytes ? { max_bytes: maxBytes } : {}) }).catch((error: unknown) => {
+      // The server reserves max_bytes out of its JetStream store: say which setting to lower.
+      if (error instanceof JetStreamApiError && /insufficient (storage )?resources/i.test(error.message)) {
+        throw new Error(`nats-server cannot reserve ${maxBytes} bytes for object store ${store} (${error.message}): lower videos.maxStoreBytes or videos.referenceStoreBytes, or raise the server's jetstream max_file_store`);
+      }
+      throw error;
+    });
+  }
   for (const { stream, config } of consumerConfigs(options)) {
     await jsm.consumers.info(stream, config.durable_name ?? "").catch(async (error: unknown) => {
       if (!isNotFound(error)) throw error;

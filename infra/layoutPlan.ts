@@ -17,7 +17,7 @@ export interface LayoutPlan {
 }
 
 /** Settings reelay manages; others (set by an operator by hand, or by the server) are left alone. */
-const STREAM_FIELDS = ["subjects", "num_replicas", "max_age", "max_msgs", "duplicate_window", "allow_direct", "allow_msg_ttl", "max_msgs_per_subject"] as const;
+const STREAM_FIELDS = ["subjects", "num_replicas", "max_age", "max_msgs", "duplicate_window", "allow_direct", "allow_msg_ttl", "max_msgs_per_subject", "max_bytes"] as const;
 const CONSUMER_FIELDS = ["ack_wait", "max_ack_pending", "max_deliver"] as const;
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);

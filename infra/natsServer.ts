@@ -1,9 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
-import { existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
+import { authorizationBlock, embeddedCredentials, type NatsCredentials } from "./natsCredentials.ts";
 
 const SINGLE_NODE_CONFIG = join(dirname(fileURLToPath(import.meta.url)), "nats", "single.conf");
 
@@ -76,16 +77,19 @@ export async function startNatsServer(options: {
   say: (line: string) => void;
   /** A fixed port (e.g. to restart a server where its clients expect it); a free one by default. */
   port?: number;
+  /** Required of every client; none: any client may connect (tests' servers). */
+  credentials?: NatsCredentials;
 }): Promise<RunningNatsServer> {
   const binary = natsServerBinary(options.say);
   mkdirSync(options.storeDir, { recursive: true });
   const logFile = join(options.storeDir, "..", "nats-server.log");
+  const configFile = options.credentials ? serverConfigWith(options.credentials, join(options.storeDir, "..")) : SINGLE_NODE_CONFIG;
   // The monitor port is port + 1 (it answers /healthz once JetStream is up). Either may be taken between
   // our probe and the server's bind; then the server exits and we try other ports.
   for (let attempt = 1; ; attempt++) {
     let port = options.port ?? (await freeLoopbackPort());
     while (port >= 65534) port = await freeLoopbackPort();
-    const child = spawnWatched(binary.path, port, options.storeDir, logFile);
+    const child = spawnWatched(binary.path, configFile, port, options.storeDir, logFile);
     try {
       await waitUntilReady(child, port, logFile);
       return running(child, port, binary.version);
@@ -103,9 +107,20 @@ export async function startNatsServer(options: {
  */
 const WATCHDOG = 'server="$1"; shift; exec 3<&0; "$server" "$@" & pid=$!; { read -r _ <&3; kill -TERM "$pid" 2>/dev/null; } & wait "$pid"';
 
-function spawnWatched(bin: string, port: number, storeDir: string, logFile: string): ChildProcess {
+/**
+ * single.conf with an authorization block, written owner-only beside the store: credentials on the command
+ * line would be readable by every local user (ps, /proc/<pid>/cmdline).
+ */
+function serverConfigWith(credentials: NatsCredentials, dir: string): string {
+  const path = join(dir, "nats-server.conf");
+  writeFileSync(path, readFileSync(SINGLE_NODE_CONFIG, "utf8") + authorizationBlock(credentials), { mode: 0o600 });
+  chmodSync(path, 0o600);
+  return path;
+}
+
+function spawnWatched(bin: string, configFile: string, port: number, storeDir: string, logFile: string): ChildProcess {
   const out = openSync(logFile, "a");
-  const args = ["-c", SINGLE_NODE_CONFIG, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(storeDir)];
+  const args = ["-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(storeDir)];
   // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
   // outlive reelay's own shutdown (which still needs it to drain), not race it.
   return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
@@ -165,14 +180,16 @@ export function runningEmbeddedServer(dataDir: string): EmbeddedServerRecord | u
  * The NATS that a data dir belongs to: the one already running for it, or a new one started now
  * (and stopped by `stop`). One store directory must never be opened by two servers at once.
  */
-export async function embeddedNats(dataDir: string, say: (line: string) => void): Promise<{ url: string; stop(): Promise<void> }> {
+export async function embeddedNats(dataDir: string, say: (line: string) => void): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
+  const credentials = embeddedCredentials(dataDir);
   const running = runningEmbeddedServer(dataDir);
-  if (running) return { url: running.url, stop: async () => {} };
-  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say });
+  if (running) return { url: running.url, credentials, stop: async () => {} };
+  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say, credentials });
   say(`embedded nats-server ${server.version} started at ${server.url}, store ${join(dataDir, "nats")}`);
   writeFileSync(recordPath(dataDir), JSON.stringify({ pid: server.pid, url: server.url }));
   return {
     url: server.url,
+    credentials,
     stop: async () => {
       await server.stop();
       rmSync(recordPath(dataDir), { force: true });

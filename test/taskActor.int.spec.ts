@@ -79,6 +79,7 @@ describe("a task actor", () => {
       {
         videos: nats.videos,
         videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+        videoNameKey: Buffer.alloc(32, 7),
         log: silentLog,
         taskLog: new TaskLog(nats.js, nats.jsm),
         channels: onlyChannel(provider),
@@ -115,6 +116,7 @@ describe("a task actor", () => {
     const actor = new TaskActor(await created(41, 1_500), {
       videos: nats.videos,
       videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+      videoNameKey: Buffer.alloc(32, 7),
       log: silentLog,
       taskLog,
       channels: onlyChannel(upstream),

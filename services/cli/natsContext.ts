@@ -1,7 +1,8 @@
 import { resolve } from "node:path";
 import type { ReelayConfig } from "../../contracts/config.ts";
-import type { LayoutOptions } from "../../infra/jetstreamLayout.ts";
+import { storeLimitsOf, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
+import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 import { environment } from "../shared/environment.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -25,7 +26,7 @@ export const dataDir = (): string => resolve(environment().REELAY_DATA_DIR);
 export const layoutOptions = (config: ReelayConfig): LayoutOptions => ({
   replicas: environment().REELAY_REPLICAS,
   leaseMs: config.runner.leaseMs,
-  videoRetentionMs: config.videos.retentionDays * 24 * 60 * 60_000,
+  ...storeLimitsOf(config),
 });
 
 /**
@@ -37,12 +38,14 @@ export async function openNats(
   name: string,
   config: ReelayConfig,
   say: (line: string) => void,
-): Promise<{ nats: Nats; url: string; close(): Promise<void> }> {
+): Promise<{ nats: Nats; url: string; credentials: NatsCredentials | undefined; close(): Promise<void> }> {
   const external = externalNatsUrl();
   const embedded = external ? undefined : await embeddedNats(dataDir(), say);
   const url = external ?? embedded?.url ?? "";
   const layout = layoutOptions(config);
-  const nats = await connectNats(url, name, layout).catch(async (error: unknown) => {
+  // An operator's NATS_URL is used as given; the embedded server needs the credentials of its data dir.
+  const credentials = embedded?.credentials;
+  const nats = await connectNats(url, name, layout, credentials).catch(async (error: unknown) => {
     await embedded?.stop();
     if (error instanceof UnsupportedNatsServerError) throw error;
     throw new Error(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
@@ -50,6 +53,7 @@ export async function openNats(
   return {
     nats,
     url,
+    credentials,
     close: async () => {
       await drainWithin(nats.nc, 5000);
       await embedded?.stop();

@@ -86,7 +86,7 @@ async function bootstrapAdminToken(nats: Nats, adminPort: number): Promise<void>
  */
 export async function serve(config: ReelayConfig, selected: readonly ServiceName[]): Promise<void> {
   const log = createLogger(selected.length === SERVICES.length ? "reelay" : selected.join("+"));
-  const { nats, url, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
+  const { nats, url, credentials, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
   log.info({ nats: url, natsServer: nats.nc.info?.version }, "connected to NATS; streams and buckets ready");
 
   startThreadMetrics("main", { processDefaults: true });
@@ -112,13 +112,13 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   const threaded = availableParallelism() > 1;
   if (selected.includes("projector")) {
     const projector = threaded
-      ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, config }, log))
+      ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, ...(credentials ? { natsCredentials: credentials } : {}), config }, log))
       : await (await import("../projector/main.ts")).startProjector(nats, config, createLogger("projector"));
     stops.unshift({ service: "projector", stop: projector.stop });
   }
   if (selected.includes("runner")) {
     const runner = threaded
-      ? withThreadMetrics(await startServiceThread({ service: "runner", natsUrl: url, config }, log))
+      ? withThreadMetrics(await startServiceThread({ service: "runner", natsUrl: url, ...(credentials ? { natsCredentials: credentials } : {}), config }, log))
       : await (await import("../runner/main.ts")).startRunner(nats, config, createLogger("runner"));
     stops.unshift({ service: "runner", stop: runner.stop });
   }

@@ -6,6 +6,7 @@ import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
 import { startTracing, stopTracing } from "../shared/tracing/tracing.ts";
 import { asServiceUnavailable } from "../shared/infrastructureErrors.ts";
 import { connectNats } from "../shared/nats.ts";
+import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { drainWithin } from "./natsContext.ts";
 
 /**
@@ -15,6 +16,8 @@ import { drainWithin } from "./natsContext.ts";
 export interface ServiceThreadData {
   service: "runner" | "projector";
   natsUrl: string;
+  /** The embedded server's (threads share the process's memory, never a command line). */
+  natsCredentials?: NatsCredentials;
   config: ReelayConfig;
 }
 
@@ -26,7 +29,7 @@ export interface MetricsRequest {
 const isMetricsRequest = (message: unknown): message is MetricsRequest =>
   typeof message === "object" && message !== null && (message as { type?: unknown }).type === "metrics";
 
-const { service, natsUrl, config } = workerData as ServiceThreadData;
+const { service, natsUrl, natsCredentials, config } = workerData as ServiceThreadData;
 const port = parentPort;
 if (!port) throw new Error("serviceThread.ts runs only as a worker thread");
 
@@ -48,7 +51,7 @@ const { nats, running } = await startService().catch((error: unknown) => {
 });
 port.postMessage("ready");
 async function startService() {
-  const nats = await connectNats(natsUrl, `reelay-${service}`);
+  const nats = await connectNats(natsUrl, `reelay-${service}`, undefined, natsCredentials);
   // Only this thread's service is loaded: a runner thread never loads the projector's modules, nor the reverse.
   const running =
     service === "runner" ? await (await import("../runner/main.ts")).startRunner(nats, config, log) : await (await import("../projector/main.ts")).startProjector(nats, config, log);

@@ -25,6 +25,10 @@ import type { CreateDeps } from "./video/createTask.ts";
 import { TaskIdAllocator } from "./video/taskIds.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
 import { VideoFiles } from "./video/videoFiles.ts";
+import { availableMicros } from "../billing/account.ts";
+import { storeLimitsOf } from "../../infra/jetstreamLayout.ts";
+import { ReferenceUsage } from "../shared/referenceUsage.ts";
+import type { ReferenceKeeping } from "./openaiVideos/referenceImages.ts";
 import { registerVideosApi } from "./openaiVideos/videosRoutes.ts";
 import { startAdminListener } from "./admin/adminListener.ts";
 
@@ -137,7 +141,14 @@ export class EdgeService {
       baseUrl,
       log: this.log,
     });
-    registerVideosApi(app, { config: this.config, taskLog: this.taskLog, keys: this.keys, create, views: this.views, jsm: this.nats.jsm, videos: this.nats.videos, files, baseUrl, log: this.log });
+    const references: ReferenceKeeping = {
+      store: this.nats.references,
+      usage: new ReferenceUsage(this.nats.referenceUsage),
+      quotaBytes: this.config.videos.referenceBytesPerAccount,
+      lifetimeMs: storeLimitsOf(this.config).referenceLifetimeMs,
+      available: async (account) => availableMicros(await this.ledger.current(account)),
+    };
+    registerVideosApi(app, { config: this.config, taskLog: this.taskLog, keys: this.keys, create, views: this.views, jsm: this.nats.jsm, videos: this.nats.videos, references, files, baseUrl, log: this.log });
     registerChatRoutes(app, {
       config: this.config,
       keys: this.keys,
@@ -157,7 +168,8 @@ export class EdgeService {
       streamsPerAccount: this.config.limits.eventStreamsPerAccount,
     });
     registerUpstreamCallbacks(app, { config: this.config, nc: this.nats.nc, log: this.log, errorReply: apiErrorReply(this.log) });
-    files.register(app, this.log);
+    files.register(app, this.log, "/videos/");
+    new VideoFiles(this.nats.references).register(app, this.log, "/references/");
     app.get("/healthz", (_req, res) => {
       const problems = this.healthProblems(this.connection.connected());
       writeReply(res, jsonReply(problems.length === 0 ? 200 : 503, { status: problems.length === 0 ? "ok" : problems.join("; ") }));

@@ -13,6 +13,7 @@ import { parseJsonOrUndefined } from "./providers/httpAnswers.ts";
 import type { VideoProvider } from "./providers/types.ts";
 import { RunnerService } from "./runnerService.ts";
 import { vendorModelsOf } from "./providers/vendor/vendorModels.ts";
+import { videoNameKey } from "./videoNames.ts";
 
 /** Builds a provider for a config entry; tests pass their own to serve a name with a fake. */
 export type ProviderFactory = (name: string, settings: ProviderSettings) => VideoProvider | undefined;
@@ -79,7 +80,7 @@ function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, Vide
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger, providerFactory?: ProviderFactory): Promise<{ stop(): Promise<void> }> {
   const providers = new Map([...createProviders(config, log, providerFactory)].map(([name, provider]) => [name, meteredProvider(name, provider)]));
   const channels = channelPoolOf(config, providers, log);
-  const runner = new RunnerService(nats, config, channels, log);
+  const runner = new RunnerService(nats, config, channels, log, await videoNameKey(nats.secrets));
   const runnerName = `${hostname()}:${process.pid}`;
   // `reelay channels` asks every runner; a callback from an upstream wakes the task it names, if hosted here.
   const reports = nats.nc.subscribe(RUNNER_SUBJECTS.channels, {

@@ -2,6 +2,7 @@ import { createReadStream } from "node:fs";
 import type { Readable } from "node:stream";
 import type { ObjectStore } from "@nats-io/obj";
 import { request } from "undici";
+import { SERVABLE_VIDEO_NAME } from "../../contracts/storedObjects.ts";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
 import { BlockedAddressError, publicOnly } from "../shared/publicAddressGuard.ts";
 import { putNewObject, type ObjectBucket } from "./newObject.ts";
@@ -40,13 +41,21 @@ const looksLikeMp4 = (head: Uint8Array) => head.length >= 8 && Buffer.from(head.
  * connection) is passing, and the runner retries the copy until the task's deadline.
  */
 export async function copyResult(result: VideoResult, name: string, options: ResultCopyOptions): Promise<StoredVideo> {
+  // A task succeeds only with a copy its routes serve: a name they refuse is never stored (issue 32).
+  if (!SERVABLE_VIDEO_NAME.test(name)) throw new ResultUnusable("reelay could not store the generated video under a servable name");
   const source: Readable = result.kind === "file" ? createReadStream(result.path) : await download(result.url, result.headers ?? {}, options);
   const guarded = guardedChunks(source, options.maxBytes);
   try {
     // A new object takes the chunks as they come; the client's put reads a web stream.
-    const info = options.newIn
-      ? await putNewObject(options.newIn, name, DESCRIPTION, guarded.chunks)
-      : await options.videos.put({ name, description: DESCRIPTION }, webStreamOf(guarded.chunks));
+    const info = await (options.newIn
+      ? putNewObject(options.newIn, name, DESCRIPTION, guarded.chunks)
+      : options.videos.put({ name, description: DESCRIPTION }, webStreamOf(guarded.chunks))
+    ).catch((error: unknown) => {
+      // The store is at its max_bytes (discard new): this copy is refused, nothing stored is touched, and
+      // waiting for the deadline would only hold the task; it fails now, free.
+      if (error instanceof Error && /maximum bytes/i.test(error.message)) throw new ResultUnusable("reelay's video store is full, so the video could not be kept; no charge was made");
+      throw error;
+    });
     if (!guarded.checked()) {
       await options.videos.delete(name);
       throw new ResultUnusable("the generated video is empty");

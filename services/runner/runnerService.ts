@@ -6,6 +6,7 @@ import type { Logger } from "../shared/log.ts";
 import { reportLiveTasks, runnerHeartbeat, tasksFinished, type LiveTask } from "../shared/metrics/metrics.ts";
 import type { Nats } from "../shared/nats.ts";
 import { pullLoop } from "../shared/pullLoop.ts";
+import { ReferenceUsage } from "../shared/referenceUsage.ts";
 import { TaskLog, taskMessageBody } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
 import { HeldJob } from "./heldJob.ts";
@@ -20,6 +21,8 @@ interface HostedTask {
   span: PiecewiseSpan;
   /** Set while the task waits for its next poll: a waiting task has no call chain, only this timer (see TaskActorStep). */
   pollTimer: NodeJS.Timeout | undefined;
+  /** The task's uploaded reference (bucket `references`), if it has one: removed once the task is final. */
+  upload: { account: string; name: string } | undefined;
 }
 
 /** How often per heartbeat period the runner looks for held jobs due for one. */
@@ -45,17 +48,21 @@ export class RunnerService {
   private loop: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly running = new Set<Promise<void>>();
+  private readonly referenceUsage: ReferenceUsage;
 
   constructor(
     private readonly nats: Nats,
     private readonly config: ReelayConfig,
     private readonly channels: ChannelPool,
     private readonly log: Logger,
+    videoNameKey: Buffer,
   ) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
+    this.referenceUsage = new ReferenceUsage(nats.referenceUsage);
     this.actorDeps = {
       videos: nats.videos,
       videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+      videoNameKey,
       log,
       taskLog: this.taskLog,
       channels,
@@ -190,7 +197,8 @@ export class RunnerService {
     const actor = new TaskActor(submitted, this.actorDeps);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
     const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
-    const task: HostedTask = { taskId, actor, span, pollTimer: undefined };
+    const name = submitted.data.job.uploadedReference;
+    const task: HostedTask = { taskId, actor, span, pollTimer: undefined, upload: name === undefined ? undefined : { account: submitted.data.account, name } };
     this.hosted.set(taskId, task);
     this.drive(task, () => actor.start(redelivered));
   }
@@ -218,13 +226,26 @@ export class RunnerService {
     this.running.add(work);
   }
 
+  /**
+   * A final task needs its uploaded reference no more: it leaves the store and the account's quota. Should
+   * this fail (or this process die first), the store's max age removes it and the quota stops counting it then.
+   */
+  private async forgetUpload(taskId: number, { account, name }: { account: string; name: string }): Promise<void> {
+    try {
+      await this.nats.references.delete(name);
+      await this.referenceUsage.release(account, name);
+    } catch (error) {
+      this.log.warn({ err: error, taskId, name }, "could not remove a finished task's uploaded reference; it ages out with its store");
+    }
+  }
+
   /** A waiting task's next poll is due (or its upstream said there is news). One function for every task: no closure each. */
   private readonly pollDue = (task: HostedTask): void => {
     task.pollTimer = undefined;
     this.drive(task, () => task.actor.resume());
   };
 
-  private finish({ taskId, actor, span }: HostedTask, exit: TaskActorExit): void {
+  private finish({ taskId, actor, span, upload }: HostedTask, exit: TaskActorExit): void {
     span.end();
     this.hosted.delete(taskId);
     if (exit === "stopped") return; // stop() hands the job back
@@ -232,6 +253,7 @@ export class RunnerService {
       this.held.get(taskId)?.ack();
       const outcome = actor.outcome();
       if (outcome) tasksFinished.inc({ provider: actor.channel(), outcome });
+      if (upload) void this.forgetUpload(taskId, upload);
     } else this.log.info({ taskId }, "left the task to its other runner");
     this.held.delete(taskId);
   }

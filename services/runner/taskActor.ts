@@ -11,12 +11,15 @@ import { pollDelay, retryDelay } from "./policy/schedule.ts";
 import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type AcceptedTask, type ProviderStatus, type VideoProvider } from "./providers/types.ts";
 import type { ObjectBucket } from "./newObject.ts";
 import { copyResult, ResultGone, ResultUnusable } from "./resultCopy.ts";
+import { videoObjectName } from "./videoNames.ts";
 import { withSignal } from "./scopedSignal.ts";
 
 export interface TaskActorDeps {
   videos: ObjectStore;
   /** The same bucket, written directly for a task's first copy (resultCopy.ts). */
   videoBucket: ObjectBucket;
+  /** The key stored videos are named with (videoNames.ts). */
+  videoNameKey: Buffer;
   log: Logger;
   taskLog: TaskLog;
   /** The runner's channels: the task takes a slot on one of its model's channels before it is submitted. */
@@ -64,9 +67,6 @@ export function billedTokens(status: { usageTokens?: number; durationSeconds?: n
   const [width, height] = frame ? [Number(frame[1]), Number(frame[2])] : [job.width, job.height];
   return estimateVideoTokens(width, height, status.durationSeconds ?? job.durationSeconds);
 }
-
-/** The stored video's name, from the upstream's id: Veo's ids are paths (`models/…/operations/…`), names are one segment. */
-export const videoObjectName = (providerTaskId: string): string => `${providerTaskId.replace(/[^A-Za-z0-9._-]+/g, "-")}.mp4`;
 
 /**
  * The actor of one live task: decide → append → evolve, with the upstream calls in between. It owns,
@@ -509,7 +509,7 @@ export class TaskActor {
       this.copyStarted = true;
       try {
         return await this.withinDeadline((signal) =>
-          copyResult(status.result, videoObjectName(providerTaskId), {
+          copyResult(status.result, videoObjectName(this.deps.videoNameKey, this.taskId), {
             videos: this.deps.videos,
             ...(isNew ? { newIn: this.deps.videoBucket } : {}),
             maxBytes: this.deps.maxResultBytes,

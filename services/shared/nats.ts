@@ -2,6 +2,7 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import { Kvm, type KV } from "@nats-io/kv";
 import { Objm, type ObjectStore } from "@nats-io/obj";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { skipErrorsForSettledRequests } from "./natsSettledRequests.ts";
 import { coalesceWrites } from "./natsWriteCoalescing.ts";
@@ -21,15 +22,19 @@ export interface Nats {
   webhookSecrets: KV;
   adminTokens: KV;
   taskStats: KV;
+  secrets: KV;
+  referenceUsage: KV;
   videos: ObjectStore;
+  references: ObjectStore;
 }
 
 /** Connects; with `layout`, first creates or updates every stream, bucket and consumer. */
-export async function connectNats(url: string, name: string, layout?: LayoutOptions): Promise<Nats> {
+export async function connectNats(url: string, name: string, layout?: LayoutOptions, credentials?: NatsCredentials): Promise<Nats> {
   // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU);
   // and it builds another one as every request ends, unless told not to.
   skipErrorsForSettledRequests();
-  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true });
+  const auth = credentials ? { user: credentials.user, pass: credentials.password } : {};
+  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true, ...auth });
   try {
     assertSupportedServer(nc, url);
   } catch (error) {
@@ -57,6 +62,9 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     webhookSecrets: await bucket(BUCKETS.webhookSecrets),
     adminTokens: await bucket(BUCKETS.adminTokens),
     taskStats: await bucket(BUCKETS.taskStats),
+    secrets: await bucket(BUCKETS.secrets),
+    referenceUsage: await bucket(BUCKETS.referenceUsage),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
+    references: await new Objm(js).open(OBJECT_STORES.references),
   };
 }

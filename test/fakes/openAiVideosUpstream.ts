@@ -51,6 +51,10 @@ export class OpenAiVideosUpstream {
   deleteSupported = true;
   /** Content answers 404 from this long after completion (OpenAI's downloads expire). */
   contentLifetimeMs = Number.POSITIVE_INFINITY;
+  /** Ids for the next creates, in order (a LiteLLM proxy's are 222 characters; another reelay's `video_<n>`); then random ones. */
+  readonly nextIds: string[] = [];
+  /** What every completed video's content is. */
+  content: Buffer = FAKE_MP4;
   private server: Server | undefined;
   baseUrl = "";
 
@@ -113,8 +117,8 @@ export class OpenAiVideosUpstream {
       if (video.completedAt === undefined || video.generation.kind === "fail" || expired) {
         return this.send(res, 404, openAiError(`Video with id '${video.id}' has no content available.`, "invalid_request_error", null));
       }
-      res.writeHead(200, { "content-type": "video/mp4", "content-length": String(FAKE_MP4.length) });
-      res.end(FAKE_MP4);
+      res.writeHead(200, { "content-type": "video/mp4", "content-length": String(this.content.length) });
+      res.end(this.content);
       return;
     }
     if (req.method === "GET") {
@@ -163,7 +167,7 @@ export class OpenAiVideosUpstream {
     if (!SECONDS.includes(seconds)) return this.send(res, 400, openAiError(`Invalid value: '${seconds}'. Supported values are: '4', '8', and '12'.`, "invalid_request_error", "invalid_value", "seconds"));
     const size = fields.size ?? "720x1280";
     if (!SIZES.includes(size)) return this.send(res, 400, openAiError(`Invalid value: '${size}'. Supported values are: ${SIZES.join(", ")}.`, "invalid_request_error", "invalid_value", "size"));
-    const video: FakeVideo = { id: `video_${randomUUID().replaceAll("-", "")}`, model, prompt: fields.prompt, seconds, size, createdAt: Math.floor(Date.now() / 1000), polls: 0, generation: this.generation };
+    const video: FakeVideo = { id: this.nextIds.shift() ?? `video_${randomUUID().replaceAll("-", "")}`, model, prompt: fields.prompt, seconds, size, createdAt: Math.floor(Date.now() / 1000), polls: 0, generation: this.generation };
     this.videos.set(video.id, video);
     this.send(res, 200, this.view(video));
   }

@@ -3,6 +3,7 @@ import { pino } from "pino";
 import { AccountLedger } from "../../services/billing/accountLedger.ts";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { loadConfig } from "../../services/shared/config.ts";
+import { storeLimitsOf } from "../../infra/jetstreamLayout.ts";
 import { ApiKeyStore } from "../../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../../services/shared/nats.ts";
 import { startEdge } from "../../services/edge/main.ts";
@@ -65,7 +66,7 @@ export async function startTestApp(
   const services = options.services ?? ["edge", "runner", "projector"];
   const server = await startTestNats();
   const config = testConfig(options.tweak);
-  const nats = await connectNats(server.url, "reelay-test", { replicas: 1, leaseMs: config.runner.leaseMs });
+  const nats = await connectNats(server.url, "reelay-test", { replicas: 1, leaseMs: config.runner.leaseMs, ...storeLimitsOf(config) });
   const stops: Array<() => Promise<void>> = [];
   if (services.includes("projector")) stops.push((await startProjector(nats, config, silentLog)).stop);
   if (services.includes("runner")) stops.push((await startRunner(nats, config, silentLog, options.providers)).stop);

@@ -2,7 +2,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
-import { ForbiddenError, NotFoundError, ValidationError } from "../../shared/errors.ts";
+import { ForbiddenError, NotFoundError, ReelayError, ValidationError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { listAccountTasks } from "../../tasks/taskIndex.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
@@ -25,7 +25,7 @@ import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.t
 import { SingleFlight } from "./singleFlight.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
 import { readCreateForm, readRemixForm, SIZES, type VideoCreateForm } from "./createForm.ts";
-import { storeReferenceImage } from "./referenceImages.ts";
+import { checkReferenceImage, dropReferenceImage, keepReferenceImage, type ReferenceKeeping } from "./referenceImages.ts";
 import { taskIdOfVideoId, videoIdOf, videoObjectOf } from "./videoObject.ts";
 
 export interface VideosApiDeps {
@@ -36,6 +36,8 @@ export interface VideosApiDeps {
   views: TaskViewReader;
   jsm: JetStreamManager;
   videos: ObjectStore;
+  /** Where `input_reference` uploads are kept, and what may be kept (referenceImages.ts). */
+  references: ReferenceKeeping;
   files: VideoFiles;
   baseUrl: (request: RequestInfo) => string;
   log: Logger;
@@ -77,9 +79,21 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
     (request, body) =>
       deps.keys.withAccount(request.header("authorization"), async (key) => {
         const form = await readCreateForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
-        const imageUrl = form.inputReference ? `${deps.baseUrl(request)}/references/${await storeReferenceImage(deps.videos, form.inputReference)}` : form.inputReferenceUrl;
+        const upload = form.inputReference ? checkReferenceImage(form.inputReference) : undefined;
+        const imageUrl = upload ? `${deps.baseUrl(request)}/references/${upload.name}` : form.inputReferenceUrl;
         const normalized = normalize(form, imageUrl);
-        const task = await create(key.account, normalized, request);
+        // Stored last, and only when the model takes it: a request refused for its model, capabilities, balance
+        // or quota stores nothing (issue 32).
+        const used = upload && normalized.job.references.image_url === imageUrl ? upload : undefined;
+        if (used) {
+          normalized.job.uploadedReference = used.name;
+          await keepReferenceImage(deps.references, key.account, used, normalized.job);
+        }
+        const task = await create(key.account, normalized, request).catch(async (error: unknown) => {
+          // Refused (4xx): no task has it. After a 503 the task may exist, so its reference stays (its end releases it).
+          if (used && error instanceof ReelayError && error.status < 500) await dropReferenceImage(deps.references, key.account, used.name);
+          throw error;
+        });
         const view = (await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized);
         return jsonReply(200, objectOf(view));
       }),

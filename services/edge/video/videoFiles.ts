@@ -6,10 +6,8 @@ import { route } from "../http/route.ts";
 import type { HttpApp } from "../http/httpApp.ts";
 import { videoErrorReply } from "../http/videoErrors.ts";
 import { decideRange } from "./byteRange.ts";
+import { REFERENCE_NAME, SERVABLE_VIDEO_NAME } from "../../../contracts/storedObjects.ts";
 
-const OBJECT_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.mp4$/;
-/** Reference images customers uploaded (OpenAI's `input_reference`), stored as `ref-<uuid>.<ext>`. */
-const REFERENCE_NAME = /^ref-[0-9a-f-]{36}\.(png|jpg|gif|webp)$/;
 /** Stills made from a stored video (openaiVideos/videoVariants.ts), served only through the content endpoint. */
 export const STILL_NAME = /^(thumb|sprite)-[A-Za-z0-9_-][A-Za-z0-9._-]{0,199}\.(webp|jpg)$/;
 const CONTENT_TYPES: Record<string, string> = { mp4: "video/mp4", png: "image/png", jpg: "image/jpeg", gif: "image/gif", webp: "image/webp" };
@@ -37,7 +35,8 @@ interface CachedFile {
 }
 
 /**
- * Serves rendered videos from the object store at /videos/<name>. Names carry a random part, so the
+ * Serves rendered videos from the object store at /videos/<name> (uploaded references, from theirs, at
+ * /references/<name>). Names carry a random part, so the
  * address itself is the capability (like a vendor's signed URL). Bodies are cached in memory, bounded
  * by size, because players fetch the same file in many Range requests; every request still asks the
  * store whether the file exists and is the same (one small read), so a video deleted through any edge
@@ -50,14 +49,14 @@ export class VideoFiles {
   constructor(private readonly videos: ObjectStore) {}
 
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
-  register(app: HttpApp, log: Logger): void {
+  register(app: HttpApp, log: Logger, prefix: "/videos/" | "/references/"): void {
     const replyForError = videoErrorReply(log);
-    app.get("/videos/:name", route((request) => this.serve(nameFromUrl(request.url, "/videos/"), request.header("range"), OBJECT_NAME, request.header("if-none-match")), { replyForError }));
-    app.get("/references/:name", route((request) => this.serve(nameFromUrl(request.url, "/references/"), request.header("range"), REFERENCE_NAME, request.header("if-none-match")), { replyForError }));
+    const names = prefix === "/videos/" ? SERVABLE_VIDEO_NAME : REFERENCE_NAME;
+    app.get(`${prefix}:name`, route((request) => this.serve(nameFromUrl(request.url, prefix), request.header("range"), names, request.header("if-none-match")), { replyForError }));
   }
 
   /** A stored file, whole or the requested byte range; 304 when the client's copy (`If-None-Match`) is current. */
-  async serve(name: string, rangeHeader: string, names: RegExp = OBJECT_NAME, ifNoneMatch = ""): Promise<HttpReply> {
+  async serve(name: string, rangeHeader: string, names: RegExp = SERVABLE_VIDEO_NAME, ifNoneMatch = ""): Promise<HttpReply> {
     const { body, digest } = await this.load(name, names);
     const size = body.length;
     const contentType = CONTENT_TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream";
@@ -74,7 +73,7 @@ export class VideoFiles {
   }
 
   /** A stored file's bytes (404 when there is none by that name). */
-  async bytesOf(name: string, names: RegExp = OBJECT_NAME): Promise<Buffer> {
+  async bytesOf(name: string, names: RegExp = SERVABLE_VIDEO_NAME): Promise<Buffer> {
     return (await this.load(name, names)).body;
   }
 
