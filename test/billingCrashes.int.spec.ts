@@ -37,8 +37,8 @@ describe("money under concurrency and crashes", () => {
   });
 
   it("50 concurrent creates across two edge processes against a balance for 10 accept exactly 10", async () => {
-    const ports = (await Promise.all([child(["edge"]), child(["edge"])])).map((edge) => edge.port);
-    await child(["scripted-runner"]);
+    const [first, second] = await Promise.all([child(["edge"]), child(["edge"]), child(["scripted-runner"])]);
+    const ports = [first.port, second.port];
     const key = await app.keyFor("contended", 0);
     await app.ledger.execute("contended", { type: "credit", amountMicros: 10 * MINI_4S_MICROS, creditId: "exactly-ten" });
     const clients = ports.map((port) => new VideoClient(`http://127.0.0.1:${port}`, key));
@@ -57,11 +57,9 @@ describe("money under concurrency and crashes", () => {
   for (const failpoint of ["settlement:before-append", "settlement:after-append"]) {
     it(`charges exactly once when the settling process is killed (${failpoint})`, async () => {
       await Promise.all(children.splice(0).map(killHard));
-      const { port } = await child(["edge"]);
-      await child(["scripted-runner"]);
+      const [{ port }, , doomed] = await Promise.all([child(["edge"]), child(["scripted-runner"]), child(["projector"], { REELAY_FAILPOINTS: failpoint })]);
       const account = `crash-${failpoint.replace(/\W/g, "-")}`;
       const client = new VideoClient(`http://127.0.0.1:${port}`, await app.keyFor(account, 10));
-      const doomed = await child(["projector"], { REELAY_FAILPOINTS: failpoint });
 
       const created = await client.create(mini("settle me once"));
       expect(created.status).toBe(200);

@@ -63,10 +63,8 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
         }
       }
     };
-    const edge = await start(["edge"]);
-    const projector = await start(["projector"]);
     // About a second per task at the scripted vendor (16 status calls, 50 ms apart).
-    const runner = await start(["scripted-runner"], { SCRIPTED_STATUS_CALLS: "16" });
+    const [edge, projector, runner] = await Promise.all([start(["edge"]), start(["projector"]), start(["scripted-runner"], { SCRIPTED_STATUS_CALLS: "16" })]);
     const client = new VideoClient(`http://127.0.0.1:${edge.port}`, key);
 
     const ids: number[] = [];
@@ -80,9 +78,7 @@ describe("every process killed with SIGKILL mid-work, and nats-server restarted 
     await server.kill("SIGKILL");
     server = await startNatsServer({ storeDir: store, say: () => {}, port: natsPort });
 
-    const newEdge = await start(["edge"]);
-    await start(["projector"]);
-    await start(["scripted-runner"], { SCRIPTED_STATUS_CALLS: "16" });
+    const [newEdge] = await Promise.all([start(["edge"]), start(["projector"]), start(["scripted-runner"], { SCRIPTED_STATUS_CALLS: "16" })]);
     const after = new VideoClient(`http://127.0.0.1:${newEdge.port}`, key);
 
     const finals = await Promise.all(ids.map((id) => after.waitForFinal(id, 60_000, 200)));
