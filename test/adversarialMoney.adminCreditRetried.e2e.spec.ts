@@ -55,6 +55,19 @@ describe("adversarial money: a retried admin credit counts once", () => {
     expect((await app.ledger.current("other")).balanceMicros).toBe(7_000_000);
   });
 
+  it("operators set the credit limit through the admin API and the CLI (0 by default: no debt)", async () => {
+    await app.ledger.execute("limited", { type: "open" });
+    const answer = await fetch(`${app.adminUrl}/accounts/limited/credit-limit`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({ limit: "2.5" }),
+    });
+    expect({ status: answer.status, body: await answer.json() }).toMatchObject({ status: 200, body: { balance: "0.000000", available: "2.500000", credit_limit: "2.500000" } });
+    const cli = await reelayInProcess(app, "accounts", "limit", "limited", "0");
+    expect(cli).toMatchObject({ code: 0, stdout: "credit limit of limited is 0.000000 yuan; available 0.000000\n" });
+    expect((await app.ledger.current("limited")).creditLimitMicros).toBe(0);
+  });
+
   it("reelay accounts credit --idempotency-key: a retried command credits once", async () => {
     for (let i = 0; i < 2; i++) {
       const result = await reelayInProcess(app, "accounts", "credit", "cli-retried", "3.5", "--idempotency-key", "invoice-9");
