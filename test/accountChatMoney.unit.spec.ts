@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { LedgerEvent, NewLedgerEvent } from "../contracts/ledger.ts";
 import { applyLedgerEvent, decideGroup, decideLedger, emptyAccount, InsufficientBalanceError, type AccountState, type LedgerCommand } from "../services/billing/account.ts";
-import { UnprocessableError } from "../services/shared/errors.ts";
+import { UnprocessableError, ValidationError } from "../services/shared/errors.ts";
 import { deciderSpecification } from "./helpers/deciderSpecification.ts";
 
 const ACCOUNT = "acme";
@@ -102,6 +102,12 @@ describe("the credit limit bounds video reservations too", () => {
 
   it("given a limit, when a task reserves past it, then it is refused", () =>
     expect(refused([opened, limit(1_000)], { type: "reserve", taskId: 1, amountMicros: 1_001 })).toBeInstanceOf(InsufficientBalanceError));
+
+  it("given debt, when the limit is set below what the account owes and holds, then it is refused", () =>
+    expect(refused([opened, limit(1_000), held("r1", 600)], { type: "setCreditLimit", limitMicros: 500, changeId: "x" })).toBeInstanceOf(ValidationError));
+
+  it("given debt, when the limit is set to exactly what is owed and held, then spending stops there", () =>
+    given([opened, limit(1_000), held("r1", 600)]).when({ type: "setCreditLimit", limitMicros: 600, changeId: "x" }).then([{ type: "CreditLimitSet", data: { limitMicros: 600 } }]));
 
   it("given a limit, when the same limit is set again, then nothing is added", () =>
     given([opened, limit(1_000)]).when({ type: "setCreditLimit", limitMicros: 1_000, changeId: "x" }).thenNothing());

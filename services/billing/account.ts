@@ -242,9 +242,16 @@ export function decideLedger(state: DecidingState, command: LedgerCommand, at: s
       const { amountMicros, note, actor } = command;
       return [{ type: "AccountCredited", data: { amountMicros, ...(note ? { note } : {}), ...(actor ? { actor } : {}), ...(command.keyed ? { creditId: command.creditId } : {}) } }];
     }
-    case "setCreditLimit":
+    case "setCreditLimit": {
       if (state.creditLimitMicros === command.limitMicros) return [];
+      // Below what the account already owes and holds, the balance would stand under its limit: every charge
+      // it was promised (its holds) must stay payable. Stop its spending with a limit of exactly that.
+      const owed = state.reservedMicros - state.balanceMicros;
+      if (command.limitMicros < owed) {
+        throw new ValidationError(`credit limit refused: the account owes and holds ${formatYuan(owed)} yuan; the limit cannot be less`);
+      }
       return [{ type: "CreditLimitSet", data: { limitMicros: command.limitMicros, ...(command.actor ? { actor: command.actor } : {}) } }];
+    }
     case "reserve": {
       if (state.reservations.get(command.taskId) !== undefined) return [];
       const spendable = spendableMicros(state, at);
