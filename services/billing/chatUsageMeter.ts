@@ -1,5 +1,7 @@
+import { availableMicros, InsufficientBalanceError } from "./account.ts";
 import type { AccountLedger } from "./accountLedger.ts";
-import { costMicros } from "./pricing.ts";
+import type { BalanceMirror } from "./balanceMirror.ts";
+import { costMicros, formatYuan } from "./pricing.ts";
 
 /** What a chat request is billed at: the model's prices per million tokens. */
 export interface ChatBill {
@@ -45,13 +47,13 @@ const isFree = (bill: ChatBill): boolean => bill.inputPricePerMillionTokens === 
  * Chat billing on the ledger: a ChatReserved hold, guarded by the account's money like a task's reservation
  * (so concurrent requests cannot together spend past the credit limit), closed by a ChatUsageCharged keyed
  * by the request id. A hold its edge never closes (the edge crashed) stops counting after `holdTtlMs`.
- * A free model (both prices 0) writes nothing.
+ * A free model (both prices 0) writes nothing, but still serves only accounts with money available.
  */
 export class LedgerChatUsageMeter implements ChatUsageMeter {
-  constructor(private readonly ledger: AccountLedger, private readonly holdTtlMs: number) {}
+  constructor(private readonly ledger: AccountLedger, private readonly balances: BalanceMirror, private readonly holdTtlMs: number) {}
 
   async reserve(hold: ChatHoldRequest): Promise<void> {
-    if (isFree(hold)) return;
+    if (isFree(hold)) return this.assertAvailable(hold.account);
     await this.ledger.execute(hold.account, {
       type: "reserveChat",
       requestId: hold.requestId,
@@ -59,6 +61,15 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
       amountMicros: priceOf(hold, hold.promptTokens, hold.maxCompletionTokens),
       expiresAt: new Date(Date.now() + this.holdTtlMs).toISOString(),
     });
+  }
+
+  /** Available money, read from the mirrored `balances` view on the hot path, confirmed with the ledger before a refusal. */
+  private async assertAvailable(account: string): Promise<void> {
+    const mirrored = this.balances.get(account);
+    if (mirrored && availableMicros(mirrored) > 0) return;
+    // The mirror lags the ledger (a credit a moment ago): before refusing, ask the ledger itself.
+    const available = availableMicros(await this.ledger.current(account));
+    if (available <= 0) throw new InsufficientBalanceError(`insufficient balance: available ${formatYuan(available)} yuan`);
   }
 
   async charge(charge: ChatUsageCharge): Promise<void> {

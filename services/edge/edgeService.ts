@@ -4,6 +4,7 @@ import { watchConnection } from "../shared/connectionHealth.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
+import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
 import { RateLimiter } from "./rateLimiter.ts";
@@ -49,6 +50,7 @@ export class EdgeService {
   private readonly keys: ApiKeyDirectory;
   private readonly views: TaskViewReader;
   private readonly ledger: AccountLedger;
+  private readonly balances: BalanceMirror;
   private readonly connection: { connected(): boolean };
   private readonly taskLog: TaskLog;
   private readonly hub: TaskEventHub;
@@ -60,12 +62,14 @@ export class EdgeService {
     this.views = new TaskViewReader(nats.taskViews, this.taskLog);
     this.hub = new TaskEventHub(nats, this.taskLog, log.child({ part: "event streams" }), this.views);
     this.ledger = new AccountLedger(nats);
+    this.balances = new BalanceMirror(nats.balances, log);
     this.connection = watchConnection(nats.nc, log);
   }
 
   /** Starts listening; resolves to the bound port (useful with port 0). */
   async start(): Promise<number> {
     await this.keys.start();
+    await this.balances.start();
     await this.hub.start();
     const app = new HttpApp(this.config.cors, apiErrorReply(this.log), environment().REELAY_METRICS === "on");
     this.registerRoutes(app);
@@ -89,14 +93,16 @@ export class EdgeService {
     await this.app?.close();
     this.app = undefined;
     this.hub.stop();
+    this.balances.stop();
     this.keys.stop();
   }
 
   /** What keeps this edge from answering correctly: no NATS, or an in-memory mirror without its watch. */
   private healthProblems(natsConnected: boolean): string[] {
     const problems = natsConnected ? [] : ["no NATS connection"];
-    const { mirror } = this.keys;
-    if (!mirror.healthy) problems.push(`${mirror.name} mirror is not watching`);
+    for (const mirror of [this.keys.mirror, this.balances.mirror]) {
+      if (!mirror.healthy) problems.push(`${mirror.name} mirror is not watching`);
+    }
     if (!this.hub.healthy) problems.push("the feed of the task log has stopped");
     return problems;
   }
@@ -135,7 +141,7 @@ export class EdgeService {
     registerChatRoutes(app, {
       config: this.config,
       keys: this.keys,
-      meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.config.limits.chatHoldTtlMs),
+      meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances, this.config.limits.chatHoldTtlMs),
       connection: this.connection,
       log: this.log,
     });
