@@ -1,3 +1,4 @@
+import { eventData } from "./providers/openaiCompatible/sseRelay.ts";
 import { countTokens, EXACT_CHARS, extrapolate } from "./tokenCount.ts";
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
@@ -38,11 +39,7 @@ export class RelayedContent {
   /** SSE events the client was sent (whole events): each `chat.completion.chunk`'s deltas. */
   addEvents(events: Buffer): void {
     for (const event of events.toString("utf8").split(EVENT_BOUNDARY)) {
-      const data = event
-        .split(/\r?\n/)
-        .filter((line) => line.startsWith("data:"))
-        .map((line) => line.slice(line[5] === " " ? 6 : 5))
-        .join("\n");
+      const data = eventData(event);
       if (data === "" || data === "[DONE]") continue;
       let chunk: unknown;
       try {
