@@ -20,7 +20,7 @@ export const AdminAction = z.object({
   at: z.string(),
   /** The admin token's name. */
   actor: z.string(),
-  action: z.enum(["account.create", "account.credit", "key.create", "key.revoke"]),
+  action: z.enum(["account.create", "account.credit", "account.credit_limit", "key.create", "key.revoke"]),
   /** The account or key acted on. */
   target: z.string(),
   detail: z.record(z.string(), z.union([z.string(), z.number()])).optional(),

@@ -16,12 +16,14 @@ export const AdminError = z.object({ error: z.object({ message: z.string(), code
 
 export const CreateAccountBody = z.strictObject({ name: AccountName });
 export const CreditBody = z.strictObject({ amount: YuanText, note: z.string().max(200).optional() });
+export const CreditLimitBody = z.strictObject({ limit: YuanText });
 
 export const AccountSummary = z.object({
   name: z.string(),
   balance: z.string().describe("yuan"),
   reserved: z.string().describe("yuan"),
-  available: z.string().describe("yuan"),
+  available: z.string().describe("yuan: balance − reserved + credit limit"),
+  credit_limit: z.string().describe("yuan the balance may go below zero"),
 });
 
 export const LedgerEntry = z.object({

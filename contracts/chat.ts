@@ -15,6 +15,7 @@ const EchoChatModel = z.strictObject({
   /** Echo costs nothing by default; a price makes it useful for exercising billing end to end. */
   inputPricePerMillionTokens: Price.default(0),
   outputPricePerMillionTokens: Price.default(0),
+  maxCompletionTokens: z.number().int().min(1).default(4096),
 });
 
 const OpenAICompatibleChatModel = z.strictObject({
@@ -35,6 +36,11 @@ const OpenAICompatibleChatModel = z.strictObject({
    * and the bound on reading a whole non-streaming body.
    */
   timeoutMs: z.number().int().min(100).max(3_600_000).default(120_000),
+  /**
+   * The longest answer of a request that sets no `max_completion_tokens`/`max_tokens`: reserved before relaying,
+   * and sent upstream as `max_completion_tokens` so the answer cannot outgrow what was reserved.
+   */
+  maxCompletionTokens: z.number().int().min(1).default(4096),
 });
 
 export const ChatModelConfig = z.discriminatedUnion("provider", [EchoChatModel, OpenAICompatibleChatModel]);
@@ -61,6 +67,18 @@ export const ChatRequestEnvelope = z.looseObject({
     .nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+  /** The answer's bound: what is reserved (the model's maxCompletionTokens when neither is set). */
+  max_completion_tokens: z.number({ error: "max_completion_tokens must be an integer" }).int("max_completion_tokens must be an integer").min(1, "max_completion_tokens must be at least 1").nullish(),
+  max_tokens: z.number({ error: "max_tokens must be an integer" }).int("max_tokens must be an integer").min(1, "max_tokens must be at least 1").nullish(),
+  /*
+   * Fields that make the upstream bill us more than the model's token prices say are refused, not passed on
+   * unpriced: a faster tier (`priority`, `scale`) costs more per token, web search is billed per call, audio
+   * output per audio token at its own price. "auto" and "default" are the standard tier.
+   */
+  service_tier: z.enum(["auto", "default"], { error: 'service_tier: only "auto" and "default" are offered (other tiers are priced differently upstream)' }).nullish(),
+  web_search_options: z.null({ error: "web_search_options is not offered: web searches are billed per call, which reelay does not price" }).optional(),
+  audio: z.null({ error: "audio output is not offered: audio tokens are priced differently, which reelay does not price" }).optional(),
+  modalities: z.array(z.literal("text", { error: 'modalities: only "text" is offered (audio output is priced differently)' })).nullish(),
 });
 export type ChatRequestEnvelope = z.infer<typeof ChatRequestEnvelope>;
 

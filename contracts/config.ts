@@ -193,6 +193,12 @@ export const ReelayConfig = z
         maxBodyBytes: z.number().int().min(1024).default(1_048_576),
         /** A task not final after this long fails with a timeout reason. */
         maxTaskMs: z.number().int().min(1000).default(15 * 60_000),
+        /**
+         * A chat request's hold stops holding money this long after it was made, when its edge never closed it
+         * (crashed mid-answer). Longer than any answer should take: an answer still running past it is charged
+         * all the same, as far as the account's credit limit allows.
+         */
+        chatHoldTtlMs: z.number().int().min(1000).default(30 * 60_000),
         /** Requests per second per API key on each edge (0: no limit); bursts up to `burstPerKey`. */
         requestsPerSecondPerKey: z.number().min(0).default(0),
         burstPerKey: z.number().int().min(1).default(100),

@@ -28,7 +28,23 @@ export const AccountCredited = event("AccountCredited", {
   note: z.string().optional(),
   /** Who credited it: the admin token's name, for credits made through the admin API. */
   actor: z.string().optional(),
+  /** Set when the credit came with an Idempotency-Key (derived from it): the account's fold refuses a second credit with it. */
+  creditId: z.string().optional(),
 });
+/** The debt the account may run into (balance + this bounds every reservation); 0 unless set. */
+export const CreditLimitSet = event("CreditLimitSet", { limitMicros: Micros.nonnegative(), actor: z.string().optional() });
+/**
+ * A chat request's money held before relaying: its prompt and the most it may answer, at the model's prices.
+ * Closed by its ChatUsageCharged; one an edge never closed (it crashed) stops holding money at `expiresAt` and
+ * is closed by the account's next write (ChatReservationLapsed).
+ */
+export const ChatReserved = event("ChatReserved", {
+  requestId: z.string(),
+  model: z.string(),
+  amountMicros: Micros.nonnegative(),
+  expiresAt: z.string(),
+});
+export const ChatReservationLapsed = event("ChatReservationLapsed", { requestId: z.string(), reservedMicros: Micros.nonnegative() });
 export const CostReserved = event("CostReserved", { taskId: z.number().int().positive(), amountMicros: Micros.nonnegative() });
 export const ReservationSettled = event("ReservationSettled", {
   taskId: z.number().int().positive(),
@@ -47,7 +63,14 @@ export const ChatUsageCharged = event("ChatUsageCharged", {
   model: z.string(),
   promptTokens: z.number().int().nonnegative(),
   completionTokens: z.number().int().nonnegative(),
+  /** What the balance paid: the usage's price, or less when the account's debt bound was reached (see uncollected). */
   costMicros: Micros.nonnegative(),
+  /** The reservation this charge closes (absent: charged without one, as before chat reserved, or after it lapsed). */
+  reservedMicros: Micros.nonnegative().optional(),
+  /** The tokens were counted by reelay from what it relayed: the upstream reported no usage (client gone, upstream omitted it). */
+  counted: z.boolean().optional(),
+  /** Usage priced beyond what the account could pay without passing its credit limit: the house's loss, for audit. */
+  uncollectedMicros: Micros.positive().optional(),
 });
 
 export const LedgerEvent = z.discriminatedUnion("type", [
@@ -57,6 +80,9 @@ export const LedgerEvent = z.discriminatedUnion("type", [
   ReservationSettled,
   ReservationReleased,
   ChatUsageCharged,
+  ChatReserved,
+  ChatReservationLapsed,
+  CreditLimitSet,
 ]);
 export type LedgerEvent = z.infer<typeof LedgerEvent>;
 export type NewLedgerEvent = { [E in LedgerEvent as E["type"]]: Omit<E, "meta"> }[LedgerEvent["type"]];
@@ -69,6 +95,8 @@ export const AccountBalance = z.object({
   balanceMicros: Micros,
   reservedMicros: Micros,
   openReservations: z.number().int(),
+  /** How far below zero the balance may go (CreditLimitSet). */
+  creditLimitMicros: Micros.default(0),
   openedAt: z.string(),
   updatedAt: z.string(),
   /** meta.version of the last event applied. */
@@ -84,6 +112,8 @@ export type AccountBalance = z.infer<typeof AccountBalance>;
  */
 export const LedgerSnapshot = AccountBalance.extend({
   reservations: z.array(z.tuple([z.number().int().positive(), Micros])),
+  chatReservations: z.array(z.tuple([z.string(), z.object({ amountMicros: Micros, expiresAt: z.string() })])).default([]),
+  credits: z.array(z.tuple([z.string(), Micros])).default([]),
 });
 export type LedgerSnapshot = z.infer<typeof LedgerSnapshot>;
 

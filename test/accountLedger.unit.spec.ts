@@ -15,6 +15,7 @@ import { taskChargesProjection } from "../services/billing/projections.ts";
 import { ForbiddenError } from "../services/shared/errors.ts";
 
 const ACCOUNT = "acme";
+const NOW = "2025-01-01T00:00:00.000Z";
 
 /** Stamps meta the way AccountLedger does: versions 1, 2, 3… in order. */
 function stamp(events: NewLedgerEvent[], startVersion = 1): LedgerEvent[] {
@@ -32,7 +33,7 @@ function given(...history: NewLedgerEvent[]) {
   return {
     state,
     when(command: LedgerCommand) {
-      const events = decideLedger(state, command);
+      const events = decideLedger(state, command, NOW);
       return { events, after: fold(stamp([...history, ...events])) };
     },
   };
@@ -101,7 +102,7 @@ describe("account decider: reserve", () => {
     const { state } = given(opened, credited(10_000_000), reserved(1, 6_000_000));
     let error: unknown;
     try {
-      decideLedger(state, reserve(2, 5_000_000));
+      decideLedger(state, reserve(2, 5_000_000), NOW);
     } catch (thrown) {
       error = thrown;
     }

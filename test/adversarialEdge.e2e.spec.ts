@@ -60,7 +60,7 @@ describe("adversarial edge", () => {
       admin: true,
       providers: () => new ScriptedVendor({}, arkSampleVideo()),
       tweak: (config) => {
-        const relayed = { provider: "openai-compatible", apiKeyEnv: "REELAY_TEST_ADVERSARIAL_UPSTREAM_KEY", upstreamModel: "m", inputPricePerMillionTokens: 1, outputPricePerMillionTokens: 1, timeoutMs: 2000 } as const;
+        const relayed = { provider: "openai-compatible", apiKeyEnv: "REELAY_TEST_ADVERSARIAL_UPSTREAM_KEY", upstreamModel: "m", inputPricePerMillionTokens: 1, outputPricePerMillionTokens: 1, timeoutMs: 2000, maxCompletionTokens: 4096 } as const;
         config.chatModels["limited-gpt"] = { ...relayed, baseUrl: `http://127.0.0.1:${upstreamPort}/v1` };
         config.chatModels["failing-gpt"] = { ...relayed, baseUrl: `http://127.0.0.1:${upstreamPort}/fails/v1` };
       },

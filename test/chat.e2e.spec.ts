@@ -12,7 +12,7 @@ describe("chat completions end to end (official openai client)", () => {
   let key: string;
   let client: OpenAI;
   const charges: ChatUsageCharge[] = [];
-  const meter: ChatUsageMeter = { assertCanSpend: async () => {}, charge: async (charge) => void charges.push(charge) };
+  const meter: ChatUsageMeter = { reserve: async () => {}, charge: async (charge) => void charges.push(charge) };
 
   beforeAll(async () => {
     fake = await startFakeUpstream();
@@ -21,7 +21,7 @@ describe("chat completions end to end (official openai client)", () => {
       services: ["edge"],
       chatUsageMeter: meter,
       tweak: (config) => {
-        const upstream = { provider: "openai-compatible", baseUrl: fake.baseUrl, apiKeyEnv: "REELAY_TEST_UPSTREAM_KEY", inputPricePerMillionTokens: 2, outputPricePerMillionTokens: 8 } as const;
+        const upstream = { provider: "openai-compatible", baseUrl: fake.baseUrl, apiKeyEnv: "REELAY_TEST_UPSTREAM_KEY", inputPricePerMillionTokens: 2, outputPricePerMillionTokens: 8, maxCompletionTokens: 4096 } as const;
         config.chatModels["fake-gpt"] = { ...upstream, upstreamModel: "fake-upstream-model", timeoutMs: 1500 };
         config.chatModels["no-key-gpt"] = { ...upstream, apiKeyEnv: "REELAY_TEST_UNSET_KEY", upstreamModel: "x", timeoutMs: 1500 };
       },
@@ -107,7 +107,8 @@ describe("chat completions end to end (official openai client)", () => {
       };
       const reply = await client.chat.completions.create(body);
       expect(reply.choices[0]?.message.content).toBe("You said: how are you");
-      expect(fake.requests[0]?.body).toEqual({ ...body, model: "fake-upstream-model" });
+      // Untouched but for the model and, with no bound of the client's, the model's bound on the answer (what was reserved).
+      expect(fake.requests[0]?.body).toEqual({ ...body, model: "fake-upstream-model", max_completion_tokens: 4096 });
       expect(fake.requests[0]?.headers.authorization).toBe(`Bearer ${fake.apiKey}`);
       expect(charges).toEqual([expect.objectContaining({ model: "fake-gpt", promptTokens: 7, completionTokens: 5, inputPricePerMillionTokens: 2, outputPricePerMillionTokens: 8 })]);
     });
@@ -226,7 +227,8 @@ describe("chat completions end to end (official openai client)", () => {
       expect(failure).toBeInstanceOf(OpenAI.APIError);
       expect(String((failure as Error).message)).toMatch(/broke off/);
       expect(received.join("")).toBe("a b c ");
-      expect(charges).toEqual([]);
+      // What reached the client is billed, counted by reelay: the upstream sent no usage.
+      await expect.poll(() => charges).toEqual([expect.objectContaining({ counted: true, completionTokens: 4 })]);
     });
   });
 

@@ -29,6 +29,7 @@ describe("chat usage is charged on the ledger", () => {
           inputPricePerMillionTokens: 2,
           outputPricePerMillionTokens: 8,
           timeoutMs: 5000,
+          maxCompletionTokens: 4096,
         };
       },
     });

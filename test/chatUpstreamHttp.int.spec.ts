@@ -7,6 +7,7 @@ import { OpenAICompatibleProvider } from "../services/edge/chat/providers/openai
 import { closeUpstreamPools } from "../services/edge/chat/providers/openaiCompatible/upstreamPool.ts";
 import { UpstreamError, UpstreamTimeoutError } from "../services/shared/errors.ts";
 import { startFakeUpstream, type FakeUpstream } from "./fakes/openaiUpstream.ts";
+import { RelayedContent } from "../services/edge/chat/relayedContent.ts";
 import { RecordingSink } from "./helpers/recordingSink.ts";
 
 /**
@@ -22,6 +23,7 @@ const chatRequest = (stream: boolean): ChatRequest => ({
   messages: [{ role: "user", content: "hi there" }],
   stream,
   clientWantsUsage: false,
+  maxAnswerTokens: undefined,
 });
 
 const providerFor = (baseUrl: string, timeoutMs = 2000) => {
@@ -33,6 +35,7 @@ const providerFor = (baseUrl: string, timeoutMs = 2000) => {
     inputPricePerMillionTokens: 1,
     outputPricePerMillionTokens: 2,
     timeoutMs,
+    maxCompletionTokens: 4096,
   };
   return new OpenAICompatibleProvider(model, log);
 };
@@ -94,7 +97,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
     const before = sockets.length;
     for (let i = 0; i < 10; i++) {
       const sink = new RecordingSink();
-      await provider.complete(chatRequest(true), sink);
+      await provider.complete(chatRequest(true), sink, new RelayedContent());
       expect(sink.ended).toBe(true);
       expect(sink.text).toBe(`${event("a")}${event("b")}data: [DONE]\n\n`);
     }
@@ -103,7 +106,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
     expect(sockets.length - before).toBeLessThanOrEqual(2);
     for (let i = 0; i < 5; i++) {
       await new Promise((resolve) => setImmediate(resolve));
-      await provider.complete(chatRequest(true), new RecordingSink());
+      await provider.complete(chatRequest(true), new RecordingSink(), new RelayedContent());
     }
     expect(sockets.length - before).toBeLessThanOrEqual(2);
     const [head = "", body = ""] = (seen[0] ?? "").split("\r\n\r\n");
@@ -115,7 +118,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
 
   it("relays a non-streaming completion whole and returns its usage", async () => {
     const sink = new RecordingSink();
-    const usage = await providerFor(fake.baseUrl).complete(chatRequest(false), sink);
+    const usage = await providerFor(fake.baseUrl).complete(chatRequest(false), sink, new RelayedContent());
     expect(usage).toMatchObject({ prompt_tokens: 7, completion_tokens: 4 });
     expect(sink.replied).toMatchObject({ status: 200, contentType: "application/json" });
     expect(JSON.parse(sink.replied?.body.toString() ?? "")).toMatchObject({ object: "chat.completion", choices: [{ message: { content: "You said: hi there" } }] });
@@ -125,7 +128,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
     fake.behave({ content: "word ".repeat(200), chunkDelayMs: 20 });
     const abortsBefore = fake.stats.aborted;
     const sink = new RecordingSink();
-    const done = providerFor(fake.baseUrl).complete(chatRequest(true), sink);
+    const done = providerFor(fake.baseUrl).complete(chatRequest(true), sink, new RelayedContent());
     await sink.started;
     sink.leave();
     await expect(done).resolves.toBeUndefined();
@@ -136,7 +139,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
   it("answers a timeout (504) when the head does not come in time, and hangs up on the upstream", async () => {
     answer = () => {};
     const started = Date.now();
-    const error = await providerFor(rawUrl, 300).complete(chatRequest(true), new RecordingSink()).catch((e: unknown) => e);
+    const error = await providerFor(rawUrl, 300).complete(chatRequest(true), new RecordingSink(), new RelayedContent()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UpstreamTimeoutError);
     expect(error).toMatchObject({ status: 504, message: expect.stringMatching(/did not answer within 300 ms/) });
     expect(Date.now() - started).toBeLessThan(1500);
@@ -147,7 +150,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
   it("answers a timeout when a stream goes silent, after relaying what came", async () => {
     answer = (socket) => socket.write(`${SSE_HEAD}${chunked([event("a")])}`);
     const sink = new RecordingSink();
-    const error = await providerFor(rawUrl, 300).complete(chatRequest(true), sink).catch((e: unknown) => e);
+    const error = await providerFor(rawUrl, 300).complete(chatRequest(true), sink, new RelayedContent()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UpstreamTimeoutError);
     expect(sink.text).toBe(event("a"));
   });
@@ -158,7 +161,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
       setTimeout(() => socket.resetAndDestroy(), 20);
     };
     const sink = new RecordingSink();
-    const error = await providerFor(rawUrl).complete(chatRequest(true), sink).catch((e: unknown) => e);
+    const error = await providerFor(rawUrl).complete(chatRequest(true), sink, new RelayedContent()).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(UpstreamError);
     expect(error).toMatchObject({ status: 502, message: expect.stringMatching(/broke off the stream/) });
     expect(sink.streaming).toBe(true);
@@ -166,10 +169,10 @@ describe("OpenAI-compatible upstream client (undici)", () => {
   });
 
   it("reports a refused connection and a malformed answer as a bad gateway hop (502)", async () => {
-    const refused = await providerFor("http://127.0.0.1:1/v1").complete(chatRequest(true), new RecordingSink()).catch((e: unknown) => e);
+    const refused = await providerFor("http://127.0.0.1:1/v1").complete(chatRequest(true), new RecordingSink(), new RelayedContent()).catch((e: unknown) => e);
     expect(refused).toMatchObject({ status: 502, message: expect.stringMatching(/cannot reach the upstream for model m: ECONNREFUSED/) });
     answer = (socket) => socket.write("SMTP ready\r\n\r\n");
-    const malformed = await providerFor(rawUrl).complete(chatRequest(true), new RecordingSink()).catch((e: unknown) => e);
+    const malformed = await providerFor(rawUrl).complete(chatRequest(true), new RecordingSink(), new RelayedContent()).catch((e: unknown) => e);
     expect(malformed).toMatchObject({ status: 502, message: expect.stringMatching(/malformed HTTP/) });
   });
 
@@ -179,7 +182,7 @@ describe("OpenAI-compatible upstream client (undici)", () => {
     const sink = new RecordingSink();
     sink.block();
     // A timeout far shorter than the stall below: time held paused for the client must not count.
-    const done = providerFor(fake.baseUrl, 300).complete(chatRequest(true), sink);
+    const done = providerFor(fake.baseUrl, 300).complete(chatRequest(true), sink, new RelayedContent());
     await until(() => sink.waitingForDrain, "the provider to wait for drain");
     // The fake blocks on drain once the bounded buffers between it and the sink are full.
     let stalledAt = -1;

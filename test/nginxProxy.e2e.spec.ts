@@ -91,6 +91,7 @@ describe.skipIf(!NGINX)("reelay behind nginx (Debian's)", () => {
           inputPricePerMillionTokens: 1,
           outputPricePerMillionTokens: 1,
           timeoutMs: 5000,
+          maxCompletionTokens: 4096,
         };
       },
     });

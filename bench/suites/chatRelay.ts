@@ -173,6 +173,7 @@ export async function chatRelayBench(): Promise<BenchRow[]> {
         inputPricePerMillionTokens: 1,
         outputPricePerMillionTokens: 2,
         timeoutMs: 30_000,
+        maxCompletionTokens: 4096,
       };
     }
     const key = await prepareAccount(nats.url, workDir, config);

@@ -192,7 +192,7 @@ export class AccountLedger {
     const { account } = known;
     const sequence = opening
       ? await this.log.append(account, taskOpeningSubject(account, opening.event.meta.taskId), openingBody(opening.event, events), opening.msgID, known.sequence, opening.headers)
-      : await this.log.append(account, ledgerSubject(account), ledgerMessageBody(events), events.length === 1 ? first.meta.cause : `${first.meta.cause}+${events.length - 1}`, known.sequence);
+      : await this.log.append(account, ledgerSubject(account), ledgerMessageBody(events), messageId(events), known.sequence);
     let state = known;
     for (const event of events) {
       state = applyLedgerEvent(state, event);
@@ -217,14 +217,14 @@ export class AccountLedger {
   private async loadSnapshot(account: string): Promise<AccountState> {
     const entry = await this.nats.ledgerSnapshots.get(account).catch(() => null);
     if (!entry || entry.operation !== "PUT") return emptyAccount(account);
-    const { reservations, ...totals } = LedgerSnapshot.parse(entry.json());
-    return { ...totals, reservations: new Map(reservations) };
+    const { reservations, chatReservations, credits, ...totals } = LedgerSnapshot.parse(entry.json());
+    return { ...totals, reservations: new Map(reservations), chatReservations: new Map(chatReservations), credits: new Map(credits) };
   }
 
   /** Best effort: a lost snapshot only means a longer read at the next cold start. */
   private saveSnapshot(state: AccountState): void {
-    const { reservations, ...totals } = state;
-    const snapshot: LedgerSnapshot = { ...totals, reservations: [...reservations] };
+    const { reservations, chatReservations, credits, ...totals } = state;
+    const snapshot: LedgerSnapshot = { ...totals, reservations: [...reservations], chatReservations: [...chatReservations], credits: [...credits] };
     this.nats.ledgerSnapshots.put(state.account, JSON.stringify(snapshot)).catch(() => undefined);
   }
 }
@@ -235,6 +235,17 @@ function openingBody(task: TaskSubmittedEvent, events: readonly LedgerEvent[]): 
   if (events.length !== 1 || money?.type !== "CostReserved") throw new Error(`task ${task.meta.taskId}: an opening holds one reservation`);
   const opening: TaskOpening = { task, money };
   return JSON.stringify(opening);
+}
+
+/**
+ * A ledger message's msgID: its commands' events' first cause (and how many), so a retried command lands once.
+ * Lapses of expired chat holds ride along with whatever is written next and do not name the message.
+ */
+function messageId(events: readonly LedgerEvent[]): string {
+  const own = events.filter((event) => event.type !== "ChatReservationLapsed");
+  const first = own[0] ?? events[0];
+  if (!first) throw new Error("a ledger message holds at least one event");
+  return own.length <= 1 ? first.meta.cause : `${first.meta.cause}+${own.length - 1}`;
 }
 
 /** Takes the next message's commands off the queue: a run of settlements and releases, or one other command alone. */

@@ -3,45 +3,68 @@ import type { AccountLedger } from "./accountLedger.ts";
 import type { BalanceMirror } from "./balanceMirror.ts";
 import { costMicros, formatYuan } from "./pricing.ts";
 
-/**
- * Where chat billing plugs in. The relay asks before spending (so an exhausted account gets a 403
- * before any upstream cost) and reports usage once a response is complete. LedgerChatUsageMeter below is the
- * ledger implementation.
- */
-export interface ChatUsageCharge {
+/** What a chat request is billed at: the model's prices per million tokens. */
+export interface ChatBill {
   account: string;
   /** The public model name the client asked for. */
   model: string;
-  /** Unique per chat request (the `x-request-id` we answered with): the idempotency key for the charge. */
+  /** Unique per chat request (the `x-request-id` we answered with): the idempotency key of its hold and charge. */
   requestId: string;
-  promptTokens: number;
-  completionTokens: number;
   inputPricePerMillionTokens: number;
   outputPricePerMillionTokens: number;
 }
 
-export interface ChatUsageMeter {
-  /** Throws a ForbiddenError (403, OpenAI `insufficient_quota`) when the account may not spend. */
-  assertCanSpend(account: string): Promise<void>;
-  /**
-   * Called at most once per request, after the response completed and only when usage is known
-   * (non-streaming: the body's `usage`; streaming: the final usage chunk). Errors are logged, not sent:
-   * the client already has its answer.
-   */
-  charge(input: ChatUsageCharge): Promise<void>;
+/** The most a request may cost: its prompt and its longest answer. */
+export interface ChatHoldRequest extends ChatBill {
+  promptTokens: number;
+  maxCompletionTokens: number;
+}
+
+export interface ChatUsageCharge extends ChatBill {
+  promptTokens: number;
+  completionTokens: number;
+  /** The tokens were counted by reelay from what it relayed (the upstream reported no usage). */
+  counted: boolean;
 }
 
 /**
- * Chat billing on the ledger. Chat cost is known only after the answer, so nothing is reserved: an
- * account may start a request while its available balance is above zero (read from the mirrored
- * `balances` view on the hot path, confirmed with the ledger before a refusal), and the usage is charged
- * afterwards as a ChatUsageCharged event keyed by the request id (a retried charge lands once).
- * A free model (price 0) charges nothing.
+ * Where chat billing plugs in: the relay holds the request's most before any upstream cost (refused: OpenAI's
+ * 429 insufficient_quota, nothing relayed), and charges once the answer is over, however it ended.
+ */
+export interface ChatUsageMeter {
+  /** Throws an InsufficientBalanceError when the account cannot cover the request's most. */
+  reserve(hold: ChatHoldRequest): Promise<void>;
+  /**
+   * Called once per reserved request, after the answer ended (completed, failed, or the client left), with
+   * the upstream's usage or the tokens counted from what was relayed (0 when nothing was). Closes the hold.
+   */
+  charge(charge: ChatUsageCharge): Promise<void>;
+}
+
+const isFree = (bill: ChatBill): boolean => bill.inputPricePerMillionTokens === 0 && bill.outputPricePerMillionTokens === 0;
+
+/**
+ * Chat billing on the ledger: a ChatReserved hold, guarded by the account's money like a task's reservation
+ * (so concurrent requests cannot together spend past the credit limit), closed by a ChatUsageCharged keyed
+ * by the request id. A hold its edge never closes (the edge crashed) stops counting after `holdTtlMs`.
+ * A free model (both prices 0) writes nothing, but still serves only accounts with money available.
  */
 export class LedgerChatUsageMeter implements ChatUsageMeter {
-  constructor(private readonly ledger: AccountLedger, private readonly balances: BalanceMirror) {}
+  constructor(private readonly ledger: AccountLedger, private readonly balances: BalanceMirror, private readonly holdTtlMs: number) {}
 
-  async assertCanSpend(account: string): Promise<void> {
+  async reserve(hold: ChatHoldRequest): Promise<void> {
+    if (isFree(hold)) return this.assertAvailable(hold.account);
+    await this.ledger.execute(hold.account, {
+      type: "reserveChat",
+      requestId: hold.requestId,
+      model: hold.model,
+      amountMicros: priceOf(hold, hold.promptTokens, hold.maxCompletionTokens),
+      expiresAt: new Date(Date.now() + this.holdTtlMs).toISOString(),
+    });
+  }
+
+  /** Available money, read from the mirrored `balances` view on the hot path, confirmed with the ledger before a refusal. */
+  private async assertAvailable(account: string): Promise<void> {
     const mirrored = this.balances.get(account);
     if (mirrored && availableMicros(mirrored) > 0) return;
     // The mirror lags the ledger (a credit a moment ago): before refusing, ask the ledger itself.
@@ -49,19 +72,22 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
     if (available <= 0) throw new InsufficientBalanceError(`insufficient balance: available ${formatYuan(available)} yuan`);
   }
 
-  async charge(input: ChatUsageCharge): Promise<void> {
-    const cost = costMicros([
-      { tokens: input.promptTokens, pricePerMillionTokens: input.inputPricePerMillionTokens },
-      { tokens: input.completionTokens, pricePerMillionTokens: input.outputPricePerMillionTokens },
-    ]);
-    if (cost === 0) return;
-    await this.ledger.execute(input.account, {
+  async charge(charge: ChatUsageCharge): Promise<void> {
+    if (isFree(charge)) return;
+    await this.ledger.execute(charge.account, {
       type: "chargeChat",
-      requestId: input.requestId,
-      model: input.model,
-      promptTokens: input.promptTokens,
-      completionTokens: input.completionTokens,
-      costMicros: cost,
+      requestId: charge.requestId,
+      model: charge.model,
+      promptTokens: charge.promptTokens,
+      completionTokens: charge.completionTokens,
+      costMicros: priceOf(charge, charge.promptTokens, charge.completionTokens),
+      ...(charge.counted ? { counted: true } : {}),
     });
   }
 }
+
+const priceOf = (bill: ChatBill, promptTokens: number, completionTokens: number): number =>
+  costMicros([
+    { tokens: promptTokens, pricePerMillionTokens: bill.inputPricePerMillionTokens },
+    { tokens: completionTokens, pricePerMillionTokens: bill.outputPricePerMillionTokens },
+  ]);

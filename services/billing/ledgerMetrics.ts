@@ -20,6 +20,14 @@ export function countLedgerEvent(event: LedgerEvent): void {
     case "ReservationReleased":
       ledgerMovements.inc({ kind: "released" }, yuan(event.data.reservedMicros));
       return;
+    case "ChatReserved":
+      ledgerMovements.inc({ kind: "chat_reserved" }, yuan(event.data.amountMicros));
+      return;
+    case "ChatReservationLapsed":
+      ledgerMovements.inc({ kind: "chat_lapsed" }, yuan(event.data.reservedMicros));
+      return;
+    case "CreditLimitSet":
+      return;
     case "ChatUsageCharged":
       ledgerMovements.inc({ kind: "chat_charged" }, yuan(event.data.costMicros));
       chatTokens.inc({ model: event.data.model, kind: "prompt" }, event.data.promptTokens);

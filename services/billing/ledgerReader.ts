@@ -33,7 +33,18 @@ export function describeLedgerEvent(event: LedgerEvent, yuan: (micros: number) =
       return `charged ${yuan(event.data.costMicros)} for task ${event.data.taskId} (${event.data.totalTokens} tokens of ${event.data.model}; reservation ${yuan(event.data.reservedMicros)} freed)`;
     case "ReservationReleased":
       return `released ${yuan(event.data.reservedMicros)} of task ${event.data.taskId}: ${event.data.reason}`;
-    case "ChatUsageCharged":
-      return `charged ${yuan(event.data.costMicros)} for chat ${event.data.requestId} (${event.data.promptTokens}+${event.data.completionTokens} tokens of ${event.data.model})`;
+    case "ChatUsageCharged": {
+      const { costMicros, requestId, promptTokens, completionTokens, model, reservedMicros, counted, uncollectedMicros } = event.data;
+      const tokens = `${promptTokens}+${completionTokens} tokens of ${model}${counted ? ", counted by reelay" : ""}`;
+      const freed = reservedMicros === undefined ? "" : `; reservation ${yuan(reservedMicros)} freed`;
+      const unpaid = uncollectedMicros === undefined ? "" : `; ${yuan(uncollectedMicros)} beyond the credit limit not collected`;
+      return `charged ${yuan(costMicros)} for chat ${requestId} (${tokens}${freed}${unpaid})`;
+    }
+    case "ChatReserved":
+      return `reserved ${yuan(event.data.amountMicros)} for chat ${event.data.requestId} (${event.data.model})`;
+    case "ChatReservationLapsed":
+      return `released ${yuan(event.data.reservedMicros)} of chat ${event.data.requestId}: its edge never closed it`;
+    case "CreditLimitSet":
+      return `credit limit set to ${yuan(event.data.limitMicros)}${event.data.actor ? ` by ${event.data.actor}` : ""}`;
   }
 }

@@ -5,12 +5,13 @@ import { AccountBalance } from "../../contracts/ledger.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { availableMicros } from "../billing/account.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
+import { creditCommand, parseCreditLimit } from "../billing/credits.ts";
 import { formatYuan, parseYuan } from "../billing/pricing.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 
 const USAGE =
-  "usage: reelay accounts create <name> | accounts credit <name> <yuan> | accounts show <name> | accounts list";
+  "usage: reelay accounts create <name> | accounts credit <name> <yuan> [--idempotency-key <key>] | accounts limit <name> <yuan> | accounts show <name> | accounts list";
 
 function accountName(name: string | undefined): string {
   const parsed = AccountName.safeParse(name);
@@ -20,7 +21,7 @@ function accountName(name: string | undefined): string {
 
 
 /** `reelay accounts …`: every change is an event on acct.<account>.money.ledger; reads fold the account's money events. */
-export async function accountsCommand(nats: Nats, args: string[], io: CliIo): Promise<void> {
+export async function accountsCommand(nats: Nats, args: string[], options: { idempotencyKey: string | undefined }, io: CliIo): Promise<void> {
   const { out } = io;
   const ledger = new AccountLedger(nats);
   const [action, name, amount] = args;
@@ -42,8 +43,22 @@ export async function accountsCommand(nats: Nats, args: string[], io: CliIo): Pr
         throw new ValidationError((error as Error).message);
       }
       await ledger.execute(account, { type: "open" });
-      const after = await ledger.execute(account, { type: "credit", amountMicros: micros, creditId: randomUUID(), note: "reelay accounts credit" });
+      const after = await ledger.execute(account, creditCommand(account, micros, { idempotencyKey: options.idempotencyKey, note: "reelay accounts credit" }));
       out(`credited ${formatYuan(micros)} yuan to ${account}; balance ${formatYuan(after.balanceMicros)}, available ${formatYuan(availableMicros(after))}`);
+      return;
+    }
+    case "limit": {
+      const account = accountName(name);
+      if (amount === undefined) throw new ValidationError(`accounts limit needs an amount in yuan (0: no debt)\n${USAGE}`);
+      let micros: number;
+      try {
+        micros = parseCreditLimit(amount);
+      } catch (error) {
+        throw new ValidationError((error as Error).message);
+      }
+      if (!(await ledger.current(account)).exists) throw new ValidationError(`no account named ${account}`);
+      const after = await ledger.execute(account, { type: "setCreditLimit", limitMicros: micros, changeId: randomUUID() });
+      out(`credit limit of ${account} is ${formatYuan(micros)} yuan; available ${formatYuan(availableMicros(after))}`);
       return;
     }
     case "show": {
@@ -55,6 +70,7 @@ export async function accountsCommand(nats: Nats, args: string[], io: CliIo): Pr
       out(`balance    ${formatYuan(now.balanceMicros)} yuan`);
       out(`reserved   ${formatYuan(now.reservedMicros)} yuan (${now.openReservations} open tasks)`);
       out(`available  ${formatYuan(availableMicros(now))} yuan`);
+      out(`credit limit ${formatYuan(now.creditLimitMicros)} yuan (how far below zero the balance may go)`);
       out("last entries:");
       for (const entry of history.slice(-10)) {
         out(`  ${entry.event.meta.at}  ${describeLedgerEvent(entry.event, formatYuan)}  → balance ${formatYuan(entry.after.balanceMicros)}`);

@@ -15,7 +15,9 @@ const USAGE = `reelay — video generation and chat gateway
   reelay keys list [--account <name>]        list key ids
   reelay keys revoke <key-id>                revoke a key
   reelay accounts create <name>              open an account
-  reelay accounts credit <name> <yuan>       add prepaid balance (up to 6 decimal places)
+  reelay accounts credit <name> <yuan> [--idempotency-key <key>]
+                                             add prepaid balance (up to 6 decimal places); with a key, a retry credits once
+  reelay accounts limit <name> <yuan>        how far below zero the balance may go (default 0)
   reelay accounts show <name>                balance, reserved, available, last 10 entries
   reelay accounts list                       every account's balance
   reelay audit replay                        rebuild every read model from the streams and compare

@@ -15,7 +15,7 @@ export const parseCliArgs = (argv: string[]) =>
   parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { account: { type: "string" }, name: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, "drop-previous": { type: "boolean" }, from: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { account: { type: "string" }, name: { type: "string" }, json: { type: "boolean" }, rotate: { type: "boolean" }, "drop-previous": { type: "boolean" }, "idempotency-key": { type: "string" }, from: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
 
 type CliValues = ReturnType<typeof parseCliArgs>["values"];
@@ -30,7 +30,7 @@ export async function runNatsCommand(nats: Nats, config: ReelayConfig, command: 
       await (await import("./keysCommand.ts")).keysCommand(nats, rest, (name) => (name === "account" ? values.account : undefined), io);
       return 0;
     case "accounts":
-      await (await import("./accountsCommand.ts")).accountsCommand(nats, rest, io);
+      await (await import("./accountsCommand.ts")).accountsCommand(nats, rest, { idempotencyKey: values["idempotency-key"] }, io);
       return 0;
     case "audit":
       return (await import("./auditCommand.ts")).auditCommand(nats, rest, values.json ?? false, io);

@@ -152,7 +152,7 @@ export class EdgeService {
     registerChatRoutes(app, {
       config: this.config,
       keys: this.keys,
-      meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances),
+      meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances, this.config.limits.chatHoldTtlMs),
       connection: this.connection,
       log: this.log,
     });

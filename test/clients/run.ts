@@ -105,6 +105,7 @@ async function main(): Promise<number> {
         inputPricePerMillionTokens: 1,
         outputPricePerMillionTokens: 2,
         timeoutMs: 30_000,
+        maxCompletionTokens: 4096,
       };
     },
   });

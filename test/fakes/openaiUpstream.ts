@@ -23,6 +23,8 @@ export interface FakeBehaviour {
   /** Streams: instead of words, send this many bytes of content in chunks of `floodChunkBytes`. */
   floodBytes?: number;
   floodChunkBytes?: number;
+  /** Report no usage at all: no `usage` in a completion, no usage chunk in a stream (some upstreams do this). */
+  omitUsage?: boolean;
 }
 
 export interface RecordedRequest {
@@ -133,11 +135,11 @@ export async function startFakeUpstream(options: FakeOptions = {}): Promise<Fake
 
     if (body.stream !== true) {
       const message = now.toolCalls ? { role: "assistant", content: null, tool_calls: now.toolCalls, refusal: null } : { role: "assistant", content, refusal: null };
-      const completion = { id, object: "chat.completion", created, model, choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason }], usage, system_fingerprint: "fp_fake" };
+      const completion = { id, object: "chat.completion", created, model, choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason }], ...(now.omitUsage ? {} : { usage }), system_fingerprint: "fp_fake" };
       res.writeHead(200, { "content-type": "application/json", "x-request-id": `fake-${serial}` }).end(JSON.stringify(completion));
       return;
     }
-    const includeUsage = (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
+    const includeUsage = !now.omitUsage && (body.stream_options as { include_usage?: boolean } | undefined)?.include_usage === true;
     const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
       `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, system_fingerprint: "fp_fake", choices, ...(includeUsage ? { usage: null } : {}), ...extra })}\n\n`;
     const delta = (d: Record<string, unknown>, finish: string | null = null) => [{ index: 0, delta: d, logprobs: null, finish_reason: finish }];

@@ -3,6 +3,7 @@
  * streams several 1 MiB echo answers at once into slow sinks that apply backpressure, samples the heap
  * at every write and prints the peak growth over the starting heap, in bytes, as JSON.
  */
+import { RelayedContent } from "../../services/edge/chat/relayedContent.ts";
 import { EchoProvider } from "../../services/edge/chat/providers/echo/echoProvider.ts";
 import type { ChatRequest } from "../../services/edge/chat/chatRequest.ts";
 import type { ResponseSink } from "../../services/edge/chat/responseSink.ts";
@@ -58,12 +59,12 @@ const request = (): ChatRequest => {
   // One-letter words: the worst case for a word-per-event stream.
   const text = "a ".repeat(MESSAGE_BYTES / 2);
   const messages = [{ role: "user", content: text }];
-  return { body: { model: "echo", messages, stream: true }, model: "echo", messages, stream: true, clientWantsUsage: true };
+  return { body: { model: "echo", messages, stream: true }, model: "echo", messages, stream: true, clientWantsUsage: true, maxAnswerTokens: undefined };
 };
 
 const sinks = Array.from({ length: STREAMS }, () => new SlowSink());
 const echo = new EchoProvider();
-const usages = await Promise.all(sinks.map((sink) => echo.complete(request(), sink)));
+const usages = await Promise.all(sinks.map((sink) => echo.complete(request(), sink, new RelayedContent())));
 process.stdout.write(
   JSON.stringify({ peakHeapGrowth: peak, bytes: sinks.map((sink) => sink.bytes), words: usages.map((usage) => usage?.completion_tokens) }),
 );

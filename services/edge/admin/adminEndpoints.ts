@@ -8,6 +8,7 @@ import {
   CreateAccountBody,
   CreatedApiKey,
   CreditBody,
+  CreditLimitBody,
   LedgerPage,
   LedgerQuery,
   TaskDetail,
@@ -27,6 +28,7 @@ import { newestTaskId } from "../video/taskIds.ts";
 import { availableMicros, type AccountState } from "../../billing/account.ts";
 import type { AccountLedger } from "../../billing/accountLedger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../../billing/ledgerReader.ts";
+import { creditCommand, parseCreditLimit } from "../../billing/credits.ts";
 import { formatYuan, parseYuan } from "../../billing/pricing.ts";
 import { ApiKeyStore } from "../../shared/apiKeys.ts";
 import { gatherChannels } from "../../shared/channelReports.ts";
@@ -59,6 +61,7 @@ const summaryOf = (state: AccountState): z.infer<typeof AccountSummary> => ({
   balance: formatYuan(state.balanceMicros),
   reserved: formatYuan(state.reservedMicros),
   available: formatYuan(availableMicros(state)),
+  credit_limit: formatYuan(state.creditLimitMicros),
 });
 
 function taskSummaryOf(view: TaskView): z.infer<typeof TaskSummary> {
@@ -128,7 +131,7 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
           const entry = await nats.balances.get(key);
           if (entry?.operation !== "PUT") continue;
           const doc = AccountBalance.parse(entry.json());
-          accounts.push({ name: doc.account, balance: formatYuan(doc.balanceMicros), reserved: formatYuan(doc.reservedMicros), available: formatYuan(availableMicros(doc)) });
+          accounts.push({ name: doc.account, balance: formatYuan(doc.balanceMicros), reserved: formatYuan(doc.reservedMicros), available: formatYuan(availableMicros(doc)), credit_limit: formatYuan(doc.creditLimitMicros) });
         }
         return { accounts: accounts.sort((a, b) => a.name.localeCompare(b.name)) };
       },
@@ -158,10 +161,10 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
     endpoint({
       method: "POST",
       path: "/accounts/{name}/credit",
-      summary: "Add prepaid balance (yuan as a decimal string, exact to the micro-yuan)",
+      summary: "Add prepaid balance (yuan as a decimal string, exact to the micro-yuan); an Idempotency-Key header makes a retry land once",
       body: CreditBody,
       response: AccountSummary,
-      async handle({ actor, body, params }) {
+      async handle({ actor, body, params, request }) {
         const account = (await existing(params.name ?? "")).account;
         let micros: number;
         try {
@@ -170,8 +173,29 @@ export function adminEndpoints(deps: AdminDeps): AdminEndpoint[] {
           throw new ValidationError((error as Error).message);
         }
         if (micros <= 0) throw new ValidationError("amount must be more than 0");
-        const state = await ledger.execute(account, { type: "credit", amountMicros: micros, creditId: randomUUID(), note: body.note ?? "admin API credit", actor });
+        // With an Idempotency-Key a retried credit lands once and answers the account as it is.
+        const command = creditCommand(account, micros, { idempotencyKey: request.header("idempotency-key") || undefined, note: body.note ?? "admin API credit", actor });
+        const state = await ledger.execute(account, command);
         await record({ actor, action: "account.credit", target: account, detail: { amount: formatYuan(micros) } });
+        return summaryOf(state);
+      },
+    }),
+    endpoint({
+      method: "POST",
+      path: "/accounts/{name}/credit-limit",
+      summary: "Set how far below zero the account's balance may go (yuan; 0, the default, allows no debt)",
+      body: CreditLimitBody,
+      response: AccountSummary,
+      async handle({ actor, body, params }) {
+        const account = (await existing(params.name ?? "")).account;
+        let micros: number;
+        try {
+          micros = parseCreditLimit(body.limit);
+        } catch (error) {
+          throw new ValidationError((error as Error).message);
+        }
+        const state = await ledger.execute(account, { type: "setCreditLimit", limitMicros: micros, changeId: randomUUID(), actor });
+        await record({ actor, action: "account.credit_limit", target: account, detail: { limit: formatYuan(micros) } });
         return summaryOf(state);
       },
     }),

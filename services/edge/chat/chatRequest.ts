@@ -12,6 +12,8 @@ export interface ChatRequest {
   stream: boolean;
   /** The client asked for the final usage chunk (`stream_options.include_usage`). */
   clientWantsUsage: boolean;
+  /** The client's bound on the answer (the larger of `max_completion_tokens` and `max_tokens`), if it set one. */
+  maxAnswerTokens: number | undefined;
 }
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
@@ -39,16 +41,24 @@ export function parseChatRequest(raw: Buffer): ChatRequest {
     messages: envelope.messages,
     stream: envelope.stream === true,
     clientWantsUsage: envelope.stream === true && envelope.stream_options?.include_usage === true,
+    maxAnswerTokens: maxOf(envelope.max_completion_tokens, envelope.max_tokens),
   };
+}
+
+function maxOf(...bounds: Array<number | null | undefined>): number | undefined {
+  const set = bounds.filter((bound): bound is number => typeof bound === "number");
+  return set.length === 0 ? undefined : Math.max(...set);
 }
 
 /**
  * The body for an OpenAI-compatible upstream: the client's, re-addressed to the upstream model. Streams
  * always ask for usage so they can be billed; the relay hides the usage chunk from clients that did not
- * ask for it. Other stream_options the client set are kept.
+ * ask for it. Other stream_options the client set are kept. A request with no bound on its answer gets the
+ * model's (`answerCap`, what was reserved), so the answer cannot cost more than its reservation.
  */
-export function upstreamBody(request: ChatRequest, upstreamModel: string): string {
+export function upstreamBody(request: ChatRequest, upstreamModel: string, answerCap: number): string {
   const body: Record<string, unknown> = { ...request.body, model: upstreamModel };
+  if (request.maxAnswerTokens === undefined) body.max_completion_tokens = answerCap;
   if (request.stream) {
     const own = request.body.stream_options;
     body.stream_options = { ...(isPlainObject(own) ? own : {}), include_usage: true };

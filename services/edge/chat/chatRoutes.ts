@@ -1,4 +1,5 @@
 import type { ApiKeyRecord } from "../../../contracts/apiKey.ts";
+import type { ChatUsage } from "../../../contracts/chat.ts";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import { NATS_DOWN, NotFoundError, ServiceUnavailableError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
@@ -9,7 +10,9 @@ import { chatTimeToFirstChunk } from "../../shared/metrics/metrics.ts";
 import { OPENAI_BASES } from "../http/openAiBases.ts";
 import { withDetail } from "./chatErrors.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
+import { answerTokenBound, promptTokens } from "./chatEstimate.ts";
 import { parseChatRequest } from "./chatRequest.ts";
+import { RelayedContent } from "./relayedContent.ts";
 import type { ResponseSink } from "./responseSink.ts";
 import { streamRoute, type StreamHandler } from "./streamRoute.ts";
 import type { ChatUsageMeter } from "../../billing/chatUsageMeter.ts";
@@ -91,23 +94,30 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
   const complete = async (key: ApiKeyRecord, body: Buffer | undefined, sink: ResponseSink): Promise<void> => {
     const request = parseChatRequest(body ?? Buffer.alloc(0));
     const model = findModel(request.model);
-    // Usage could not be charged, and the spend check would wait for a timeout: say so at once.
+    // The hold could not be written, and would wait for a timeout: say so at once.
     if (!connection.connected()) throw new ServiceUnavailableError(NATS_DOWN);
-    await meter.assertCanSpend(key.account);
-    if (!sink.open) return;
-    const usage = await model.provider.complete(request, measured ? timedFirstChunk(sink, model.name) : sink);
-    if (!usage) return;
-    meter
-      .charge({
-        account: key.account,
-        model: model.name,
-        requestId: sink.requestId,
-        promptTokens: usage.prompt_tokens,
-        completionTokens: usage.completion_tokens,
-        inputPricePerMillionTokens: model.config.inputPricePerMillionTokens,
-        outputPricePerMillionTokens: model.config.outputPricePerMillionTokens,
-      })
-      .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "chat usage charge failed"));
+    const bill = {
+      account: key.account,
+      model: model.name,
+      requestId: sink.requestId,
+      inputPricePerMillionTokens: model.config.inputPricePerMillionTokens,
+      outputPricePerMillionTokens: model.config.outputPricePerMillionTokens,
+    };
+    const prompt = promptTokens(request);
+    await meter.reserve({ ...bill, promptTokens: prompt, maxCompletionTokens: answerTokenBound(request, model.config.maxCompletionTokens) });
+    const relayed = new RelayedContent();
+    let usage: ChatUsage | undefined;
+    try {
+      if (sink.open) usage = await model.provider.complete(request, measured ? timedFirstChunk(sink, model.name) : sink, relayed);
+    } finally {
+      // However the answer ended, the hold is closed: on the upstream's usage, else on what reached the client.
+      const tokens = usage
+        ? { promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens, counted: false }
+        : { promptTokens: relayed.empty ? 0 : prompt, completionTokens: relayed.empty ? 0 : relayed.tokens(), counted: true };
+      meter
+        .charge({ ...bill, ...tokens })
+        .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "chat usage charge failed"));
+    }
   };
 
   const chat: StreamHandler = (request, body, sink) => keys.withAccount(request.header("authorization"), (key) => complete(key, body, sink));

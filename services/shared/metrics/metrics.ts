@@ -126,7 +126,7 @@ export const upstreamCallDuration = new HotHistogram({
 
 export const ledgerMovements = new Counter({
   name: "reelay_ledger_movements_yuan_total",
-  help: "Money written to the ledger by this process, in yuan, by kind (credited, reserved, settled, released, chat_charged).",
+  help: "Money written to the ledger by this process, in yuan, by kind (credited, reserved, settled, released, chat_reserved, chat_lapsed, chat_charged).",
   labelNames: ["kind"] as const,
   registers: [registry],
 });

@@ -1,6 +1,7 @@
 import type { ChatUsage } from "../../../../../contracts/chat.ts";
 import type { ChatRequest } from "../../chatRequest.ts";
 import type { ResponseSink } from "../../responseSink.ts";
+import type { RelayedContent } from "../../relayedContent.ts";
 import type { ChatProvider } from "../types.ts";
 import { echoReply, wordPieces } from "./echoText.ts";
 
@@ -15,7 +16,7 @@ const EVENTS_PER_WRITE = 64;
 const waitForDrain = (sink: ResponseSink) => new Promise<void>((resolve) => sink.onDrain(resolve));
 
 export class EchoProvider implements ChatProvider {
-  async complete(request: ChatRequest, sink: ResponseSink): Promise<ChatUsage | undefined> {
+  async complete(request: ChatRequest, sink: ResponseSink, relayed: RelayedContent): Promise<ChatUsage | undefined> {
     const { content, usage } = echoReply(request.messages);
     const id = `chatcmpl-${sink.requestId.slice(4)}`;
     const created = Math.floor(Date.now() / 1000);
@@ -39,7 +40,11 @@ export class EchoProvider implements ChatProvider {
     // Events are made as the client takes them: only one write's worth exists at a time.
     function* events(): Generator<string> {
       yield event(delta({ role: "assistant", content: "" }));
-      for (const piece of wordPieces(content)) yield event(delta({ content: piece }));
+      for (const piece of wordPieces(content)) {
+        // Counted as it is made: a client that leaves mid-answer is billed for the pieces made so far.
+        relayed.addText(piece);
+        yield event(delta({ content: piece }));
+      }
       yield event(delta({}, "stop"));
       if (request.clientWantsUsage) yield event([], { usage });
       yield "data: [DONE]\n\n";

@@ -6,6 +6,7 @@ import type { Logger } from "../../../../shared/log.ts";
 import { withDetail } from "../../chatErrors.ts";
 import { upstreamBody, type ChatRequest } from "../../chatRequest.ts";
 import type { ResponseSink } from "../../responseSink.ts";
+import type { RelayedContent } from "../../relayedContent.ts";
 import type { ChatProvider } from "../types.ts";
 import { SseRelay } from "./sseRelay.ts";
 import { transportFailure, upstreamFailure, type UpstreamPhase } from "./upstreamErrors.ts";
@@ -38,7 +39,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
     this.path = `${url.pathname}${url.search}`;
   }
 
-  complete(request: ChatRequest, sink: ResponseSink): Promise<ChatUsage | undefined> {
+  complete(request: ChatRequest, sink: ResponseSink, relayed: RelayedContent): Promise<ChatUsage | undefined> {
     const headers = this.requestHeaders(request.model);
     const { model, log } = this;
     const name = request.model;
@@ -79,6 +80,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
         };
         body.on("data", (chunk: Buffer) => {
           const out = sse.push(chunk);
+          if (out && out.length > 0 && sink.open) relayed.addEvents(out);
           // Backpressure: the client is slower than the upstream. Paused, the body stops flowing; once
           // undici's buffer behind it is full, undici stops reading the socket and TCP slows the upstream.
           if (out && out.length > 0 && !sink.write(out)) {
@@ -88,6 +90,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
         });
         body.on("end", () => {
           const tail = sse.flush();
+          if (tail && sink.open) relayed.addEvents(tail);
           if (!sse.sawDone) {
             if (tail) sink.write(tail);
             return fail(new UpstreamError(`the upstream for model ${name} ended the stream early`));
@@ -104,10 +107,11 @@ export class OpenAICompatibleProvider implements ChatProvider {
         if (statusCode !== 200) return collect(body, MAX_ERROR_BYTES, (bytes) => fail(upstreamFailure(statusCode, bytes, name, log)));
         if (!request.stream) {
           return collect(body, MAX_JSON_BYTES, (bytes) => {
-            const usage = usageOf(bytes);
-            if (usage === "invalid") return fail(new UpstreamError(`the upstream for model ${name} answered invalid JSON`));
+            const completion = jsonOf(bytes);
+            if (completion === undefined) return fail(new UpstreamError(`the upstream for model ${name} answered invalid JSON`));
+            if (sink.open) relayed.addCompletion(completion);
             sink.reply(200, "application/json", bytes);
-            succeed(usage);
+            succeed(usageOf(completion));
           });
         }
         const contentType = String(response.headers["content-type"] ?? "");
@@ -122,7 +126,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
           path: this.path,
           method: "POST",
           headers: request.stream ? headers.stream : headers.json,
-          body: upstreamBody(request, model.upstreamModel),
+          body: upstreamBody(request, model.upstreamModel, model.maxCompletionTokens),
           signal: abort,
           headersTimeout: model.timeoutMs,
           bodyTimeout: model.timeoutMs,
@@ -155,14 +159,18 @@ export class OpenAICompatibleProvider implements ChatProvider {
   }
 }
 
-/** The usage of a non-streaming completion; "invalid" when the body is not JSON at all. */
-function usageOf(body: Buffer): ChatUsage | undefined | "invalid" {
+/** A non-streaming completion's JSON; undefined when the body is not a JSON object at all. */
+function jsonOf(body: Buffer): object | undefined {
   try {
     const parsed: unknown = JSON.parse(body.toString("utf8"));
-    if (typeof parsed !== "object" || parsed === null) return "invalid";
-    const usage = ChatUsage.safeParse((parsed as { usage?: unknown }).usage);
-    return usage.success ? usage.data : undefined;
+    return typeof parsed === "object" && parsed !== null ? parsed : undefined;
   } catch {
-    return "invalid";
+    return undefined;
   }
+}
+
+/** The usage of a completion, if it reports one. */
+function usageOf(completion: object): ChatUsage | undefined {
+  const usage = ChatUsage.safeParse((completion as { usage?: unknown }).usage);
+  return usage.success ? usage.data : undefined;
 }

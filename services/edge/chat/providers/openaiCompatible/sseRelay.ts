@@ -37,7 +37,7 @@ function eventBounds(data: Buffer, at: number): [number, number] {
 }
 
 /** The JSON of an event's `data:` lines (joined by newlines, as the SSE spec says). */
-function eventData(event: string): string {
+export function eventData(event: string): string {
   return event
     .split(/\r?\n/)
     .filter((line) => line.startsWith("data:"))
