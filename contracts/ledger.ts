@@ -49,9 +49,12 @@ export const CostReserved = event("CostReserved", { taskId: z.number().int().pos
 export const ReservationSettled = event("ReservationSettled", {
   taskId: z.number().int().positive(),
   reservedMicros: Micros.nonnegative(),
+  /** What the balance paid: the task's real cost, or less when the account's debt bound was reached (see uncollected). */
   costMicros: Micros.nonnegative(),
   totalTokens: z.number().int().nonnegative(),
   model: z.string(),
+  /** The part of the real cost past the account's credit limit: the house's loss, not charged. */
+  uncollectedMicros: Micros.positive().optional(),
 });
 export const ReservationReleased = event("ReservationReleased", {
   taskId: z.number().int().positive(),

@@ -143,10 +143,16 @@ describe("account decider: settle", () => {
     expect(given(opened, credited(1)).when(settle(99, 1)).events).toEqual([]);
   });
 
-  it("charges a cost above the estimate in full: the work was done, so available may go negative", () => {
+  it("charges a cost above the estimate as far as the account can pay (credit limit 0: down to zero); the rest is uncollected, the house's loss", () => {
     const { events, after } = given(opened, credited(5_009_400), reserved(7, 5_009_400)).when(settle(7, 6_000_000));
+    expect(events).toEqual([{ type: "ReservationSettled", data: { taskId: 7, reservedMicros: 5_009_400, costMicros: 5_009_400, totalTokens: 1000, model: "VideoModel-2.0", uncollectedMicros: 990_600 } }]);
+    expect(after).toMatchObject({ balanceMicros: 0, reservedMicros: 0 });
+  });
+
+  it("charges a cost above the estimate in full while the account's money covers it", () => {
+    const { events, after } = given(opened, credited(10_000_000), reserved(7, 5_009_400)).when(settle(7, 6_000_000));
     expect(events).toEqual([settled(7, 5_009_400, 6_000_000)]);
-    expect(after).toMatchObject({ balanceMicros: -990_600, reservedMicros: 0 });
+    expect(after).toMatchObject({ balanceMicros: 4_000_000, reservedMicros: 0 });
   });
 
   it("settles only its own task: other reservations stay", () => {

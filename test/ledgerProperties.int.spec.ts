@@ -336,24 +336,31 @@ describe("ledger properties (real NATS, projector running)", () => {
     expect(runs).toBeGreaterThanOrEqual(25);
   }, 60_000);
 
-  it("a cost above the estimate is charged in full, even past zero: the work was done (design.md: settle the real cost)", async () => {
+  it("a cost above the estimate is charged as far as the credit limit allows; the rest is recorded uncollected, the house's loss (issue 32)", async () => {
     const [edge, settler] = ledgers;
     const name = "over-estimate";
-    const id = nextTaskId++;
+    const [first, second] = [nextTaskId++, nextTaskId++];
     await edge.execute(name, { type: "credit", amountMicros: 5_000_000, creditId: "over-1" });
-    await openTask(edge, name, id, { amountMicros: 5_000_000 });
-    const after = await settler.execute(name, { type: "settle", taskId: id, costMicros: 6_000_000, totalTokens: 130_435, model: "VideoModel-2.0" });
-    expect(after).toMatchObject({ balanceMicros: -1_000_000, reservedMicros: 0 });
-    expect(availableMicros(after)).toBe(-1_000_000);
-    // Reserves are the only gate: the debt blocks new work until a credit covers it.
-    await expect(openTask(edge, name, nextTaskId++, { amountMicros: 1 })).rejects.toThrow(
-      "insufficient balance: this task needs 0.000001 yuan, available 0.000000",
-    );
-    await edge.execute(name, { type: "credit", amountMicros: 1_000_001, creditId: "over-2" });
-    await openTask(edge, name, nextTaskId++, { amountMicros: 1 });
+    await openTask(edge, name, first, { amountMicros: 5_000_000 });
+    const after = await settler.execute(name, { type: "settle", taskId: first, costMicros: 6_000_000, totalTokens: 130_435, model: "VideoModel-2.0" });
+    // Credit limit 0: the account pays what it had, never goes below zero.
+    expect(after).toMatchObject({ balanceMicros: 0, reservedMicros: 0 });
+    await expect(openTask(edge, name, nextTaskId++, { amountMicros: 1 })).rejects.toThrow("insufficient balance: this task needs 0.000001 yuan, available 0.000000");
+    // With a credit limit, the account may owe up to it, and no further.
+    await edge.execute(name, { type: "setCreditLimit", limitMicros: 500_000, changeId: "over-limit" });
+    await edge.execute(name, { type: "credit", amountMicros: 1_000_000, creditId: "over-2" });
+    await openTask(edge, name, second, { amountMicros: 1_000_000 });
+    const owed = await settler.execute(name, { type: "settle", taskId: second, costMicros: 2_000_000, totalTokens: 43_478, model: "VideoModel-2.0" });
+    expect(owed).toMatchObject({ balanceMicros: -500_000, reservedMicros: 0 });
+    const history = await readAccountHistory(app.nats.js, app.nats.jsm, name);
+    const settlements = history.flatMap(({ event }) => (event.type === "ReservationSettled" ? [[event.data.costMicros, event.data.uncollectedMicros]] : []));
+    expect(settlements).toEqual([
+      [5_000_000, 1_000_000],
+      [1_500_000, 500_000],
+    ]);
     await projectorCaughtUp(app);
-    const charge = TaskCharge.parse((await app.nats.taskCharges.get(String(id)))?.json());
-    expect(charge).toMatchObject({ state: "settled", reservedMicros: 5_000_000, costMicros: 6_000_000 });
+    const charge = TaskCharge.parse((await app.nats.taskCharges.get(String(first)))?.json());
+    expect(charge).toMatchObject({ state: "settled", reservedMicros: 5_000_000, costMicros: 5_000_000 });
   });
 
   it("a process whose fold is stale still sees another process's credit before refusing a reserve", async () => {

@@ -261,10 +261,14 @@ export function decideLedger(state: DecidingState, command: LedgerCommand, at: s
     case "settle": {
       const open = state.reservations.get(command.taskId);
       if (open === undefined) return [];
+      // As a chat's charge: the real cost, as far as the account can pay without passing its credit limit (its own
+      // reservation included); an upstream that reported more than that is the house's loss, never the account's debt.
+      const charged = Math.min(command.costMicros, Math.max(spendableMicros(state, at) + open, 0));
+      const { taskId, totalTokens, model } = command;
       return [
         {
           type: "ReservationSettled",
-          data: { taskId: command.taskId, reservedMicros: open, costMicros: command.costMicros, totalTokens: command.totalTokens, model: command.model },
+          data: { taskId, reservedMicros: open, costMicros: charged, totalTokens, model, ...(charged < command.costMicros ? { uncollectedMicros: command.costMicros - charged } : {}) },
         },
       ];
     }

@@ -20,7 +20,8 @@ interface TaskMoney {
  * "Every success charged exactly once, every failure free", checked over the whole log (`reelay audit
  * charges`): a pure fold of every task event and every money event, in log order. A task still running holds
  * its reservation and is not checked; a final task must have exactly one closing of its reservation: a
- * settlement at its tokens' price for a success, a release for a failure.
+ * settlement at its tokens' price for a success (what was charged plus what was past the account's credit
+ * limit, uncollected), a release for a failure.
  */
 export class ChargeAudit {
   private readonly tasks = new Map<number, TaskMoney>();
@@ -67,5 +68,7 @@ function problemOf(task: TaskMoney): string | undefined {
   if (!task.outcome.succeeded) return closing.type === "ReservationReleased" ? undefined : "failed but was charged";
   if (closing.type !== "ReservationSettled") return "succeeded but was not charged";
   const due = costMicros([{ tokens: task.outcome.totalTokens, pricePerMillionTokens: task.pricePerMillionTokens }]);
-  return closing.data.costMicros === due ? undefined : `charged ${closing.data.costMicros} µ¥ for ${task.outcome.totalTokens} tokens, which cost ${due} µ¥`;
+  // A cost past the account's credit limit is not charged but recorded as uncollected: together they are the price.
+  const accounted = closing.data.costMicros + (closing.data.uncollectedMicros ?? 0);
+  return accounted === due ? undefined : `charged ${closing.data.costMicros} µ¥ for ${task.outcome.totalTokens} tokens, which cost ${due} µ¥`;
 }
