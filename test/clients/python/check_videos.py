@@ -88,7 +88,8 @@ def errors():
     stranger = OpenAI(base_url=BASE_URL, api_key="rly_not_a_key", max_retries=0)
     raises(openai.AuthenticationError, lambda: stranger.videos.list())
     poor = OpenAI(base_url=BASE_URL, api_key=os.environ["REELAY_POOR_API_KEY"], max_retries=0)
-    raises(openai.PermissionDeniedError, lambda: poor.videos.create(model="VideoModel-2.0", prompt="x"))
+    # An exhausted balance is OpenAI's 429 insufficient_quota (a RateLimitError the SDK does not retry: x-should-retry false).
+    raises(openai.RateLimitError, lambda: poor.videos.create(model="VideoModel-2.0", prompt="x"))
     hurried = OpenAI(base_url=os.environ["REELAY_LIMITED_BASE_URL"], api_key=os.environ["REELAY_LIMITED_API_KEY"], max_retries=0)
     try:
         hurried.videos.list()
@@ -101,5 +102,5 @@ check("videos: create with input_reference, retrieve until completed, download_c
 check("videos: list finds it", list_finds_it)
 check("videos: remix", remix)
 check("videos: delete, then not found", delete)
-check("videos: typed errors (bad request, authentication, permission, not found, rate limit)", errors)
+check("videos: typed errors (bad request, authentication, not found, insufficient quota, rate limit)", errors)
 finish()
