@@ -20,6 +20,8 @@ describe("money under concurrency and crashes", () => {
   let app: TestApp;
   let configPath: string;
   const children: ChildProcess[] = [];
+  /** The two edges every test uses (with one scripted runner), started once: a child's start is the costly part. */
+  let ports: Array<number | undefined> = [];
   const child = async (services: string[], env: Record<string, string> = {}) => {
     const started = await startChildService(services, { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, ...env });
     children.push(started);
@@ -30,6 +32,8 @@ describe("money under concurrency and crashes", () => {
     // This process runs no service: edges, runners and projectors (where settlement runs) are child processes.
     app = await startTestApp({ services: [], tweak: (config) => (config.runner.leaseMs = 1500) });
     configPath = writeConfigFile(app.config);
+    const [first, second] = await Promise.all([child(["edge"]), child(["edge"]), child(["scripted-runner"])]);
+    ports = [first.port, second.port];
   });
   afterAll(async () => {
     await Promise.all(children.map(killHard));
@@ -37,8 +41,6 @@ describe("money under concurrency and crashes", () => {
   });
 
   it("50 concurrent creates across two edge processes against a balance for 10 accept exactly 10", async () => {
-    const [first, second] = await Promise.all([child(["edge"]), child(["edge"]), child(["scripted-runner"])]);
-    const ports = [first.port, second.port];
     const key = await app.keyFor("contended", 0);
     await app.ledger.execute("contended", { type: "credit", amountMicros: 10 * MINI_4S_MICROS, creditId: "exactly-ten" });
     const clients = ports.map((port) => new VideoClient(`http://127.0.0.1:${port}`, key));
@@ -54,10 +56,13 @@ describe("money under concurrency and crashes", () => {
     for (const entry of history) expect(availableMicros(entry.after)).toBeGreaterThanOrEqual(0);
   });
 
+  const projectors: ChildProcess[] = [];
   for (const failpoint of ["settlement:before-append", "settlement:after-append"]) {
     it(`charges exactly once when the settling process is killed (${failpoint})`, async () => {
-      await Promise.all(children.splice(0).map(killHard));
-      const [{ port }, , doomed] = await Promise.all([child(["edge"]), child(["scripted-runner"]), child(["projector"], { REELAY_FAILPOINTS: failpoint })]);
+      // The settling process of a test before is ended: the doomed one must be the only projector.
+      await Promise.all(projectors.splice(0).map(killHard));
+      const doomed = await child(["projector"], { REELAY_FAILPOINTS: failpoint });
+      const port = ports[0];
       const account = `crash-${failpoint.replace(/\W/g, "-")}`;
       const client = new VideoClient(`http://127.0.0.1:${port}`, await app.keyFor(account, 10));
 
@@ -66,7 +71,7 @@ describe("money under concurrency and crashes", () => {
       const taskId = created.body.data?.task_id as number;
       // The task runs to success; the projector dies by SIGKILL at the failpoint inside settlement.
       expect(await exited(doomed)).toBe("SIGKILL");
-      await child(["projector"]);
+      projectors.push(await child(["projector"]));
 
       await expect
         .poll(async () => (await app.ledger.current(account)).reservedMicros, { timeout: 20_000 })
