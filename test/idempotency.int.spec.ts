@@ -60,6 +60,9 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
     const other = await client.create(mini("a different fox"), headers);
     expect(other.status).toBe(422);
     expect(other.body).toEqual({ code: 422, msg: expect.stringMatching(/^Idempotency-Key was already used with a different request/) });
+    // Where the task's status changes go is part of the request (issue 32: the fingerprint ignored it).
+    const elsewhere = await client.create({ ...mini("a fox"), callback_url: "https://hooks.example.com/other" }, headers);
+    expect(elsewhere.status).toBe(422);
     // Defaults applied count as the same request: duration 4 is what this model would be asked for anyway.
     const same = await client.create({ ...mini("a fox"), ratio: "16:9", generate_audio: true }, headers);
     expect(same.status).toBe(200);

@@ -2,7 +2,6 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
 import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { startEdge } from "../services/edge/main.ts";
@@ -15,9 +14,10 @@ import { silentLog, testConfig } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
 /**
- * A nats-server restart longer than the runners' lease: the server hands held jobs out again while the
- * runner that holds them is alive. The runner keeps working on each task once (it adopts the newer
- * delivery instead of starting a second actor), and the upstream sees every task once.
+ * A nats-server restart longer than the runners' lease, under a live runner: after the restart either the
+ * runner's heartbeat reaches the server first (it keeps its jobs) or the server hands the held jobs out again
+ * first (the runner adopts the newer delivery instead of starting a second actor). Which one comes first is a
+ * race of milliseconds; either way the runner works on each task once and the upstream sees every task once.
  */
 describe("a nats-server restart under a live runner", () => {
   const dir = mkdtempSync(join(tmpdir(), "reelay-reconnect-"));
@@ -29,10 +29,10 @@ describe("a nats-server restart under a live runner", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("works on every task once although its jobs are delivered again", async () => {
+  it("works on every task once, whether its jobs are kept or delivered again", async () => {
     server = await startNatsServer({ storeDir: join(dir, "store"), say: () => {} });
     const port = Number(new URL(server.url).port);
-    // Shorter than a restart plus the client's reconnect wait (about 2 s): the jobs are delivered again.
+    // Shorter than a restart plus the client's reconnect wait (about 2 s): the jobs may be delivered again.
     const config = testConfig((c) => (c.runner.leaseMs = 1_000));
     const nats = await connectNats(server.url, "reconnect-test", { replicas: 1, leaseMs: config.runner.leaseMs });
     stops.push(() => nats.nc.close());
@@ -55,8 +55,6 @@ describe("a nats-server restart under a live runner", () => {
 
     const finals = await Promise.all(ids.map((id) => client.waitForFinal(id, 30_000, 100)));
     expect(finals.map((final) => final.body.data?.status)).toEqual(ids.map(() => "success"));
-    const work = await nats.jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners);
-    expect(work.delivered.consumer_seq).toBeGreaterThan(ids.length);
     expect(vendor.submits).toHaveLength(ids.length);
     // One actor per task polls it: status calls up to the generation's length, plus a few around the outage.
     for (const calls of vendor.statusCalls.values()) expect(calls).toBeLessThanOrEqual(105);
