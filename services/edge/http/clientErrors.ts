@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import type { Duplex } from "node:stream";
 import { HeadersTooLargeError, NotImplementedError, RequestTimeoutError, UriTooLongError, ValidationError, type ReelayError } from "../../shared/errors.ts";
 import type { ErrorReplyFor } from "./apiErrors.ts";
-import { MAX_HEADER_BYTES, MAX_URL_BYTES } from "./limits.ts";
+import { MAX_HEADER_BYTES, MAX_HEADER_COUNT, MAX_URL_BYTES } from "./limits.ts";
 import type { HttpReply } from "./reply.ts";
 
 /** What node:http passes to `clientError`: its parser's code and the bytes it was parsing. */
@@ -26,12 +26,24 @@ function requestLine(packet: Buffer | undefined): { method: string; target: stri
   return start && end === -1 ? { method: start[1] ?? "", target: start[2] ?? "/", complete: false } : undefined;
 }
 
+/** Header lines in what the parser had read (the lines after the request line, up to the blank one). */
+function headerFieldsIn(packet: Buffer | undefined): number {
+  if (!packet) return 0;
+  const head = packet.subarray(0, MAX_HEADER_BYTES + MAX_URL_BYTES).toString("latin1");
+  const end = head.indexOf("\r\n\r\n");
+  return (end === -1 ? head : head.slice(0, end)).split("\n").length - 1;
+}
+
 /** The status HTTP calls for, by node:http's parser error. */
 function errorOf(error: ClientError, line: ReturnType<typeof requestLine>): ReelayError {
   switch (error.code) {
     case "HPE_HEADER_OVERFLOW":
-      // node:http counts the request line with the headers: a target alone that long is a 414.
-      return line && !line.complete ? new UriTooLongError(`request target longer than ${MAX_URL_BYTES} bytes`) : new HeadersTooLargeError(`request line and headers exceed ${MAX_HEADER_BYTES} bytes`);
+      // node:http counts the request line with the headers: a target alone that long is a 414. Node 24's parser
+      // also ends here past `maxHeadersCount` (Node 20 and 22 hand the request over and the app counts).
+      if (line && !line.complete) return new UriTooLongError(`request target longer than ${MAX_URL_BYTES} bytes`);
+      return headerFieldsIn(error.rawPacket) > MAX_HEADER_COUNT
+        ? new HeadersTooLargeError(`more than ${MAX_HEADER_COUNT} header fields`)
+        : new HeadersTooLargeError(`request line and headers exceed ${MAX_HEADER_BYTES} bytes`);
     case "ERR_HTTP_REQUEST_TIMEOUT":
       return new RequestTimeoutError("request not received in time");
     case "HPE_INVALID_METHOD":
