@@ -112,7 +112,7 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     const lister = new OpenAI({ apiKey: await app.keyFor("sdk-pages", 100), baseURL: `${app.baseUrl}/api/compat`, maxRetries: 0 });
     const ids = [];
     for (let i = 0; i < 3; i++) ids.push((await lister.videos.create({ model: "VideoModel-2.0-mini", prompt: `page ${i}`, seconds: "4" })).id);
-    // The list is a read model (README, "Task list"): a task appears in it a moment after its create.
+    // The list is a read model (docs/decisions.md, "Task list"): a task appears in it a moment after its create.
     await expect.poll(async () => (await lister.videos.list({ limit: 100 })).data.length, { timeout: 5000, interval: 20 }).toBe(3);
     const first = await lister.videos.list({ limit: 2 });
     expect(first.data.map((video) => video.id)).toEqual([ids[2], ids[1]]);

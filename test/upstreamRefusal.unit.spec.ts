@@ -3,7 +3,7 @@ import { refusalOf, type RefusalKind } from "../services/runner/providers/openai
 
 const openAi = (message: string, type: string, code: string | null) => JSON.stringify({ error: { message, type, param: null, code } });
 
-/** An OpenAI-compatible upstream's error answer, read as what it was (README "OpenAI-compatible video upstreams"). */
+/** An OpenAI-compatible upstream's error answer, read as what it was (docs/vendors.md, "OpenAI-compatible video upstreams"). */
 describe("upstream refusals of an OpenAI-compatible video upstream", () => {
   it.each<[string, number, string, RefusalKind]>([
     ["OpenAI's exhausted quota (and reelay's since issue 33)", 429, openAi("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "insufficient_quota"), "no balance"],

@@ -4,7 +4,7 @@ import { isAtLeast, MINIMUM_NATS_SERVER, parseServerVersion, UnsupportedNatsServ
 /**
  * Refuses a server reelay must not write to, before anything is written: one older than 2.12 would
  * silently ignore guarded writes and TTLs, and one without JetStream has nowhere to keep the logs.
- * On a cluster this sees the node it connected to; every node must be upgraded (README "NATS server").
+ * On a cluster this sees the node it connected to; every node must be upgraded (docs/operations.md, "NATS server").
  */
 export function assertSupportedServer(nc: NatsConnection, url: string): void {
   const info = nc.info;

@@ -10,8 +10,8 @@ import { errorHeaders } from "../http/errorHeaders.ts";
  * endpoint (chat, models, videos). Client libraries pick their exception class from the HTTP status, so the
  * status is the one OpenAI sends for the same condition — the error's own, except where OpenAI differs from
  * the spec (an exhausted balance: 429 `insufficient_quota`, where the spec's endpoints answer 403); `type`
- * and `code` follow the values OpenAI itself sends, so code written against OpenAI keeps working. The README
- * ("Errors: the spec's answer and OpenAI's") has the table.
+ * and `code` follow the values OpenAI itself sends, so code written against OpenAI keeps working.
+ * docs/api.md ("Errors: the spec's answer and OpenAI's") has the table.
  */
 
 export interface OpenAIErrorDetail {

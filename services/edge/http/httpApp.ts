@@ -54,7 +54,7 @@ export interface CorsPolicy {
 }
 
 /**
- * The edge's HTTP server on node:http (see README "Why node:http"): a small router (exact paths, then
+ * The edge's HTTP server on node:http (see docs/decisions.md, "HTTP edge: node:http"): a small router (exact paths, then
  * `:param` and `*` patterns), 404 for the rest, 405 with Allow for a known path and another method, CORS
  * when configured, bounded request lines and headers, and the request metrics of every route. Answers
  * that no route writes (404, 405, 414, 400, an unparsable request) come in the format of the path's API.

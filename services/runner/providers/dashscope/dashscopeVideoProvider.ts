@@ -14,7 +14,7 @@ const VENDOR = "DashScope";
  * (DashScope refuses video creates without it), poll `GET {baseUrl}/tasks/{id}`, cancel a pending task with
  * `POST {baseUrl}/tasks/{id}/cancel`. The result is a signed OSS URL valid 24 h, copied into our store.
  * DashScope keeps no caller reference on a task, so a create whose answer was lost cannot be found again:
- * the runner submits again (the README's known limits).
+ * the runner submits again (docs/operations.md, known limits).
  */
 export class DashScopeVideoProvider implements VideoProvider {
   readonly policy: ProviderPolicy;

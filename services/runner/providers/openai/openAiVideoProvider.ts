@@ -23,7 +23,7 @@ const MAX_REFERENCE_BYTES = 20 * 1024 * 1024;
  * speak it): create with multipart `POST /videos`, poll `GET /videos/{id}`, and the runner copies
  * `GET /videos/{id}/content` (sent with our key, to the upstream's origin only). The API keeps no client
  * reference, so a submit whose answer was lost cannot be found again: the runner then submits once more
- * (see README, "OpenAI-compatible video upstreams").
+ * (see docs/vendors.md, "OpenAI-compatible video upstreams").
  */
 export class OpenAiVideoProvider implements VideoProvider {
   readonly policy: ProviderPolicy;
