@@ -9,7 +9,8 @@ import type { Nats } from "../shared/nats.ts";
 import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { countLedgerEvent } from "./ledgerMetrics.ts";
 import { applyLedgerEvent, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
-import { DuplicateMoneyWrite, MoneyLog } from "./moneyLog.ts";
+import { MoneyLog } from "./moneyLog.ts";
+import { DuplicateAppendError } from "../shared/subjectLog.ts";
 
 /** Lost races in a row before a command gives up (each one means another writer's event got in first). */
 const MAX_ATTEMPTS = 20;
@@ -170,12 +171,12 @@ export class AccountLedger {
       } catch (error) {
         // A single command's msgID is its cause (an opening's is its own): a duplicate means this very command
         // was already written (a retry). A group's msgID only names its first cause, so a duplicate group is decided again.
-        if (error instanceof DuplicateMoneyWrite && commands.length === 1) {
+        if (error instanceof DuplicateAppendError && commands.length === 1) {
           return { after: await this.catchUp(account), wrote: false, duplicateOf: error.sequence, outcomes };
         }
         if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
         // Writers that keep colliding on one account back off a little, at random, so one gets through.
-        if (!(error instanceof DuplicateMoneyWrite)) await sleep(Math.random() * Math.min(50, 2 ** attempt));
+        if (!(error instanceof DuplicateAppendError)) await sleep(Math.random() * Math.min(50, 2 ** attempt));
         known = await this.catchUp(account);
         fresh = true;
       }

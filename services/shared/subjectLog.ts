@@ -1,4 +1,4 @@
-import { JetStreamApiError, JetStreamError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
+import { JetStreamApiError, JetStreamError, type JetStreamClient, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { ConcurrencyError } from "./errors.ts";
 
@@ -6,8 +6,50 @@ const WRONG_LAST_SEQUENCE = 10071;
 /** Messages per direct batch get: one round trip for most histories (a task has about five events). */
 const READ_BATCH = 256;
 
-/** The stream already holds a message with this msgID (within its duplicate window). */
-export class DuplicateAppendError extends ConcurrencyError {}
+/** The stream already holds a message with this msgID (within its duplicate window), at `sequence`. */
+export class DuplicateAppendError extends ConcurrencyError {
+  constructor(readonly sequence: number, msgID: string) {
+    super(`${msgID} was already written (sequence ${sequence})`);
+  }
+}
+
+/**
+ * Publishes `body` on `subject` only if the last message on `guard` (the subject itself, or a wildcard over
+ * several: nats-server 2.12+) is still `expectedLastSequence`: two writers that both think they are current
+ * cannot both write. `msgID` makes a retried publish (lost ack) land once; the server checks it before the
+ * guard, so a duplicate may hide another writer's message: callers re-read.
+ */
+export async function guardedPublish(
+  js: JetStreamClient,
+  subject: string,
+  body: string,
+  options: { msgID: string; expectedLastSequence: number; guard?: string; headers?: MsgHdrs | undefined },
+): Promise<number> {
+  const { msgID, expectedLastSequence, guard, headers } = options;
+  try {
+    const expect = { lastSubjectSequence: expectedLastSequence, ...(guard === undefined ? {} : { lastSubjectSequenceSubject: guard }) };
+    const ack = await js.publish(subject, body, { msgID, expect, ...(headers ? { headers } : {}) });
+    if (ack.duplicate) throw new DuplicateAppendError(ack.seq, msgID);
+    return ack.seq;
+  } catch (error) {
+    if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
+      throw new ConcurrencyError(`${guard ?? subject} changed under us (expected last sequence ${expectedLastSequence})`);
+    }
+    throw error;
+  }
+}
+
+/**
+ * The messages a direct get answers (a batch, or the last of several subjects); none is no error: the server
+ * ends such an answer with a 404 status (JetStreamStatusError, which the package does not export by name).
+ */
+export async function* directMessages(get: () => Promise<AsyncIterable<StoredMsg>>): AsyncGenerator<StoredMsg> {
+  try {
+    for await (const msg of await get()) yield msg;
+  } catch (error) {
+    if (!(error instanceof JetStreamError && "code" in error && error.code === 404)) throw error;
+  }
+}
 
 export interface SubjectHistory<Event> {
   events: Array<{ event: Event; sequence: number }>;
@@ -20,15 +62,6 @@ export interface MessageCodec<Event> {
   decode(raw: unknown): readonly Event[];
   encode(events: readonly Event[]): string;
 }
-
-/** One event per message, as JSON. */
-export const singleEventCodec = <Event>(parse: (raw: unknown) => Event): MessageCodec<Event> => ({
-  decode: (raw) => [parse(raw)],
-  encode: (events) => {
-    if (events.length !== 1) throw new Error(`this log holds one event per message, not ${events.length}`);
-    return JSON.stringify(events[0]);
-  },
-});
 
 /**
  * Reads and appends the events of one subject in a stream (one aggregate: a task, an account) with
@@ -66,36 +99,8 @@ export class SubjectLog<Event> {
     return { events, lastSequence: last.seq };
   }
 
-  /** The subject's first event, with one direct get (none: undefined). */
-  async first(subject: string): Promise<{ event: Event; sequence: number } | undefined> {
-    try {
-      for await (const msg of await this.jsm.direct.getBatch(this.stream, { seq: 1, next_by_subj: subject, batch: 1 })) {
-        const event = this.codec.decode(msg.json())[0];
-        return event === undefined ? undefined : { event, sequence: msg.seq };
-      }
-    } catch (error) {
-      // A batch get with nothing to send ends in a 404 status.
-      // (JetStreamStatusError, which the package does not export by name.)
-      if (!(error instanceof JetStreamError && "code" in error && error.code === 404)) throw error;
-    }
-    return undefined;
-  }
-
-  /**
-   * Appends `events` as one message, only if the subject's last message is still `expectedLastSequence`: two writers that both
-   * think they are current cannot both write. `msgID` makes a retried publish (lost ack) land once; the
-   * server checks it before the fence, so a duplicate may hide another writer's event: callers re-read.
-   */
-  async append(subject: string, events: readonly Event[], msgID: string, expectedLastSequence: number, headers?: MsgHdrs): Promise<number> {
-    try {
-      const ack = await this.js.publish(subject, this.codec.encode(events), { msgID, expect: { lastSubjectSequence: expectedLastSequence }, ...(headers ? { headers } : {}) });
-      if (ack.duplicate) throw new DuplicateAppendError(`${subject}: ${msgID} was already written`);
-      return ack.seq;
-    } catch (error) {
-      if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
-        throw new ConcurrencyError(`${subject} changed under us (expected last sequence ${expectedLastSequence})`);
-      }
-      throw error;
-    }
+  /** Appends `events` as one message, guarded by the subject's last sequence (guardedPublish). */
+  append(subject: string, events: readonly Event[], msgID: string, expectedLastSequence: number, headers?: MsgHdrs): Promise<number> {
+    return guardedPublish(this.js, subject, this.codec.encode(events), { msgID, expectedLastSequence, headers });
   }
 }

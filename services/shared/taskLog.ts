@@ -1,7 +1,7 @@
-import { JetStreamError, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
+import type { JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream";
 import { accountOfSubject, TaskEvent, taskEventsSubject, taskOpeningSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { SubjectLog, type MessageCodec } from "./subjectLog.ts";
+import { directMessages, SubjectLog, type MessageCodec } from "./subjectLog.ts";
 import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
 
 /**
@@ -89,14 +89,8 @@ export class TaskLog {
    * customers' requests, which always name their account.
    */
   async accountOf(taskId: number): Promise<string | undefined> {
-    try {
-      for await (const msg of await this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [taskOpeningSubject("*", taskId)] })) {
-        return accountOfSubject(msg.subject);
-      }
-    } catch (error) {
-      // Nothing to send ends in a 404 status (JetStreamStatusError, not exported by name).
-      if (!(error instanceof JetStreamError && "code" in error && error.code === 404)) throw error;
-    }
+    const lastOf = () => this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [taskOpeningSubject("*", taskId)] });
+    for await (const msg of directMessages(lastOf)) return accountOfSubject(msg.subject);
     return undefined;
   }
 

@@ -1,6 +1,7 @@
-import { JetStreamError, type JetStreamManager } from "@nats-io/jetstream";
+import type { JetStreamManager, StoredMsg } from "@nats-io/jetstream";
 import { TaskOpening } from "../../../contracts/taskOpening.ts";
 import { DUPLICATE_WINDOW_MS, STREAMS } from "../../../infra/jetstreamLayout.ts";
+import { directMessages } from "../../shared/subjectLog.ts";
 import type { KeyedTask } from "../../tasks/idempotencyIndex.ts";
 
 const READ_BATCH = 256;
@@ -13,20 +14,17 @@ const READ_BATCH = 256;
  */
 export async function recentKeyedOpening(jsm: JetStreamManager, account: string, keyHash: string): Promise<KeyedTask | undefined> {
   const subject = `acct.${account}.money.task.*`;
-  let from: { start_time: Date } | { seq: number } = { start_time: new Date(Date.now() - DUPLICATE_WINDOW_MS) };
+  type From = { start_time: Date } | { seq: number };
+  let from: From = { start_time: new Date(Date.now() - DUPLICATE_WINDOW_MS) };
   for (let read = READ_BATCH; read === READ_BATCH; ) {
     read = 0;
-    try {
-      for await (const msg of await jsm.direct.getBatch(STREAMS.events.name, { ...from, next_by_subj: subject, batch: READ_BATCH })) {
-        read++;
-        from = { seq: msg.seq + 1 };
-        const opening = TaskOpening.safeParse(msg.json());
-        const idempotency = opening.success ? opening.data.task.data.idempotency : undefined;
-        if (opening.success && idempotency?.keyHash === keyHash) return { taskId: opening.data.task.meta.taskId, fingerprint: idempotency.fingerprint };
-      }
-    } catch (error) {
-      // A batch get with nothing to send ends in a 404 status (JetStreamStatusError, not exported by name).
-      if (!(error instanceof JetStreamError && "code" in error && error.code === 404)) throw error;
+    const start: From = from;
+    for await (const msg of directMessages((): Promise<AsyncIterable<StoredMsg>> => jsm.direct.getBatch(STREAMS.events.name, { ...start, next_by_subj: subject, batch: READ_BATCH }))) {
+      read++;
+      from = { seq: msg.seq + 1 };
+      const opening = TaskOpening.safeParse(msg.json());
+      const idempotency = opening.success ? opening.data.task.data.idempotency : undefined;
+      if (opening.success && idempotency?.keyHash === keyHash) return { taskId: opening.data.task.meta.taskId, fingerprint: idempotency.fingerprint };
     }
   }
   return undefined;
