@@ -1,4 +1,4 @@
-import { clientReference, type NewTaskEvent, type TaskEvent, type VideoJobSpec } from "../contracts/videoTask.ts";
+import { clientReference, type NewTaskEvent, type TaskEvent, type TaskSubmittedEvent, type VideoJobSpec } from "../contracts/videoTask.ts";
 import { acceptTaskEvent, applyTaskEvent, INITIAL_SNAPSHOT, taskStateOf, type ProviderReport, type TaskState, type VideoTaskSnapshot } from "./videoTask.ts";
 
 /**
@@ -144,4 +144,11 @@ export function firstTaskEvent(task: NewTask): NewTaskEvent {
   // The machine is asked, but the state after the event is not needed here: no transition (a create's largest allocation).
   if (!submitted || !INITIAL_SNAPSHOT.can(placed(submitted, task.taskId, 1))) throw new Error(`task ${task.taskId}: the task machine refused its own first event`);
   return submitted;
+}
+
+/** A new task's first event as its opening carries it: TaskSubmitted, version 1, stamped `at`. */
+export function openingTaskEvent(task: NewTask, at: Date): TaskSubmittedEvent {
+  const event = firstTaskEvent(task);
+  if (event.type !== "TaskSubmitted") throw new Error(`task ${task.taskId}: a first event that is not TaskSubmitted`);
+  return { ...event, meta: { schema: 1, taskId: task.taskId, version: 1, at: at.toISOString() } };
 }

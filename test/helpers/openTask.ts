@@ -1,5 +1,5 @@
 import type { TaskSubmittedEvent, VideoJobSpec } from "../../contracts/videoTask.ts";
-import { firstTaskEvent } from "../../machines/videoTaskDecider.ts";
+import { openingTaskEvent } from "../../machines/videoTaskDecider.ts";
 import type { AccountLedger } from "../../services/billing/accountLedger.ts";
 import { sampleJob } from "./fixtures.ts";
 
@@ -18,7 +18,5 @@ export async function openTask(
 /** Task `taskId`'s opening event, not written. */
 export function openingEvent(account: string, taskId: number, options: { job?: VideoJobSpec; maxTaskMs?: number; callbackUrl?: string } = {}): TaskSubmittedEvent {
   const deadlineAt = new Date(Date.now() + (options.maxTaskMs ?? 15 * 60_000)).toISOString();
-  const event = firstTaskEvent({ taskId, account, job: options.job ?? sampleJob, ignoredFields: [], deadlineAt, ...(options.callbackUrl ? { callbackUrl: options.callbackUrl } : {}) });
-  if (event.type !== "TaskSubmitted") throw new Error("a first event that is not TaskSubmitted");
-  return { ...event, meta: { schema: 1, taskId, version: 1, at: new Date().toISOString() } };
+  return openingTaskEvent({ taskId, account, job: options.job ?? sampleJob, ignoredFields: [], deadlineAt, ...(options.callbackUrl ? { callbackUrl: options.callbackUrl } : {}) }, new Date());
 }

@@ -2,7 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { TaskOpening } from "../../../contracts/taskOpening.ts";
 import type { TaskSubmittedEvent } from "../../../contracts/videoTask.ts";
-import { firstTaskEvent } from "../../../machines/videoTaskDecider.ts";
+import { openingTaskEvent } from "../../../machines/videoTaskDecider.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../../billing/accountLedger.ts";
 import { InsufficientBalanceError } from "../../billing/account.ts";
@@ -72,7 +72,19 @@ export async function createVideoTask(deps: CreateDeps, account: string, request
     if (earlier) return existingTask(deps, account, earlier, keyed.fingerprint);
   }
   const taskId = await deps.taskIds.take();
-  const opening = openingOf(account, taskId, request, deps.maxTaskMs, keyed);
+  const now = new Date();
+  const opening = openingTaskEvent(
+    {
+      taskId,
+      account,
+      job: request.job,
+      ignoredFields: request.ignoredFields,
+      deadlineAt: new Date(now.getTime() + deps.maxTaskMs).toISOString(),
+      ...(request.callbackUrl ? { callbackUrl: request.callbackUrl } : {}),
+      ...(keyed ? { idempotency: keyed } : {}),
+    },
+    now,
+  );
   const msgID = keyed ? keyedOpeningMsgId(account, keyed.keyHash) : `open-${taskId}`;
   const amountMicros = costMicros([{ tokens: request.job.estimatedTokens, pricePerMillionTokens: request.job.pricePerMillionTokens }]);
   const written = open(deps, opening, amountMicros, msgID, keyed);
@@ -94,21 +106,6 @@ export async function createVideoTask(deps: CreateDeps, account: string, request
   const answer = await outcome;
   if (answer?.outcome === "rejected") throw new UpstreamRejectedError(`upstream generator refused the task: ${answer.reason}`);
   return { taskId, status: "pending", ...(answer?.outcome === "accepted" ? { providerTaskId: answer.providerTaskId } : {}) };
-}
-
-function openingOf(account: string, taskId: number, request: NormalizedVideoRequest, maxTaskMs: number, idempotency: TaskSubmittedEvent["data"]["idempotency"]): TaskSubmittedEvent {
-  const now = Date.now();
-  const event = firstTaskEvent({
-    taskId,
-    account,
-    job: request.job,
-    ignoredFields: request.ignoredFields,
-    deadlineAt: new Date(now + maxTaskMs).toISOString(),
-    ...(request.callbackUrl ? { callbackUrl: request.callbackUrl } : {}),
-    ...(idempotency ? { idempotency } : {}),
-  });
-  if (event.type !== "TaskSubmitted") throw new Error(`task ${taskId}: a first event that is not TaskSubmitted`);
-  return { ...event, meta: { schema: 1, taskId, version: 1, at: new Date(now).toISOString() } };
 }
 
 /** This create's task (written now, or by an earlier try of it), or the task an earlier create with its key made. */
