@@ -9,13 +9,11 @@ import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts"
 import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { availableMicros } from "../services/billing/account.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
-import { ChargeAudit } from "../services/billing/chargeAudit.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { readWholeStream } from "../services/projector/replay.ts";
+import { auditCharges } from "../services/projector/wholeLog.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
-import { taskLogEntries } from "../services/shared/taskLog.ts";
-import { ledgerEventsOf } from "../contracts/ledger.ts";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
 import { testConfig } from "./helpers/testApp.ts";
 import { VideoClient, type Envelope } from "./helpers/videoClient.ts";
@@ -28,16 +26,6 @@ const mini = (prompt: string) => ({ model: "VideoModel-2.0-mini", prompt, durati
 const CREATES = 12;
 /** Longer than the client's request timeout (5 s) and the edge's whole write budget (createWriteMs below). */
 const FREEZE_MS = 7_000;
-
-/** Every task of the log and every money event, folded by the audit that `reelay audit charges` runs. */
-async function chargeProblems(nats: Nats) {
-  const audit = new ChargeAudit();
-  await readWholeStream(nats.js, nats.jsm, STREAMS.events.name, STREAMS.events.subjects, (msg) => {
-    if (!msg.subject.includes(".money.") || msg.subject.includes(".money.task.")) for (const { account, event } of taskLogEntries(msg)) audit.addTaskEvent(account, event);
-    if (msg.subject.includes(".money.")) for (const event of ledgerEventsOf(msg.json())) audit.addLedgerEvent(event);
-  });
-  return audit.result();
-}
 
 /** The account's openings: task id → the Idempotency-Key hash it was made with (if any). */
 async function openingsOf(nats: Nats, account: string): Promise<Map<number, string | undefined>> {
@@ -138,7 +126,7 @@ describe("creates while nats-server is frozen (SIGSTOP) past the client's reques
     expect(new Set(tasks.map((task) => task.task_id))).toEqual(new Set(plainOpenings.keys()));
 
     // Every success charged exactly once at its price, every failure free; nobody ever below zero.
-    const { finalTasks, problems } = await chargeProblems(nats);
+    const { finalTasks, problems } = await auditCharges(nats);
     expect(problems).toEqual([]);
     expect(finalTasks).toBe(plainOpenings.size + keyedOpenings.size);
     for (const account of ["stall-plain", "stall-keyed"]) {

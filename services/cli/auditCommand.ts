@@ -2,7 +2,7 @@ import type { CliIo } from "./cliIo.ts";
 import { Kvm, type KV } from "@nats-io/kv";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import { availableMicros } from "../billing/account.ts";
-import { AccountBalance, ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
+import { AccountBalance } from "../../contracts/ledger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
 import { formatYuan } from "../billing/pricing.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
@@ -11,11 +11,9 @@ import type { Projection } from "../shared/projection.ts";
 import { taskViewProjection } from "../projector/projectorService.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
-import { TaskLog, taskMessageBody } from "../shared/taskLog.ts";
-import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
-import { ChargeAudit } from "../billing/chargeAudit.ts";
+import { TaskLog } from "../shared/taskLog.ts";
 import { foldTaskView } from "../tasks/taskView.ts";
-import { readWholeStream } from "../projector/replay.ts";
+import { auditCharges, readWholeLog } from "../projector/wholeLog.ts";
 import { UpstreamAudit } from "../projector/upstreamAudit.ts";
 
 /** Where a command's lines go. */
@@ -135,33 +133,10 @@ async function upstreamUsage(nats: Nats, json: boolean, out: Out): Promise<numbe
   return problems === 0 ? 0 : 1;
 }
 
-/** Every task event and every money event of the log, in order (an opening is both: its task event first). */
-async function readWholeLog(nats: Nats, take: { task(account: string, event: TaskEvent): void; money(event: LedgerEvent): void }): Promise<void> {
-  await readWholeStream(nats.js, nats.jsm, STREAMS.events.name, STREAMS.events.subjects, (msg) => {
-    const raw: unknown = msg.json();
-    // Undecodable messages are skipped: the projections' dead-letter subject already names them for operators.
-    if (!msg.subject.includes(".money.") || msg.subject.includes(".money.task.")) {
-      const event = TaskEvent.safeParse(taskMessageBody(raw));
-      if (event.success) take.task(accountOfSubject(msg.subject), event.data);
-    }
-    if (msg.subject.includes(".money.")) {
-      let events: LedgerEvent[] = [];
-      try {
-        events = ledgerEventsOf(raw);
-      } catch {
-        events = [];
-      }
-      for (const event of events) take.money(event);
-    }
-  });
-}
-
 /** "Every success charged exactly once, every failure free", over the whole log: exit code 1 on any problem. */
 async function charges(nats: Nats, json: boolean, out: Out): Promise<number> {
   await waitForProjector(nats, STREAMS.events.name, CONSUMERS.taskLogReactors);
-  const audit = new ChargeAudit();
-  await readWholeLog(nats, { task: (account, event) => audit.addTaskEvent(account, event), money: (event) => audit.addLedgerEvent(event) });
-  const { finalTasks, problems } = audit.result();
+  const { finalTasks, problems } = await auditCharges(nats);
   if (json) out(JSON.stringify({ finalTasks, problems }, null, 2));
   else {
     out(`final tasks ${finalTasks}, charge problems ${problems.length}`);
