@@ -199,6 +199,9 @@ export class LiveTaskActor implements TaskCalls {
       const { event, delay } = action.params as { event: LiveTaskEvent; delay?: number };
       if (delay === undefined) return;
       clearTimeout(this.timer);
+      this.timer = undefined;
+      // Due now (an instant provider's first poll): no timer's millisecond; an event the state left meanwhile is ignored.
+      if (delay <= 0) return queueMicrotask(() => this.timerFired(event));
       // A task that waits long keeps no signal meanwhile; the next call makes a new one.
       if (delay >= LONG_PAUSE_MS) this.calls = undefined;
       this.timer = setTimeout(fire, delay, this, event);
