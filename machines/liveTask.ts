@@ -47,6 +47,8 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
     // The log says what comes next.
     deciding: {
       always: [
+        // A log without the task's first event (a read that came back empty) is no ground to submit on.
+        { guard: "noTaskInLog", target: "steppedAside", actions: { type: "effect", params: { do: "warn", message: "the task's log read back without its first event; leaving the task" } } },
         { guard: "timedOutHere", target: "cancelling" },
         { guard: "final", target: "finishing" },
         { guard: "acceptedWithSlot", target: "polling" },

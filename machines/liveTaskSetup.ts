@@ -37,6 +37,7 @@ export const liveTaskSetup = setup({
   guards: {
     redelivered: ({ context }) => context.redelivered,
     final: ({ context }) => isFinalTask(context),
+    noTaskInLog: ({ context }) => taskIn(context).status === "unsubmitted",
     timedOutHere: ({ context }) => context.cancelAfter && taskIn(context).status === "failed",
     acceptedWithSlot: ({ context }) => providerTaskIdOf(context) !== undefined && context.channel !== undefined,
     accepted: ({ context }) => providerTaskIdOf(context) !== undefined,

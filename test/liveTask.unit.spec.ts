@@ -181,6 +181,15 @@ describe("the live task machine (no NATS: given a log, when the provider answers
     expect(spec.effects()).toEqual([{ do: "find", channels: ["local"] }]);
   });
 
+  it("given a slot after a wait, when the log reads back without the task's first event, then nothing is submitted and the task is left", () => {
+    const spec = givenLiveTask().start();
+    spec.effects();
+    spec.log.length = 0;
+    spec.when(slot(5_000)).when(spec.logRead());
+    expect(does(spec.allEffects())).not.toContain("submit");
+    expect(spec.exit()).toBe("steppedAside");
+  });
+
   it("given any step, when another writer moved the log on (the append's fence), then the task steps aside", () => {
     const spec = givenLiveTask().start();
     spec.when(slot()).when({ type: "SUBMITTED", providerTaskId: "up-1" }).when({ type: "LOST_RACE" });

@@ -4,7 +4,7 @@ import type { TaskSubmittedEvent, VideoJobSpec } from "../../contracts/videoTask
 import { liveTaskMachine } from "../../machines/liveTask.ts";
 import type { LiveTaskEffect, LiveTaskEvent, LiveTaskExit, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
 import { isFinal } from "../../machines/videoTask.ts";
-import { foldTask, taskOf, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
+import { foldTask, initialTaskState, taskOf, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import type { Logger } from "../shared/log.ts";
 import { runCall, type TaskCalls } from "./liveTaskCalls.ts";
 import type { LiveTaskDeps } from "./liveTaskDeps.ts";
@@ -62,7 +62,8 @@ export class LiveTaskActor implements TaskCalls {
   private queue: LiveTaskEvent[] | undefined;
   private exited = false;
   private taskLogger: Logger | undefined;
-  private readonly first: TaskDeciderState;
+  /** The task's first event folded, until the machine holds the task's state (then only the snapshot keeps it). */
+  private first: TaskDeciderState | undefined;
   private readonly deadlineAt: number;
 
   constructor(
@@ -83,7 +84,7 @@ export class LiveTaskActor implements TaskCalls {
   }
 
   get decided(): TaskDeciderState {
-    return this.snapshot?.context.task ?? this.first;
+    return this.snapshot?.context.task ?? this.first ?? initialTaskState();
   }
 
   get sequence(): number {
@@ -99,10 +100,11 @@ export class LiveTaskActor implements TaskCalls {
       deadlineAt: this.deadlineAt,
       maxTaskMs: this.deps.maxTaskMs,
       redelivered,
-      task: this.first,
+      task: this.decided,
       now: CLOCK,
       jitter: RANDOM_JITTER(),
     };
+    this.first = undefined;
     collected = [];
     this.snapshot = liveTaskMachine.getInitialSnapshot(scopeFor(input), input);
     this.settle();
@@ -176,6 +178,17 @@ export class LiveTaskActor implements TaskCalls {
     }
   }
 
+  /**
+   * A task that waits long keeps no signal meanwhile (the next call makes a new one), and its context is copied
+   * into a compact object: xstate's `assign` leaves it in V8's dictionary mode, 1.6 KB a task instead of 0.3
+   * (thousands of tasks wait at once: bench/tools/waitingTaskHeap.ts).
+   */
+  private compact(): void {
+    this.calls = undefined;
+    const snapshot = this.snapshot;
+    if (snapshot?.status === "active") this.snapshot = liveTaskMachine.resolveState({ value: snapshot.value, context: { ...snapshot.context } });
+  }
+
   /** Runs what the last transition asked for; a machine that reached its end hands the task back to the runner. */
   private settle(): void {
     const actions = collected;
@@ -202,9 +215,8 @@ export class LiveTaskActor implements TaskCalls {
       this.timer = undefined;
       // Due now (an instant provider's first poll): no timer's millisecond; an event the state left meanwhile is ignored.
       if (delay <= 0) return queueMicrotask(() => this.timerFired(event));
-      // A task that waits long keeps no signal meanwhile; the next call makes a new one.
-      if (delay >= LONG_PAUSE_MS) this.calls = undefined;
       this.timer = setTimeout(fire, delay, this, event);
+      if (delay >= LONG_PAUSE_MS) this.compact();
       return;
     }
     if (type === "xstate.cancel") {
