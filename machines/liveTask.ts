@@ -11,6 +11,9 @@ import { acceptedChannelOf, MISCONFIGURED, providerTaskIdOf, successReport } fro
  * (services/runner/liveTask.ts) runs and answers with an event; the clock is injected. The task's own states
  * and what may be written stay the task machine's (videoTask.ts): `append` goes through its decider.
  */
+/** Shared by every task that has no channel to doubt (most): an empty array each is 16 bytes a task. */
+const NO_CHANNELS: readonly string[] = [];
+
 export const liveTaskMachine = liveTaskSetup.createMachine({
   id: "liveTask",
   context: ({ input }) => ({
@@ -18,7 +21,7 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
     sequence: 0,
     firstHolder: !input.redelivered,
     attempt: 0,
-    unsure: [],
+    unsure: NO_CHANNELS,
     submitting: false,
     submitCutShort: false,
     polls: 0,
