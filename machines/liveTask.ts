@@ -104,7 +104,7 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
           entry: { type: "effect", params: ({ context }) => ({ do: "find", ...(context.firstHolder ? { channels: context.unsure } : {}) }) },
           on: {
             FOUND: [
-              { guard: "foundElsewhere", target: "moving", actions: [{ type: "effect", params: { do: "release" } }, assign({ channel: undefined })] },
+              { guard: "foundElsewhere", target: "moving", actions: [{ type: "effect", params: { do: "release" } }, assign({ channel: undefined }), "recordAcceptance"] },
               { target: "#liveTask.appending", actions: "recordAcceptance" },
             ],
             NOT_FOUND: "calling",
@@ -115,7 +115,7 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
         // Found on another channel: the task is that channel's from now on, and waits for a slot there.
         moving: {
           entry: { type: "effect", params: ({ event }) => ({ do: "acquire", ...(event.type === "FOUND" ? { on: event.channel } : {}) }) },
-          on: { SLOT: { target: "#liveTask.deciding", actions: "keepSlot" }, DEADLINE: "#liveTask.timingOut" },
+          on: { SLOT: { target: "#liveTask.appending", actions: "keepSlot" }, DEADLINE: "#liveTask.timingOut" },
         },
         calling: {
           entry: [assign({ submitting: true }), { type: "effect", params: { do: "submit" } }],

@@ -181,6 +181,19 @@ describe("the live task machine (no NATS: given a log, when the provider answers
     expect(spec.effects()).toEqual([{ do: "find", channels: ["local"] }]);
   });
 
+  it("given a redelivered task without an acceptance, when the upstream has it on another channel, then it moves there and records that acceptance without submitting", () => {
+    const spec = givenLiveTask({ redelivered: true }).start();
+    spec.when(spec.logRead());
+    spec.effects();
+    spec.when(slot());
+    expect(spec.effects()).toEqual([{ do: "find" }]);
+    spec.when({ type: "FOUND", channel: "other", providerTaskId: "up-9" });
+    expect(spec.effects()).toEqual([{ do: "release" }, { do: "acquire", on: "other" }]);
+    spec.when({ type: "SLOT", channel: "other", policy: POLICY, waitedMs: 0 });
+    expect(appendOf(spec.effects())).toEqual({ type: "RecordAcceptance", providerTaskId: "up-9", channel: "other" });
+    expect(does(spec.allEffects())).not.toContain("submit");
+  });
+
   it("given a slot after a wait, when the log reads back without the task's first event, then nothing is submitted and the task is left", () => {
     const spec = givenLiveTask().start();
     spec.effects();
