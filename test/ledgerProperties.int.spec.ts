@@ -100,7 +100,7 @@ const release = (task: TaskModel): CloseCommand => ({ type: "release", taskId: t
 
 async function projectorCaughtUp(app: TestApp): Promise<void> {
   const deadline = Date.now() + 15_000;
-  for (const durable of [CONSUMERS.balancesProjector, CONSUMERS.taskChargesProjector]) {
+  for (const durable of [CONSUMERS.taskLogReactors]) {
     for (;;) {
       const info = await app.nats.jsm.consumers.info(STREAMS.events.name, durable);
       if (info.num_pending === 0 && info.num_ack_pending === 0) break;

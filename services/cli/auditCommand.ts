@@ -8,7 +8,7 @@ import { formatYuan } from "../billing/pricing.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
 import { auditProjection, type ProjectionAudit } from "../projector/audit.ts";
 import type { Projection } from "../shared/projection.ts";
-import { taskViewProjection } from "../projector/projectorService.ts";
+import { taskViewProjection } from "../projector/taskViewProjection.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
@@ -47,8 +47,8 @@ async function replay(nats: Nats, out: Out): Promise<number> {
   const stamp = String(Date.now());
   const audits = [
     await auditInto(nats, taskViewProjection, nats.taskViews, CONSUMERS.taskLogReactors, stamp),
-    await auditInto(nats, balancesProjection, nats.balances, CONSUMERS.balancesProjector, stamp),
-    await auditInto(nats, taskChargesProjection, nats.taskCharges, CONSUMERS.taskChargesProjector, stamp),
+    await auditInto(nats, balancesProjection, nats.balances, CONSUMERS.taskLogReactors, stamp),
+    await auditInto(nats, taskChargesProjection, nats.taskCharges, CONSUMERS.taskLogReactors, stamp),
   ];
   let negative = 0;
   for await (const key of await nats.balances.keys()) {
