@@ -6,7 +6,7 @@ import OpenAI from "openai";
 import { afterAll, describe, expect, it } from "vitest";
 import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
-import { chatError } from "../services/edge/chat/chatErrors.ts";
+import { openAiError } from "../services/edge/http/openAiErrors.ts";
 import { videoErrorReply } from "../services/edge/http/videoErrors.ts";
 import { startEdge } from "../services/edge/main.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
@@ -21,7 +21,7 @@ describe("infrastructure trouble answers 503, never 500", () => {
       expect(video.status).toBe(503);
       expect(video.headers?.["retry-after"]).toMatch(/^\d+$/);
       expect(JSON.parse(String(video.body))).toEqual({ code: 503, msg: expect.stringContaining("temporarily unavailable") });
-      const chat = chatError(error, silentLog);
+      const chat = openAiError(error, silentLog);
       expect(chat.status).toBe(503);
       expect(chat.headers?.["retry-after"]).toMatch(/^\d+$/);
       expect(chat.body.error).toMatchObject({ type: "server_error", code: "service_unavailable" });

@@ -1,4 +1,5 @@
-import type { ChatModelConfig, ModelEntry } from "../../../contracts/chat.ts";
+import type { ChatModelConfig } from "../../../contracts/chat.ts";
+import type { ModelEntry } from "../../../contracts/openAiApi.ts";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { Logger } from "../../shared/log.ts";
 import { EchoProvider } from "./providers/echo/echoProvider.ts";
