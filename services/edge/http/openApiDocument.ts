@@ -43,7 +43,8 @@ function operationOf(contract: RouteContract, path: string): JsonSchema {
   const error = ERRORS[contract.family];
   responses.default = { description: error.description, content: { "application/json": { schema: jsonSchema(error.schema) } } };
   return {
-    operationId: `${contract.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+(.)?/g, (_, next: string | undefined) => (next ?? "").toUpperCase())}`,
+    // Unique as the path is: `/api/compat/chatCompletions` and `/api/compat/chat/completions` are two operations.
+    operationId: `${contract.method.toLowerCase()}${path.replace(/[^A-Za-z0-9]/g, "_")}`,
     summary: contract.summary,
     tags: [contract.family === "openai" ? "OpenAI-shaped API" : "Video API"],
     security: contract.auth ? [{ apiKey: [] }] : [],
