@@ -73,9 +73,11 @@ export function eventRoutes(deps: EventRouteDeps): TableRoute[] {
   return [
     ...sinkRoute(
       VIDEO_API.taskEvents,
-      async ({ request, query }, sink) => {
+      async (call, sink) => {
+        const { request } = call;
         const key = await deps.keys.authenticate(request.header("authorization"));
-        const taskId = query.id;
+        // Read (and so parsed) after the key: a request without one is a 401 whatever its query.
+        const taskId = call.query.id;
         const view = await deps.views.get(key.account, taskId);
         // Another account's task answers exactly like a missing one: ids are guessable.
         if (!view) throw new NotFoundError(`task ${taskId} does not exist`);

@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import type { z } from "zod";
 import type { ApiFamily, RouteContract } from "../../../contracts/httpRoute.ts";
 import { ValidationError } from "../../shared/errors.ts";
@@ -12,7 +13,10 @@ import type { HttpApp } from "./httpApp.ts";
 import { route, type NodeHandler } from "./route.ts";
 import { videoError } from "./videoErrors.ts";
 
-/** What a handler gets: the request, its body (when the route reads one), and its query parsed by the contract's schema. */
+/**
+ * What a handler gets: the request, its body (when the route reads one), and its query parsed by the
+ * contract's schema when first read (read it after authenticating: destructuring it reads it).
+ */
 export interface RouteCall<C extends RouteContract> {
   request: RequestInfo;
   body: Buffer | undefined;
@@ -82,21 +86,40 @@ export function familyErrors(family: ApiFamily, log: Logger): StreamErrors {
   };
 }
 
+/** Parsed queries a route keeps: polling clients send the same few queries again and again. */
+const PARSED_QUERIES_KEPT = 4096;
+
+/**
+ * A route's query schema with the queries it parsed, by their text: a poll (`videosTask?id=42` every few
+ * seconds) costs a lookup (about 0.05 µs) instead of a parse (about 0.4 µs, 2% of a cached query answer).
+ * Bounded, and only valid queries are kept; a kept answer is frozen, since every request shares it.
+ */
+class QueryParser {
+  private readonly parsed = new LRUCache<string, Record<string, unknown>>({ max: PARSED_QUERIES_KEPT });
+  constructor(private readonly schema: z.ZodObject) {}
+  parse(query: string): Record<string, unknown> {
+    let value = this.parsed.get(query);
+    if (value === undefined) {
+      value = Object.freeze(parseQuery(this.schema, query));
+      this.parsed.set(query, value);
+    }
+    return value;
+  }
+}
+
 /**
  * The query is parsed when the handler first reads it, after it has authenticated the caller: a request
  * without a key is a 401 whatever its query. A class, not a closure per request (under tsx each named
  * closure costs a defineProperty, measurable on the cached query answer).
  */
 class Call {
-  private parsed: Record<string, unknown> | undefined;
   constructor(
-    private readonly schema: z.ZodObject | undefined,
+    private readonly parser: QueryParser | undefined,
     readonly request: RequestInfo,
     readonly body: Buffer | undefined,
   ) {}
   get query(): Record<string, unknown> | undefined {
-    if (this.schema && this.parsed === undefined) this.parsed = parseQuery(this.schema, this.request.query);
-    return this.parsed;
+    return this.parser?.parse(this.request.query);
   }
 }
 
@@ -104,7 +127,8 @@ class Call {
 export function nodeHandlerOf(row: TableRoute, log: Logger): NodeHandler {
   const { contract, options, handler } = row;
   const errors = familyErrors(contract.family, log);
-  const callOf = (request: RequestInfo, body: Buffer | undefined): RouteCall<RouteContract> => new Call(contract.query, request, body) as RouteCall<RouteContract>;
+  const parser = contract.query ? new QueryParser(contract.query) : undefined;
+  const callOf = (request: RequestInfo, body: Buffer | undefined): RouteCall<RouteContract> => new Call(parser, request, body) as RouteCall<RouteContract>;
   if (handler.kind === "sink") {
     const { handle } = handler;
     return streamRoute((request, body, sink) => handle(callOf(request, body), sink), {
