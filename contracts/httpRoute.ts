@@ -23,11 +23,10 @@ export interface ResponseContract {
 
 export interface RouteContract {
   method: HttpMethod;
-  /**
-   * With `{name}` parameters. An OpenAI-shaped endpoint's path is relative to each OpenAI base (`/v1`,
-   * `/api/compat`) and is served under both.
-   */
+  /** With `{name}` parameters; relative to each of `bases` when there are some. */
   path: string;
+  /** Served under each of these prefixes (the OpenAI-shaped API: `/api/compat` and `/v1`). */
+  bases?: readonly string[];
   family: ApiFamily;
   summary: string;
   /** A customer's `Authorization: Bearer <API key>`; false for probes, files (their name is the capability) and vendor callbacks. */

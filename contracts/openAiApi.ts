@@ -8,6 +8,13 @@ import { CreateHeaders, integerParam } from "./videoApi.ts";
  * model list and OpenAI's Videos API, in the shapes openai-node's types give them (docs/api.md).
  */
 
+/**
+ * Where the OpenAI-shaped API is served: under the spec's `/api/compat`, and at `/v1`, the path every OpenAI
+ * SDK default and OpenAI-speaking gateway appends or expects (new-api's video channels always append
+ * `/v1/videos…` to a base URL; many tools require a base URL ending in `/v1`). The same handlers answer both.
+ */
+export const OPENAI_BASES = ["/api/compat", "/v1"] as const;
+
 const shown = (value: unknown, length: number): string => String(value).slice(0, length);
 
 /** The error body every OpenAI client library understands; `type` and `code` follow OpenAI's values. */
@@ -92,6 +99,7 @@ export const OPENAI_API = {
     method: "POST",
     path: "/chat/completions",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "A chat completion, relayed to the model's upstream (streamed with `stream: true`)",
     auth: true,
     body: { "application/json": ChatRequestEnvelope },
@@ -101,6 +109,7 @@ export const OPENAI_API = {
     method: "GET",
     path: "/models",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "The chat and video models",
     auth: true,
     responses: { 200: { description: "the models", schema: ModelList } },
@@ -109,6 +118,7 @@ export const OPENAI_API = {
     method: "GET",
     path: "/models/{model}",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "One model (its id may hold slashes)",
     auth: true,
     responses: { 200: { description: "the model", schema: ModelEntry } },
@@ -117,6 +127,7 @@ export const OPENAI_API = {
     method: "POST",
     path: "/videos",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "Create a video: a task on the spec's path, shown as OpenAI's video object",
     auth: true,
     headers: CreateHeaders,
@@ -127,6 +138,7 @@ export const OPENAI_API = {
     method: "GET",
     path: "/videos",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "The caller's videos, a cursor page at a time",
     auth: true,
     query: VideoListQuery,
@@ -136,6 +148,7 @@ export const OPENAI_API = {
     method: "GET",
     path: "/videos/{id}",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "One video",
     auth: true,
     responses: { 200: video },
@@ -144,6 +157,7 @@ export const OPENAI_API = {
     method: "GET",
     path: "/videos/{id}/content",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "A completed video's MP4, thumbnail or spritesheet (Range honoured)",
     auth: true,
     query: VideoContentQuery,
@@ -153,6 +167,7 @@ export const OPENAI_API = {
     method: "DELETE",
     path: "/videos/{id}",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "Delete a finished video's files (the task, its events and charges stay)",
     auth: true,
     responses: { 200: { description: "deleted", schema: OpenAiVideoDeleted } },
@@ -161,6 +176,7 @@ export const OPENAI_API = {
     method: "POST",
     path: "/videos/{id}/remix",
     family: "openai",
+    bases: OPENAI_BASES,
     summary: "A new video from a completed one and a new prompt (same model, duration and size)",
     auth: true,
     headers: CreateHeaders,
@@ -170,4 +186,4 @@ export const OPENAI_API = {
 } as const;
 
 /** The spec's own path for chat completions (design.md): the OpenAI handler, outside the OpenAI bases. */
-export const SPEC_CHAT = routeContract({ ...OPENAI_API.chat, path: "/api/compat/chatCompletions", summary: "Chat completions at the spec's path (the same as POST /chat/completions)" });
+export const SPEC_CHAT = routeContract({ ...OPENAI_API.chat, bases: undefined, path: "/api/compat/chatCompletions", summary: "Chat completions at the spec's path (the same as POST /chat/completions)" });

@@ -4,7 +4,6 @@ import type { z } from "zod";
 import type { RouteContract } from "../contracts/httpRoute.ts";
 import { OPENAI_API, OpenAiErrorBody, SPEC_CHAT } from "../contracts/openAiApi.ts";
 import { SpecError, VIDEO_API } from "../contracts/videoApi.ts";
-import { OPENAI_BASES } from "../services/edge/http/openAiBases.ts";
 import { arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
@@ -13,8 +12,7 @@ type Operation = { security?: unknown[]; responses: Record<string, unknown>; par
 type Document = { openapi: string; paths: Record<string, Record<string, Operation>> };
 
 /** Every path a contract is served at: an OpenAI-shaped one under each OpenAI base. */
-const servedPaths = (contract: RouteContract): string[] =>
-  contract.family === "openai" && !contract.path.startsWith("/api/") ? OPENAI_BASES.map((base) => `${base}${contract.path}`) : [contract.path];
+const servedPaths = (contract: RouteContract): string[] => (contract.bases ?? [""]).map((base) => `${base}${contract.path}`);
 const CONTRACTS: RouteContract[] = [...Object.values(VIDEO_API), ...Object.values(OPENAI_API), SPEC_CHAT];
 
 /**

@@ -5,7 +5,6 @@ import { ValidationError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { ResponseSink } from "../chat/responseSink.ts";
 import { streamRoute, type StreamErrors } from "../chat/streamRoute.ts";
-import { OPENAI_BASES } from "./openAiBases.ts";
 import { openAiError, openAiErrorEvent } from "./openAiErrors.ts";
 import { jsonReply, type HttpReply } from "./reply.ts";
 import type { RequestInfo } from "./request.ts";
@@ -46,8 +45,7 @@ export interface TableRoute {
   handler: { kind: "reply"; handle: ReplyHandler<RouteContract> } | { kind: "sink"; handle: SinkHandler<RouteContract> };
 }
 
-const pathsOf = (contract: RouteContract): string[] =>
-  contract.family === "openai" && !contract.path.startsWith("/api/") ? OPENAI_BASES.map((base) => `${base}${contract.path}`) : [contract.path];
+const pathsOf = (contract: RouteContract): string[] => (contract.bases ? contract.bases.map((base) => `${base}${contract.path}`) : [contract.path]);
 
 /** Rows for a handler answering with one reply, at every path the contract is served under. */
 export function replyRoute<C extends RouteContract>(contract: C, handle: ReplyHandler<C>, options: BindOptions = {}): TableRoute[] {
