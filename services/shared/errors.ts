@@ -1,7 +1,8 @@
 /**
  * Errors that carry their wire status, and what OpenAI's error shape says of them. Routes throw these;
- * one function per API family maps them to the wire (services/edge/http/apiErrors.ts: the spec's envelope
- * and OpenAI's `{error:{…}}`). Anything else is a 500 with a generic message.
+ * one function per API family maps them to the wire (services/edge/http/videoErrors.ts: the spec's
+ * envelope; openAiErrors.ts: OpenAI's `{error:{…}}`; admin/adminErrors.ts: the admin API's). Anything
+ * else is a 500 with a generic message.
  */
 export type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 408 | 413 | 414 | 422 | 429 | 431 | 500 | 501 | 502 | 503 | 504;
 
