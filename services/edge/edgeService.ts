@@ -13,7 +13,7 @@ import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { environment } from "../shared/environment.ts";
 import { apiErrorReply } from "./http/apiErrors.ts";
 import { HttpApp } from "./http/httpApp.ts";
-import { mountRoutes } from "./http/routeTable.ts";
+import { mountRoutes, type TableRoute } from "./http/routeTable.ts";
 import { eventRoutes } from "./events/eventRoutes.ts";
 import { trustedProxies, videoBaseUrl } from "./http/videoBaseUrl.ts";
 import { TaskEventHub } from "./events/taskEventHub.ts";
@@ -110,7 +110,7 @@ export class EdgeService {
   }
 
   /** The public API as one table (contracts/videoApi.ts, contracts/openAiApi.ts): served, and described at /openapi.json. */
-  private routes() {
+  private routes(): TableRoute[] {
     const proxies = this.options.trustedProxies ?? [];
     const baseUrl = videoBaseUrl({
       publicUrl: this.options.publicUrl,
