@@ -11,7 +11,7 @@ import type { RequestInfo } from "../http/request.ts";
 import { decodePathSegment } from "../http/pathSegment.ts";
 import { replyRoute, type TableRoute } from "../http/routeTable.ts";
 import type { z } from "zod";
-import { OPENAI_API, type VideoListQuery } from "../../../contracts/openAiApi.ts";
+import { OPENAI_API, type OpenAiVideoDeleted, type OpenAiVideoList, type VideoListQuery } from "../../../contracts/openAiApi.ts";
 import { createVideoTask, type CreateDeps } from "../video/createTask.ts";
 import { validateIdempotencyKey } from "../video/idempotencyKeys.ts";
 import { normalizeVideoRequest, type NormalizedVideoRequest } from "../video/normalizeRequest.ts";
@@ -107,7 +107,8 @@ export function videosApiRoutes(deps: VideosApiDeps): TableRoute[] {
         const query = listQueryOf(call.query);
         const { views, more } = await listAccountTasks(deps.jsm, key.account, query, (id) => deps.views.get(key.account, id));
         const data = views.map(objectOf);
-        return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
+        const page: z.input<typeof OpenAiVideoList> = { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more };
+        return jsonReply(200, page);
       }),
   );
 
@@ -145,7 +146,8 @@ export function videosApiRoutes(deps: VideosApiDeps): TableRoute[] {
           deps.files.forget(name);
           await deps.videos.delete(name).catch((error: unknown) => deps.log.warn({ err: error, name }, "could not delete a stored file of a deleted video"));
         }
-        return jsonReply(200, { id: videoId, object: "video.deleted", deleted: true });
+        const deleted: z.input<typeof OpenAiVideoDeleted> = { id: videoId, object: "video.deleted", deleted: true };
+        return jsonReply(200, deleted);
       }),
   );
 
