@@ -4,6 +4,7 @@ import type { z } from "zod";
 import type { RouteContract } from "../contracts/httpRoute.ts";
 import { OPENAI_API, OpenAiErrorBody, SPEC_CHAT } from "../contracts/openAiApi.ts";
 import { SpecError, VIDEO_API } from "../contracts/videoApi.ts";
+import { OPENAI_ENDPOINTS } from "../services/edge/http/openAiBases.ts";
 import { arkSampleVideo } from "./fakes/arkUpstream.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
@@ -65,6 +66,8 @@ describe("the public API's OpenAPI document", () => {
         expect(queryNames.sort()).toEqual(Object.keys(contract.query?.shape ?? {}).sort());
       }
     }
+    // The endpoints an unknown OpenAI path's 404 names are served ones.
+    for (const endpoint of OPENAI_ENDPOINTS) expect(Object.values(OPENAI_API).map((c) => `${c.method} ${c.path}`)).toContain(endpoint);
     expect(document.paths["/api/compat/videosTask"]?.get?.parameters).toEqual(expect.arrayContaining([expect.objectContaining({ name: "id", in: "query", required: true })]));
   });
 
