@@ -61,7 +61,7 @@ export function sinkRoute<C extends RouteContract>(contract: C, handle: SinkHand
  * A query string as the contract's object schema takes it: each parameter's first value (as
  * URLSearchParams.get reads it); a parameter the schema refuses is a 400 naming it (OpenAI's `param`).
  */
-export function parseQuery<S extends z.ZodObject>(schema: S, query: string): z.output<S> {
+function parseQuery<S extends z.ZodObject>(schema: S, query: string): z.output<S> {
   const params = new URLSearchParams(query);
   const values: Record<string, string> = {};
   for (const name of Object.keys(schema.shape)) {
@@ -76,7 +76,7 @@ export function parseQuery<S extends z.ZodObject>(schema: S, query: string): z.o
 }
 
 /** How each API family answers a failure: before a stream starts as a reply, after it as a last event. */
-export function familyErrors(family: ApiFamily, log: Logger): StreamErrors {
+function familyErrors(family: ApiFamily, log: Logger): StreamErrors {
   if (family === "openai") return { reply: (error) => openAiError(error, log), event: (error) => openAiErrorEvent(error, log) };
   return {
     reply: (error) => videoError(error, log),
@@ -122,7 +122,7 @@ class Call {
 }
 
 /** The node:http handler of one row (http/route.ts and chat/streamRoute.ts adapt; handlers never see node:http). */
-export function nodeHandlerOf(row: TableRoute, log: Logger): NodeHandler {
+function nodeHandlerOf(row: TableRoute, log: Logger): NodeHandler {
   const { contract, options, handler } = row;
   const errors = familyErrors(contract.family, log);
   const parser = contract.query ? new QueryParser(contract.query) : undefined;
@@ -150,7 +150,7 @@ export function mountRoutes(app: HttpApp, rows: readonly TableRoute[], log: Logg
 }
 
 /** The router's pattern for a row: `{name}` → `:name`, or a trailing `*` for a rest parameter. */
-export function patternOf(row: TableRoute): string {
+function patternOf(row: TableRoute): string {
   if (row.options.restParameter) return row.path.replace(/\{\w+\}$/, "*");
   return row.path.replace(/\{(\w+)\}/g, ":$1");
 }
