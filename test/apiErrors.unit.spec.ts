@@ -4,7 +4,8 @@ import { ReelayConfig } from "../contracts/config.ts";
 import { openAiError } from "../services/edge/http/openAiErrors.ts";
 import { videoError } from "../services/edge/http/videoErrors.ts";
 import { normalizeVideoRequest } from "../services/edge/video/normalizeRequest.ts";
-import { InsufficientBalanceError, InvalidApiKeyError, MethodNotAllowedError, MissingApiKeyError, NotFoundError, ServiceUnavailableError, ValidationError } from "../services/shared/errors.ts";
+import { InsufficientBalanceError } from "../services/billing/account.ts";
+import { InvalidApiKeyError, MethodNotAllowedError, MissingApiKeyError, NotFoundError, ServiceUnavailableError, ValidationError } from "../services/shared/errors.ts";
 
 const log = pino({ level: "silent" });
 const config = ReelayConfig.parse({

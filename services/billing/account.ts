@@ -1,5 +1,5 @@
 import type { AccountBalance, LedgerEvent, NewLedgerEvent } from "../../contracts/ledger.ts";
-import { InsufficientBalanceError, UnprocessableError, ValidationError } from "../shared/errors.ts";
+import { ForbiddenError, UnprocessableError, ValidationError } from "../shared/errors.ts";
 import { formatYuan } from "./pricing.ts";
 
 /** A chat request's held money and when it stops holding it (an edge that crashed never closes it). */
@@ -176,8 +176,8 @@ export interface DecidingState extends AccountBalance {
  */
 export const isGroupable = (command: LedgerCommand): boolean => command.type === "settle" || command.type === "release";
 
-/** Create answers 403 (OpenAI-shaped routes: 429 insufficient_quota) naming the shortfall; nothing is reserved. */
-export { InsufficientBalanceError };
+/** Create answers 403 (chat: OpenAI's 429 insufficient_quota) naming the shortfall; nothing is reserved. */
+export class InsufficientBalanceError extends ForbiddenError {}
 
 /** The cause of a command: also its publish msgID, so a retried command is written once. */
 export function causeOf(command: LedgerCommand, account: string): string {

@@ -9,7 +9,7 @@ export type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 408 | 413 | 414 | 422 | 
 /**
  * OpenAI's fields for an error, where they are not the defaults of its status: which request field
  * (`param`), which machine-readable `code`, which `type`; and where OpenAI answers the same condition with
- * another status or other words than the spec's endpoints (an exhausted balance, a missing key).
+ * another status or other words than the spec's endpoints (an unknown model, a missing key).
  */
 export interface OpenAiErrorFields {
   param?: string | null;
@@ -67,21 +67,6 @@ export const incorrectApiKeyMessage = (redactedKey: string): string =>
   "(reelay keys create); ask your reelay operator for a new one if it is lost.";
 export class ForbiddenError extends ReelayError {
   readonly status = 403;
-}
-/**
- * The account cannot cover what a request would reserve: 403 on the spec's endpoints (design.md); on the
- * OpenAI-shaped ones 429 `insufficient_quota` with OpenAI's first sentence, which every OpenAI library
- * (LiteLLM's exception mapping among them) classifies as a quota error rather than a passing rate limit.
- */
-export class InsufficientBalanceError extends ForbiddenError {
-  constructor(message: string) {
-    super(message, {
-      status: 429,
-      type: "insufficient_quota",
-      code: "insufficient_quota",
-      message: `You exceeded your current quota, please check your plan and billing details. reelay: ${message}; ask your reelay operator to credit the account.`,
-    });
-  }
 }
 export class NotFoundError extends ReelayError {
   readonly status = 404;

@@ -1,4 +1,5 @@
 import type { OpenAIErrorBody } from "../../../contracts/openAiApi.ts";
+import { InsufficientBalanceError } from "../../billing/account.ts";
 import { ReelayError, type ErrorStatus } from "../../shared/errors.ts";
 import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
@@ -8,7 +9,8 @@ import { errorHeaders } from "./errorHeaders.ts";
  * The one place where errors become OpenAI's `{error:{message,type,param,code}}`, on every OpenAI-shaped
  * endpoint (chat, models, videos). Client libraries pick their exception class from the HTTP status, so the
  * status is the one OpenAI sends for the same condition: the error's own unless its OpenAI fields say
- * otherwise (an exhausted balance: 429 `insufficient_quota`, where the spec's endpoints answer 403); `type`
+ * otherwise (an unknown video model: 404), or an exhausted balance (429 `insufficient_quota`, where the
+ * spec's endpoints answer 403); `type`
  * and `code` follow the values OpenAI itself sends, so code written against OpenAI keeps working.
  * docs/api.md ("Errors: the spec's answer and OpenAI's") has the table.
  */
@@ -40,13 +42,17 @@ export interface OpenAiErrorAnswer {
 }
 
 /**
- * `x-should-retry: false` tells the official SDKs, which retry every 429, that retrying an exhausted quota
- * cannot help until the account is topped up.
+ * OpenAI's answer to an exhausted balance: 429 with type and code `insufficient_quota` and its own first
+ * sentence, which every OpenAI library (LiteLLM's exception mapping among them) classifies as a quota error
+ * rather than a passing rate limit. `x-should-retry: false` tells the official SDKs, which retry every 429,
+ * that retrying cannot help until the account is topped up.
  */
-function headersOf(error: ReelayError): Record<string, string> | undefined {
-  if (error.openAi.type === "insufficient_quota") return { "x-should-retry": "false" };
-  return errorHeaders(error);
-}
+const QUOTA_MESSAGE = "You exceeded your current quota, please check your plan and billing details.";
+const quotaExceeded = (error: InsufficientBalanceError): OpenAiErrorAnswer => ({
+  status: 429,
+  body: { error: { message: `${QUOTA_MESSAGE} reelay: ${error.message}; ask your reelay operator to credit the account.`, type: "insufficient_quota", param: null, code: "insufficient_quota" } },
+  headers: { "x-should-retry": "false" },
+});
 
 export function openAiError(error: unknown, log: Logger): OpenAiErrorAnswer {
   const unavailable = error instanceof ReelayError ? undefined : asServiceUnavailable(error);
@@ -57,10 +63,11 @@ export function openAiError(error: unknown, log: Logger): OpenAiErrorAnswer {
     log.error({ err: error }, "unexpected error in an OpenAI-shaped route");
     return { status: 500, body: { error: { message: "internal error", type: "server_error", param: null, code: null } } };
   }
+  if (known instanceof InsufficientBalanceError) return quotaExceeded(known);
   const { openAi } = known;
   const status = openAi.status ?? known.status;
   const fallback = DEFAULTS[status];
-  const headers = headersOf(known);
+  const headers = errorHeaders(known);
   return {
     status,
     body: {
