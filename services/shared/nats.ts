@@ -4,6 +4,7 @@ import { Objm, type ObjectStore } from "@nats-io/obj";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
+import { environment } from "./environment.ts";
 import { skipErrorsForSettledRequests } from "./natsSettledRequests.ts";
 import { coalesceWrites } from "./natsWriteCoalescing.ts";
 import { assertSupportedServer } from "./serverCheck.ts";
@@ -28,11 +29,19 @@ export interface Nats {
   references: ObjectStore;
 }
 
-/** Connects; with `layout`, first creates or updates every stream, bucket and consumer. */
+/**
+ * Connects; with `layout`, first creates or updates every stream, bucket and consumer.
+ *
+ * Two methods of the pinned client are replaced (each guarded: if its shape changes, nothing is replaced and a
+ * test fails): writes once per event-loop turn (natsWriteCoalescing.ts) and no Error built as each request ends
+ * (natsSettledRequests.ts). Each stays only while `npm run bench -- --only patches` shows it pays
+ * (docs/decisions.md); REELAY_NATS_PATCHES switches them off for that comparison.
+ */
 export async function connectNats(url: string, name: string, layout?: LayoutOptions, credentials?: NatsCredentials): Promise<Nats> {
+  const { REELAY_NATS_PATCHES: patches } = environment();
   // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU);
   // and it builds another one as every request ends, unless told not to.
-  skipErrorsForSettledRequests();
+  if (patches === "both" || patches === "settled-requests") skipErrorsForSettledRequests();
   const auth = credentials ? { user: credentials.user, pass: credentials.password } : {};
   const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true, ...auth });
   try {
@@ -41,7 +50,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     await nc.close();
     throw error;
   }
-  coalesceWrites(nc);
+  if (patches === "both" || patches === "coalesce-writes") coalesceWrites(nc);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   if (layout) await ensureJetStreamLayout(nc, jsm, layout);
