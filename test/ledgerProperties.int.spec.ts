@@ -6,7 +6,7 @@ import { availableMicros, InsufficientBalanceError, type LedgerCommand } from ".
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory, type LedgerEntry } from "../services/billing/ledgerReader.ts";
 import { balancesProjection, taskChargesProjection } from "../services/billing/projections.ts";
-import { auditProjection, type ProjectionDifference } from "../services/projector/audit.ts";
+import { auditProjection, type ProjectionDifference } from "../services/shared/projectionAudit.ts";
 import { openingEvent, openTask } from "./helpers/openTask.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 

@@ -16,7 +16,7 @@ import { TaskStatsReactor } from "../tasks/taskStats.ts";
 import { foldTaskView } from "../tasks/taskView.ts";
 import { WebhookOutbox } from "../webhooks/webhookOutbox.ts";
 import { IdempotencyIndex, IdempotencyIndexer } from "../tasks/idempotencyIndex.ts";
-import { taskViewProjection } from "./taskViewProjection.ts";
+import { taskViewProjection } from "../tasks/taskViewProjection.ts";
 
 interface TaskLogReactor {
   /** Resolves once the batch is handled; with `durable`, its writes are kept only once that resolves too. */

@@ -2,7 +2,7 @@ import { TASK_LOG_SUBJECTS, TaskView, type TaskEvent } from "../../contracts/vid
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Projection } from "../shared/projection.ts";
 import { taskEventCodec } from "../shared/taskLog.ts";
-import { evolveTaskView, isFinalView, taskViewKey } from "../tasks/taskView.ts";
+import { evolveTaskView, isFinalView, taskViewKey } from "./taskView.ts";
 
 /**
  * The task views in `task_views`: only final ones are written. A running task's view changes a few times in
