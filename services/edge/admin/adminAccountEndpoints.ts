@@ -11,7 +11,7 @@ import { formatYuan, parseYuan } from "../../billing/pricing.ts";
 import { ApiKeyStore } from "../../shared/apiKeys.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import { endpoint, type AdminEndpoint } from "./adminApi.ts";
-import type { AdminDeps } from "./adminEndpoints.ts";
+import type { AdminDeps } from "./adminDeps.ts";
 
 const summaryOf = (state: AccountState): z.infer<typeof AccountSummary> => ({
   name: state.account,

@@ -10,7 +10,7 @@ import { gatherChannels } from "../../shared/channelReports.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import { listAccountTasks } from "../../tasks/taskIndex.ts";
 import { endpoint, rawReply, type AdminEndpoint } from "./adminApi.ts";
-import type { AdminDeps } from "./adminEndpoints.ts";
+import type { AdminDeps } from "./adminDeps.ts";
 
 /** A CSV field: quoted when it holds a comma, quote or line break (account and model names rarely do). */
 const csvField = (value: string): string => (/[",\n\r]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);
