@@ -45,10 +45,10 @@ export class FeedLiveness {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /** A consumer was (re)opened: behind until its first message or heartbeat says how far it has to go. */
-  opened(): void {
+  /** A consumer was (re)opened with `waiting` events for it (its info's `num_pending`; unknown: behind until a sign). */
+  opened(waiting = Number.POSITIVE_INFINITY): void {
     this.open = true;
-    this.waiting = Number.POSITIVE_INFINITY;
+    this.waiting = waiting;
     this.lastSignAt = this.now();
     this.changed();
   }
@@ -182,9 +182,11 @@ export class OrderedFeed {
 
   private async openPull(): Promise<ConsumerMessages> {
     const consumer = await this.options.open(this.position);
+    // The ordered consumer was made by `open`: its cached info says what waited for it then.
+    const { num_pending: waiting } = await consumer.info(true);
     const messages = await consumer.consume({ ...LIVE_PULL, ...(this.options.maxMessages ? { max_messages: this.options.maxMessages } : {}) });
     this.current = { messages, consumer };
-    this.liveness.opened();
+    this.liveness.opened(waiting);
     watchPull(messages, this.liveness, (why) => {
       if (this.current?.messages !== messages) return;
       this.options.log.warn({ feed: this.options.what, position: this.position, why }, "a feed lost its consumer; opening a new one");
