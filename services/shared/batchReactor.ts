@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
+import { LIVE_PULL, watchDurablePull } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 import type { Nats } from "./nats.ts";
 
@@ -64,7 +65,9 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   const loop = (async () => {
     while (!stopping.signal.aborted) {
       try {
-        const messages = await consumer.consume({ max_messages: MAX_BATCH, ...(group ? { group } : {}) });
+        // Heartbeats every 0.5 s: a consumer lost under the pull (its node gone) is asked for again after 1-1.5 s.
+        const messages = await consumer.consume({ ...LIVE_PULL, max_messages: MAX_BATCH, ...(group ? { group } : {}) });
+        watchDurablePull(messages, options.what, options.log);
         const stopPull = () => void messages.stop();
         stopping.signal.addEventListener("abort", stopPull, { once: true });
         try {

@@ -116,6 +116,17 @@ export function watchPull(messages: ConsumerMessages, liveness: FeedLiveness, on
   })();
 }
 
+/**
+ * A durable consumer's pull (`consume()` with LIVE_PULL): after a loss nats.js itself asks for the consumer's
+ * info (which finds its new leader after a failover) and pulls again, keeping a pinned client's pin; a new
+ * pull of ours would have no pin and wait out the group's pin timeout (a lease). This only tells the log.
+ */
+export function watchDurablePull(messages: ConsumerMessages, what: string, log: Logger): void {
+  const liveness = new FeedLiveness();
+  liveness.opened();
+  watchPull(messages, liveness, (why) => log.warn({ feed: what, why }, "a feed lost its consumer; pulling again once it answers"));
+}
+
 export interface OrderedFeedOptions {
   /** For logs. */
   what: string;
