@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import type { Consumer, ConsumerMessages, ConsumerNotification, JsMsg } from "@nats-io/jetstream";
+import { jetstream, type Consumer, type ConsumerMessages, type ConsumerNotification, type JetStreamClient, type JsMsg } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Logger } from "./log.ts";
 
 /**
@@ -22,8 +23,19 @@ export const LIVE_PULL = { idle_heartbeat: FEED_HEARTBEAT_MS, expires: FEED_PULL
 export const FEED_SILENCE_MS = 2_000;
 /** A feed whose last message said more events than this still wait for it on the server is catching up: behind. */
 export const FEED_LAG_BOUND = 100;
+/**
+ * How long a feed's JetStream API calls (opening a consumer, asking for its info after a loss) wait for an
+ * answer. While a stream or consumer has no leader (an election after a node loss: a few seconds) nobody
+ * answers, and the client's 5 s default made a feed come back up to 5 s after its new leader did.
+ */
+export const FEED_API_TIMEOUT_MS = 1_000;
 /** The longest pause between two attempts at reopening a lost feed: it must be back soon after its server is. */
 const MAX_REOPEN_PAUSE_MS = 1_000;
+
+/** A JetStream client for opening live feeds: API calls time out after FEED_API_TIMEOUT_MS, so they are tried again soon. */
+export function feedClient(nc: NatsConnection): JetStreamClient {
+  return jetstream(nc, { timeout: FEED_API_TIMEOUT_MS });
+}
 
 /** The notifications of `ConsumerMessages.status()` that mean nothing more will come on this pull. */
 const LOSSES = new Set<ConsumerNotification["type"]>(["heartbeats_missed", "consumer_deleted", "consumer_not_found", "stream_not_found", "no_responders"]);

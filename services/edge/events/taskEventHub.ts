@@ -1,7 +1,7 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { accountOfSubject, TASK_LOG_SUBJECTS, TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
-import { OrderedFeed } from "../../shared/liveFeed.ts";
+import { feedClient, OrderedFeed } from "../../shared/liveFeed.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Nats } from "../../shared/nats.ts";
 import { taskMessageBody, type TaskLog } from "../../shared/taskLog.ts";
@@ -40,6 +40,7 @@ export class TaskEventHub {
   /** Opens the feed at the end of the log; resolves once it runs. */
   async start(): Promise<void> {
     const from = (await this.nats.jsm.streams.info(STREAMS.events.name)).state.last_seq;
+    const js = feedClient(this.nats.nc);
     // Lost consumers (a node gone, the consumer deleted) are noticed and replaced by the feed itself; a
     // disconnect is noticed here, at once: the views are behind from then until the feed runs again.
     const feed = new OrderedFeed({
@@ -47,7 +48,7 @@ export class TaskEventHub {
       log: this.log,
       from,
       open: (position) =>
-        this.nats.js.consumers.get(STREAMS.events.name, {
+        js.consumers.get(STREAMS.events.name, {
           filter_subjects: [...TASK_LOG_SUBJECTS],
           deliver_policy: DeliverPolicy.StartSequence,
           opt_start_seq: position + 1,
