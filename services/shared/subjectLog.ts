@@ -1,4 +1,4 @@
-import { JetStreamApiError, JetStreamError, type JetStreamClient, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError, JetStreamError, type JetStreamClient, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { ConcurrencyError } from "./errors.ts";
 
@@ -7,7 +7,7 @@ import { ConcurrencyError } from "./errors.ts";
  * replicated stream whose guarded subject has a write in flight (seen on a 3-node cluster right after a leader
  * change, when it made creates answer 500). Both mean another writer may have got there first.
  */
-const WRONG_LAST_SEQUENCE = new Set([10071, 10164]);
+const WRONG_LAST_SEQUENCE = new Set<number>([JetStreamApiCodes.StreamWrongLastSequence, JetStreamApiCodes.StreamWrongLastSequenceUnknown]);
 /** Messages per direct batch get: one round trip for most histories (a task has about five events). */
 const READ_BATCH = 256;
 
