@@ -193,11 +193,6 @@ export class OrderedFeed {
     this.lose();
   }
 
-  /** The connection is down: behind until a new consumer runs (`reopen` after the reconnect). */
-  disconnected(): void {
-    this.liveness.lost();
-  }
-
   /** Why what this feed fed may be old (undefined: it is current). */
   behindReason(): string | undefined {
     return this.liveness.behindReason();

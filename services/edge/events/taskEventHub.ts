@@ -41,8 +41,7 @@ export class TaskEventHub {
   async start(): Promise<void> {
     const from = (await this.nats.jsm.streams.info(STREAMS.events.name)).state.last_seq;
     const js = feedClient(this.nats.nc);
-    // Lost consumers (a node gone, the consumer deleted) are noticed and replaced by the feed itself; a
-    // disconnect is noticed here, at once: the views are behind from then until the feed runs again.
+    // Lost consumers (a node gone, the consumer deleted) are noticed and replaced by the feed itself.
     const feed = new OrderedFeed({
       what: "task log (edge)",
       log: this.log,
@@ -61,8 +60,10 @@ export class TaskEventHub {
     void (async () => {
       for await (const change of this.nats.nc.status()) {
         if (this.stopped) break;
-        if (change.type === "disconnect") feed.disconnected();
-        // Reopened where it stopped at once, instead of waiting for the client to find the consumer again.
+        // A disconnect leaves the views as they are: nothing can be read from NATS until the reconnect (a query
+        // answered from memory beats a 503), and /healthz says 503 meanwhile (no connection, a silent feed).
+        // After it the feed is reopened where it stopped at once, instead of waiting for the client to find
+        // the consumer again; reads go to NATS until the new one has caught up.
         if (change.type === "reconnect") feed.reopen("reconnected");
       }
     })();
