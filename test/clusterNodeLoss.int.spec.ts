@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
@@ -126,6 +127,17 @@ describe("a node of a 3-node cluster killed under an edge's feed", () => {
     const killedAt = performance.now();
     await killHard(cluster.nodes[victim] as ChildProcess);
 
+    // When EVENTS has a leader again: what the cluster takes, whatever reelay does.
+    let leaderBackAt: number | undefined;
+    const quickJsm = await jetstreamManager(nats.nc, { timeout: 250 });
+    const leaderWatch = (async () => {
+      while (leaderBackAt === undefined && running) {
+        const leader = await quickJsm.streams.info(STREAMS.events.name).then((info) => info.cluster?.leader, () => undefined);
+        if (leader && leader !== cluster.names[victim]) leaderBackAt = performance.now();
+        else await sleep(100);
+      }
+    })();
+
     // Queries checked against the log while the cluster recovers: a task final in the log for more than 2 s
     // must be answered final by the edge, once its feed is back.
     const log = new TaskLog(nats.js, nats.jsm);
@@ -152,7 +164,7 @@ describe("a node of a 3-node cluster killed under an edge's feed", () => {
 
     await sleep(14_000);
     running = false;
-    await Promise.all([createLoop, healthLoop, sweeps]);
+    await Promise.all([createLoop, healthLoop, sweeps, leaderWatch]);
 
     const afterKill = health.filter(({ at }) => at >= killedAt);
     const firstDown = afterKill.find(({ status }) => status !== 200);
@@ -162,6 +174,7 @@ describe("a node of a 3-node cluster killed under an edge's feed", () => {
       JSON.stringify({
         victim: cluster.names[victim],
         healthDownAfterMs: firstDown && Math.round(firstDown.at - killedAt),
+        leaderBackAfterMs: leaderBackAt && Math.round(leaderBackAt - killedAt),
         healthBackAfterMs: backAt && Math.round(backAt - killedAt),
         creates: creates.length,
         failedCreates: failed.length,

@@ -29,8 +29,12 @@ export const FEED_LAG_BOUND = 100;
  * answers, and the client's 5 s default made a feed come back up to 5 s after its new leader did.
  */
 export const FEED_API_TIMEOUT_MS = 1_000;
-/** The longest pause between two attempts at reopening a lost feed: it must be back soon after its server is. */
-const MAX_REOPEN_PAUSE_MS = 1_000;
+/**
+ * The longest pause between two attempts at reopening a lost feed: it must be back soon after its server is.
+ * An attempt made while nobody can answer (no leader yet) waits out FEED_API_TIMEOUT_MS first, so attempts
+ * are at most 1.25 s apart and a feed is back within about that of its new leader.
+ */
+const MAX_REOPEN_PAUSE_MS = 250;
 
 /** A JetStream client for opening live feeds: API calls time out after FEED_API_TIMEOUT_MS, so they are tried again soon. */
 export function feedClient(nc: NatsConnection): JetStreamClient {
@@ -81,15 +85,25 @@ export class FeedLiveness {
     this.changed();
   }
 
+  /** Messages arrived that the reader has not taken yet: the consumer is alive (a slow reader is not a lost feed). */
+  arrived(): void {
+    this.lastSignAt = this.now();
+  }
+
   lost(): void {
     this.open = false;
     this.changed();
   }
 
+  /** How long the feed has had neither a message nor a heartbeat. */
+  silentMs(): number {
+    return this.now() - this.lastSignAt;
+  }
+
   /** Why what the feed fed may be old, or undefined when it is current. */
   behindReason(): string | undefined {
     if (!this.open) return "is not open";
-    const silentMs = this.now() - this.lastSignAt;
+    const silentMs = this.silentMs();
     if (silentMs > FEED_SILENCE_MS) return `has been silent for ${(silentMs / 1000).toFixed(1)} s`;
     if (this.waiting === Number.POSITIVE_INFINITY) return "was reopened and has not caught up yet";
     if (this.waiting > FEED_LAG_BOUND) return `is catching up (${this.waiting} events behind)`;
@@ -158,7 +172,7 @@ export interface OrderedFeedOptions {
 /**
  * A feed on an ordered consumer that does not wait for the client to notice a lost consumer: on a loss it
  * stops the pull and opens a new consumer itself, starting after the last message taken (which it tracks),
- * retrying every second at most until the server answers. Messages the client received before the loss are
+ * retrying until the server answers. Messages the client received before the loss are
  * still taken first, so nothing is skipped or taken twice. (nats.js resets an ordered consumer on its own only
  * when the server says it is not found; a consumer on a dead node is not even that, and the client kept
  * asking for it.)
@@ -168,7 +182,7 @@ export class OrderedFeed {
   position: number;
   readonly liveness: FeedLiveness;
   private stopped = false;
-  private current: { messages: ConsumerMessages; consumer: Consumer } | undefined;
+  private current: { messages: ConsumerMessages; consumer: Consumer; watchdog: NodeJS.Timeout } | undefined;
 
   constructor(private readonly options: OrderedFeedOptions) {
     this.position = options.from;
@@ -203,13 +217,23 @@ export class OrderedFeed {
     // The ordered consumer was made by `open`: its cached info says what waited for it then.
     const { num_pending: waiting } = await consumer.info(true);
     const messages = await consumer.consume({ ...LIVE_PULL, ...(this.options.maxMessages ? { max_messages: this.options.maxMessages } : {}) });
-    this.current = { messages, consumer };
-    this.liveness.opened(waiting);
-    watchPull(messages, this.liveness, (why) => {
+    const lost = (why: string) => {
       if (this.current?.messages !== messages) return;
       this.options.log.warn({ feed: this.options.what, position: this.position, why }, "a feed lost its consumer; opening a new one");
       this.lose();
-    });
+    };
+    // nats.js stops counting missed heartbeats at a disconnect and starts again only once it has found the
+    // consumer after the reconnect, which it never does for one on a dead node: silence alone counts too.
+    let received = 0;
+    const watchdog = setInterval(() => {
+      if (messages.getReceived() !== received) {
+        received = messages.getReceived();
+        this.liveness.arrived();
+      } else if (this.liveness.silentMs() > FEED_SILENCE_MS) lost("silent");
+    }, FEED_HEARTBEAT_MS);
+    this.current = { messages, consumer, watchdog };
+    this.liveness.opened(waiting);
+    watchPull(messages, this.liveness, lost);
     return messages;
   }
 
@@ -218,6 +242,7 @@ export class OrderedFeed {
     this.current = undefined;
     this.liveness.lost();
     if (!current) return;
+    clearInterval(current.watchdog);
     current.messages.stop();
     // Not left to its inactivity timeout: a consumer on a node that comes back would keep being served meanwhile.
     current.consumer.delete().catch(() => undefined);
