@@ -1,7 +1,11 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FEED_SILENCE_MS, OrderedFeed } from "../services/shared/liveFeed.ts";
+import { startNatsServer } from "../infra/natsServer.ts";
+import { FEED_SILENCE_MS, feedClient, OrderedFeed } from "../services/shared/liveFeed.ts";
 import { silentLog } from "./helpers/testApp.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
@@ -92,5 +96,41 @@ describe("a live feed on an ordered consumer", () => {
     await new Promise((resolve) => setTimeout(resolve, FEED_SILENCE_MS + 500));
     expect(feed.behindReason()).toBeUndefined();
     feed.stop();
+  });
+
+  it("given a running feed, when its server stops answering (frozen) for longer than 2 s, then it is behind, and once the server answers it runs again from where it was", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "reelay-frozen-"));
+    const frozen = await startNatsServer({ storeDir: join(dir, "store"), say: () => {} });
+    const frozenNc = await connect({ servers: frozen.url });
+    try {
+      const frozenJs = jetstream(frozenNc);
+      await (await jetstreamManager(frozenNc)).streams.add({ name: "FROZEN", subjects: ["FROZEN.>"] });
+      await frozenJs.publish("FROZEN.n", "1");
+      const taken: number[] = [];
+      const feed = new OrderedFeed({
+        what: "frozen",
+        log: silentLog,
+        from: 0,
+        open: (position) => feedClient(frozenNc).consumers.get("FROZEN", { filter_subjects: ["FROZEN.>"], deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: position + 1 }),
+        take: (msg) => void taken.push(Number(msg.string())),
+      });
+      await feed.start();
+      await expect.poll(() => taken).toEqual([1]);
+      process.kill(-frozen.pid, "SIGSTOP");
+      const frozenAt = performance.now();
+      await expect.poll(() => feed.behindReason(), { timeout: 3_000, interval: 20 }).toBeDefined();
+      expect(performance.now() - frozenAt).toBeLessThan(FEED_SILENCE_MS + 500);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      process.kill(-frozen.pid, "SIGCONT");
+      await frozenJs.publish("FROZEN.n", "2");
+      await expect.poll(() => feed.behindReason(), { timeout: 3_000 }).toBeUndefined();
+      await expect.poll(() => taken).toEqual([1, 2]);
+      feed.stop();
+    } finally {
+      process.kill(-frozen.pid, "SIGCONT");
+      await frozenNc.close();
+      await frozen.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
