@@ -1,6 +1,7 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
+import { BaseApiClientImpl } from "@nats-io/jetstream/internal";
 import { Bucket, type KV, type KvEntry } from "@nats-io/kv";
-import { OrderedFeed } from "./liveFeed.ts";
+import { feedClient, OrderedFeed } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 
 export interface KvMirrorOptions<Value> {
@@ -49,12 +50,14 @@ export class KvMirror<Value> {
     const subject = bucket.fullKeyName(options.key ?? ">");
     // Updates only: from the stream's end now; every value: the last of each key first, then what follows.
     const from = options.updatesOnly ? (await bucket.jsm.streams.info(bucket.stream)).state.last_seq : 0;
+    // The bucket's own client waits 5 s for an API answer; the feed's waits 1 s (a new leader is found sooner).
+    const js = bucket.js instanceof BaseApiClientImpl ? feedClient(bucket.js.nc) : bucket.js;
     const feed = new OrderedFeed({
       what: `${options.name} mirror`,
       log: options.log,
       from,
       open: (position) =>
-        bucket.js.consumers.get(
+        js.consumers.get(
           bucket.stream,
           position === 0 ? { filter_subjects: [subject], deliver_policy: DeliverPolicy.LastPerSubject } : { filter_subjects: [subject], deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: position + 1 },
         ),
