@@ -99,13 +99,14 @@ export class EdgeService {
     this.keys.stop();
   }
 
-  /** What keeps this edge from answering correctly: no NATS, or an in-memory mirror without its watch. */
+  /** What keeps this edge from answering correctly: no NATS, an in-memory mirror without its watch, a task view behind the log. */
   private healthProblems(natsConnected: boolean): string[] {
     const problems = natsConnected ? [] : ["no NATS connection"];
     for (const mirror of [this.keys.mirror, this.balances.mirror]) {
       if (!mirror.healthy) problems.push(`${mirror.name} mirror is not watching`);
     }
-    if (!this.hub.healthy) problems.push("the feed of the task log has stopped");
+    const behind = this.hub.behindReason();
+    if (behind) problems.push(behind);
     return problems;
   }
 
