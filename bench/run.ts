@@ -46,6 +46,7 @@ const SUITES: Suite[] = [
   optionalSuite("openai-videos", "suites/openAiVideosCreate.ts", "openAiVideosCreateBench"),
   optionalSuite("console", "suites/consoleLoad.ts", "consoleLoadBench"),
   optionalSuite("catchup", "suites/readModelCatchUp.ts", "readModelCatchUpBench"),
+  optionalSuite("patches", "suites/natsClientPatches.ts", "natsClientPatchesBench"),
 ];
 
 async function main(): Promise<number> {

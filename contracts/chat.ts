@@ -89,16 +89,3 @@ export const ChatUsage = z.looseObject({
   total_tokens: z.number().int().min(0).optional(),
 });
 export type ChatUsage = z.infer<typeof ChatUsage>;
-
-/** The error body every OpenAI client library understands; `type` and `code` follow OpenAI's values. */
-export interface OpenAIErrorBody {
-  error: { message: string; type: string; param: string | null; code: string | null };
-}
-
-/** One entry of `GET /models` (OpenAI's list shape). */
-export interface ModelEntry {
-  id: string;
-  object: "model";
-  created: number;
-  owned_by: string;
-}

@@ -43,6 +43,11 @@ export const ReelayEnvironment = z.object({
   /** `off`: no per-request HTTP metrics and no chat first-chunk timing (to measure what they cost; see bench). */
   REELAY_METRICS: z.preprocess(blankAsUnset, z.enum(["on", "off"]).default("on")),
   REELAY_METRICS_HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
+  /**
+   * `off`: the NATS client flushes as published instead of once per event-loop turn (services/shared/nats.ts),
+   * so the bench can measure what the replaced method pays (bench/suites/natsClientPatches.ts).
+   */
+  REELAY_NATS_COALESCE_WRITES: z.preprocess(blankAsUnset, z.enum(["on", "off"]).default("on")),
   /** The admin API's interface: loopback unless set (put a proxy with TLS in front before opening it wider). */
   REELAY_ADMIN_HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
   /** The admin API's port (0: any free port); unset: PORT + 1 (any free port when PORT is 0); `off`: no admin API. */

@@ -12,8 +12,8 @@ import {
 import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { LEDGER_MESSAGES, MONEY_EVENTS } from "../contracts/ledger.ts";
-import { TASK_LOG_SUBJECTS, TASK_OPENINGS } from "../contracts/videoTask.ts";
+import { MONEY_EVENTS } from "../contracts/ledger.ts";
+import { TASK_LATER_EVENTS, TASK_OPENINGS } from "../contracts/videoTask.ts";
 import type { ReelayConfig } from "../contracts/config.ts";
 
 /** Every stream, bucket and durable consumer reelay uses, as data. `ensureJetStreamLayout` makes them exist. */
@@ -118,13 +118,11 @@ export const OBJECT_STORES = { videos: "videos", references: "references" } as c
 export const CONSUMERS = {
   runners: "runners",
   /**
-   * Every reactor on the task log, through one delivery (services/projector/taskLogReactors.ts): the views
-   * (`task_views`), the counters (`task_stats`), settlement, the Idempotency-Key index, and
-   * the webhook jobs.
+   * Every reactor on the task log and the ledger, through one delivery of each event
+   * (services/projector/eventReactors.ts): the views (`task_views`), the counters (`task_stats`), settlement,
+   * the Idempotency-Key index, the webhook jobs, and the ledger's read models (`balances`, `task_charges`).
    */
   taskLogReactors: "task_log_reactors",
-  balancesProjector: "projector_balances",
-  taskChargesProjector: "projector_task_charges",
   /** Delivers the webhook jobs (stream WEBHOOK_JOBS) to callback URLs. */
   webhooks: "webhooks",
 } as const;
@@ -255,10 +253,8 @@ function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
         max_deliver: -1,
       },
     },
-    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskLogReactors, options.leaseMs), TASK_LOG_SUBJECTS),
-    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.balancesProjector, options.leaseMs), [MONEY_EVENTS]),
-    // Only closings make its documents (each carries the amount it closes): the openings are not its to read.
-    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskChargesProjector, options.leaseMs), [LEDGER_MESSAGES]),
+    // Openings, the ledger's own messages and later task events: the whole of EVENTS, each delivered once for all.
+    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskLogReactors, options.leaseMs), [MONEY_EVENTS, TASK_LATER_EVENTS]),
     durableConsumer(STREAMS.webhookJobs.name, CONSUMERS.webhooks, options.leaseMs),
   ];
 }
@@ -278,22 +274,32 @@ async function allowMessageTtl(jsm: JetStreamManager, stream: string): Promise<v
 
 /** Streams of reelay before a create was one write (2026-11-26): their tasks and money are not read. */
 const EARLIER_STREAMS = ["TASKS", "LEDGER", "WORK"];
+/**
+ * Consumers of the first one-write layout (2026-11-26), before one consumer fed every reactor: its
+ * `task_log_reactors` did not read the ledger's messages, so its position says nothing of theirs.
+ */
+const EARLIER_CONSUMERS = ["projector_balances", "projector_task_charges"];
 
 /** An error naming what to do: a store made by an earlier reelay is not read (reelay is pre-1.0, no migration). */
 export class EarlierStoreLayoutError extends Error {}
 
 async function refuseEarlierLayout(jsm: JetStreamManager): Promise<void> {
-  for (const name of EARLIER_STREAMS) {
-    const found = await jsm.streams.info(name).then(
+  const exists = (lookup: Promise<unknown>) =>
+    lookup.then(
       () => true,
       (error: unknown) => {
         if (isNotFound(error)) return false;
         throw error;
       },
     );
-    if (found) {
+  const earlier = [
+    ...EARLIER_STREAMS.map((name) => ({ what: `stream ${name}`, lookup: () => jsm.streams.info(name) })),
+    ...EARLIER_CONSUMERS.map((name) => ({ what: `consumer ${STREAMS.events.name}/${name}`, lookup: () => jsm.consumers.info(STREAMS.events.name, name) })),
+  ];
+  for (const { what, lookup } of earlier) {
+    if (await exists(lookup())) {
       throw new EarlierStoreLayoutError(
-        `this NATS store was made by an earlier reelay (it has stream ${name}); this version does not read it: ` +
+        `this NATS store was made by an earlier reelay (it has ${what}); this version does not read it: ` +
           "start with a new data directory (REELAY_DATA_DIR) or an empty JetStream",
       );
     }

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join, resolve } from "node:path";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
+import { PACKAGE_ROOT } from "./packageRoot.ts";
 import { authorizationBlock, embeddedCredentials, type NatsCredentials } from "./natsCredentials.ts";
 
-const SINGLE_NODE_CONFIG = join(dirname(fileURLToPath(import.meta.url)), "nats", "single.conf");
+const SINGLE_NODE_CONFIG = join(PACKAGE_ROOT, "infra", "nats", "single.conf");
 
 export interface RunningNatsServer {
   url: string;

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The `reelay` command. TypeScript runs through tsx's loader, so there is no build step to forget.
-import { register } from "tsx/esm/api";
+// The `reelay` command: reelay compiled to JavaScript (scripts/build.mjs), compiled first when the sources
+// changed since the last build, so there is no build step to forget.
+import { compiledUrl, ensureBuild } from "./build.mjs";
 
-register();
-await import("../services/cli/main.ts");
+await import(compiledUrl(await ensureBuild(), "services/cli/main.ts"));

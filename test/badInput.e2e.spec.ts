@@ -183,6 +183,15 @@ describe("bad input on POST videosGenerations answers a clear 4xx envelope", () 
     expect(envelope(answer, 401)).toContain("API key");
   });
 
+  it("checks the key before the query: a bad query without a key is 401, with one a 400 naming the parameter", async () => {
+    for (const path of ["/api/compat/videosTask?id=abc", "/api/compat/videosTasks?limit=0", "/api/compat/videosTask/events?id=abc"]) {
+      expect(envelope(await call("GET", path, undefined, {}), 401), path).toContain("API key");
+    }
+    expect(envelope(await call("GET", "/api/compat/videosTask?id=abc"), 400)).toBe('id must be a positive integer task id, got "abc"');
+    expect(envelope(await call("GET", "/api/compat/videosTask"), 400)).toBe("id is required: GET /api/compat/videosTask?id=<task_id>");
+    expect(envelope(await call("GET", "/api/compat/videosTasks?limit=0"), 400)).toBe('limit must be an integer from 1 to 100, got "0"');
+  });
+
   it.each([
     ["CJK", "一只在雪地里奔跑的红狐狸，电影感"],
     ["emoji and ZWJ sequences", "🦊❄️🎬 👨‍👩‍👧 🏳️‍🌈"],

@@ -33,7 +33,7 @@ describe("reelay accounts and reelay audit", () => {
   const balanceOf = async (account: string) => (await readAccountHistory(app.nats.js, app.nats.jsm, account)).at(-1)?.after.balanceMicros;
   /** The read models are eventually consistent: wait until the ledger projections have applied everything. */
   const projectorsCaughtUp = async () => {
-    for (const durable of [CONSUMERS.balancesProjector, CONSUMERS.taskChargesProjector]) {
+    for (const durable of [CONSUMERS.taskLogReactors]) {
       await expect
         .poll(async () => {
           const info = await app.nats.jsm.consumers.info(STREAMS.events.name, durable);

@@ -25,4 +25,18 @@ describe("a NATS store made by an earlier reelay", () => {
       await nc.close();
     }
   });
+
+  it("of the first one-write layout (the ledger's read models on consumers of their own) is refused too", async () => {
+    const nc = await connect({ servers: server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.delete("TASKS");
+      await jsm.streams.add({ name: "EVENTS", subjects: ["acct.>"] });
+      await jsm.consumers.add("EVENTS", { durable_name: "projector_balances", filter_subject: "acct.*.money.>" });
+      const start = connectNats(server.url, "earlier-store-test", { replicas: 1, leaseMs: 5_000 });
+      await expect(start).rejects.toThrow(/made by an earlier reelay \(it has consumer EVENTS\/projector_balances\)/);
+    } finally {
+      await nc.close();
+    }
+  });
 });

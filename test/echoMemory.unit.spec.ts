@@ -1,15 +1,16 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
+import { compiledTestTool } from "./helpers/childService.ts";
 
-const PROBE = new URL("./probes/echoMemoryProbe.ts", import.meta.url).pathname;
+const PROBE = compiledTestTool("test/probes/echoMemoryProbe.ts");
 const MiB = 1024 * 1024;
 
 describe("the echo model under large messages", () => {
   it("streams four concurrent 1 MiB answers in little memory, honouring backpressure", async () => {
     // A child process with a heap limit: the old echo built every event up front (about 220 MiB per
     // 1 MiB message), which dies here instead of passing slowly.
-    const { stdout } = await promisify(execFile)(process.execPath, ["--import", "tsx", "--expose-gc", "--max-old-space-size=256", PROBE, "4"], {
+    const { stdout } = await promisify(execFile)(process.execPath, ["--expose-gc", "--max-old-space-size=256", PROBE, "4"], {
       maxBuffer: MiB,
     });
     const result = JSON.parse(stdout) as { peakHeapGrowth: number; bytes: number[]; words: number[] };

@@ -36,7 +36,7 @@ describe("the stream layout changes only when asked", () => {
   it("`reelay infra plan` shows each difference and changes nothing", async () => {
     const shown = await reelay("infra", "plan");
     expect(shown).toContain(`consumer ${STREAMS.events.name}/${CONSUMERS.runners}: ack_wait 30s → 7s`);
-    expect(shown).toContain(`consumer ${STREAMS.events.name}/${CONSUMERS.balancesProjector}: ack_wait 30s → 7s`);
+    expect(shown).toContain(`consumer ${STREAMS.events.name}/${CONSUMERS.taskLogReactors}: ack_wait 30s → 7s`);
     // The store was made without a retention; the config's videos.retentionDays (30) is a planned change.
     expect(shown).toMatch(/OBJ_videos: max_age .*→/);
     expect(await ackWaitSeconds()).toBe(30);

@@ -6,8 +6,8 @@ import OpenAI from "openai";
 import { afterAll, describe, expect, it } from "vitest";
 import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
-import { chatError } from "../services/edge/chat/chatErrors.ts";
-import { videoErrorReply } from "../services/edge/http/videoErrors.ts";
+import { openAiError } from "../services/edge/http/openAiErrors.ts";
+import { videoError } from "../services/edge/http/videoErrors.ts";
 import { startEdge } from "../services/edge/main.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats } from "../services/shared/nats.ts";
@@ -15,13 +15,13 @@ import { silentLog, testConfig } from "./helpers/testApp.ts";
 
 describe("infrastructure trouble answers 503, never 500", () => {
   it("maps NATS timeouts, wrapped or not, to 503 with Retry-After in both wire formats; anything else stays 500", () => {
-    const toVideo = videoErrorReply(silentLog);
+    const toVideo = (error: unknown) => videoError(error, silentLog);
     for (const error of [new TimeoutError(), new RequestError("request failed", { cause: new TimeoutError() }), new Error("x", { cause: new TimeoutError() })]) {
       const video = toVideo(error);
       expect(video.status).toBe(503);
       expect(video.headers?.["retry-after"]).toMatch(/^\d+$/);
-      expect(JSON.parse(String(video.body))).toEqual({ code: 503, msg: expect.stringContaining("temporarily unavailable") });
-      const chat = chatError(error, silentLog);
+      expect(video.body).toEqual({ code: 503, msg: expect.stringContaining("temporarily unavailable") });
+      const chat = openAiError(error, silentLog);
       expect(chat.status).toBe(503);
       expect(chat.headers?.["retry-after"]).toMatch(/^\d+$/);
       expect(chat.body.error).toMatchObject({ type: "server_error", code: "service_unavailable" });

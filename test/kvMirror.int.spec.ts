@@ -1,3 +1,4 @@
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import { Kvm, type KV } from "@nats-io/kv";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -9,9 +10,11 @@ describe("a KV mirror", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   let nc: NatsConnection;
   let bucket: KV;
+  let jsm: JetStreamManager;
   beforeAll(async () => {
     server = await startTestNats();
     nc = await connect({ servers: server.url });
+    jsm = await jetstreamManager(nc);
     bucket = await new Kvm(nc).create("mirror_test");
   });
   afterAll(async () => {
@@ -19,10 +22,11 @@ describe("a KV mirror", () => {
     await server?.stop();
   });
 
-  const mirrorOf = (copy: Map<string, number>, openWatch?: ConstructorParameters<typeof KvMirror<number>>[2]) =>
+  const mirrorOf = (copy: Map<string, number>, extra: Partial<KvMirrorOptions<number>> = {}) =>
     new KvMirror<number>(
       bucket,
       {
+        ...extra,
         name: "numbers",
         decode: (entry) => {
           const value: unknown = entry.json();
@@ -33,7 +37,6 @@ describe("a KV mirror", () => {
         onDelete: (key) => copy.delete(key),
         log: silentLog,
       },
-      openWatch,
     );
 
   it("skips a malformed record and keeps applying the changes behind it", async () => {
@@ -49,26 +52,32 @@ describe("a KV mirror", () => {
     mirror.stop();
   });
 
-  it("restarts a watch that ended, and is unhealthy until it has", async () => {
+  it("when its consumer is lost under it, then it opens a new one within 2 s and applies the changes made meanwhile, in order", async () => {
     const copy = new Map<string, number>();
-    let opened = 0;
-    let firstWatch: { stop(): void } | undefined;
-    const openWatch = async (kv: KV, options: KvMirrorOptions<number>) => {
-      opened++;
-      if (opened === 2) throw new Error("JetStream not available right now");
-      const watch = await kv.watch(options.key === undefined ? {} : { key: options.key });
-      firstWatch ??= watch;
-      return watch;
-    };
-    const mirror = mirrorOf(copy, openWatch);
+    const mirror = mirrorOf(copy);
     await mirror.start();
     await expect.poll(() => mirror.healthy).toBe(true);
-    firstWatch?.stop(); // the watch ends under the mirror (as when its consumer is lost)
-    await expect.poll(() => mirror.healthy, { timeout: 2_000, interval: 5 }).toBe(false);
-    await expect.poll(() => opened, { timeout: 5_000 }).toBe(3);
-    await expect.poll(() => mirror.healthy).toBe(true);
-    await bucket.put("c", "3");
-    await expect.poll(() => copy.get("c")).toBe(3);
+    await bucket.put("d", "4");
+    await expect.poll(() => copy.get("d")).toBe(4);
+    const names: string[] = [];
+    for await (const info of jsm.consumers.list("KV_mirror_test")) names.push(info.name);
+    for (const name of names) await jsm.consumers.delete("KV_mirror_test", name);
+    await bucket.put("d", "5");
+    await bucket.put("e", "6");
+    await bucket.delete("d");
+    await expect.poll(() => [copy.get("d"), copy.get("e")], { timeout: 2_000 }).toEqual([undefined, 6]);
+    expect(mirror.healthy).toBe(true);
+    mirror.stop();
+  });
+
+  it("with updates only, then it starts at the bucket's end", async () => {
+    await bucket.put("f", "7");
+    const copy = new Map<string, number>();
+    const mirror = mirrorOf(copy, { updatesOnly: true });
+    await mirror.start();
+    await bucket.put("g", "8");
+    await expect.poll(() => copy.get("g")).toBe(8);
+    expect(copy.has("f")).toBe(false);
     mirror.stop();
   });
 });

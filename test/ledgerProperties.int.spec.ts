@@ -6,7 +6,7 @@ import { availableMicros, InsufficientBalanceError, type LedgerCommand } from ".
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory, type LedgerEntry } from "../services/billing/ledgerReader.ts";
 import { balancesProjection, taskChargesProjection } from "../services/billing/projections.ts";
-import { auditProjection, type ProjectionDifference } from "../services/projector/audit.ts";
+import { auditProjection, type ProjectionDifference } from "../services/shared/projectionAudit.ts";
 import { openingEvent, openTask } from "./helpers/openTask.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 
@@ -100,7 +100,7 @@ const release = (task: TaskModel): CloseCommand => ({ type: "release", taskId: t
 
 async function projectorCaughtUp(app: TestApp): Promise<void> {
   const deadline = Date.now() + 15_000;
-  for (const durable of [CONSUMERS.balancesProjector, CONSUMERS.taskChargesProjector]) {
+  for (const durable of [CONSUMERS.taskLogReactors]) {
     for (;;) {
       const info = await app.nats.jsm.consumers.info(STREAMS.events.name, durable);
       if (info.num_pending === 0 && info.num_ack_pending === 0) break;

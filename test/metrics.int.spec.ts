@@ -89,7 +89,7 @@ describe("metrics", () => {
     const age = samples.find((s) => s.name === "reelay_consumer_oldest_unacked_age_seconds" && s.labels.consumer === "EVENTS/runners");
     expect(age?.value).toBeGreaterThanOrEqual(0);
     const consumers = new Set(samples.filter((s) => s.name === "reelay_consumer_pending_messages").map((s) => s.labels.consumer));
-    expect([...consumers].sort()).toEqual(["EVENTS/projector_balances", "EVENTS/projector_task_charges", "EVENTS/runners", "EVENTS/task_log_reactors", "WEBHOOK_JOBS/webhooks"]);
+    expect([...consumers].sort()).toEqual(["EVENTS/runners", "EVENTS/task_log_reactors", "WEBHOOK_JOBS/webhooks"]);
     expect(taskId).toBeGreaterThan(0);
   });
 });

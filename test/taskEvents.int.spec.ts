@@ -53,6 +53,21 @@ describe("task events for internal subscribers", () => {
     ]);
   });
 
+  it("when the subscription's consumer is lost under it, then it goes on from the event after the last one handed out, each once", async () => {
+    const north = await collect({ from: 1, account: "north" }, (r) => r.event.type === "GenerationSucceeded");
+    const records: TaskEventRecord[] = [];
+    const stop = new AbortController();
+    for await (const record of subscribeTaskEvents(app.nats, { from: 1, account: "north", signal: stop.signal })) {
+      records.push(record);
+      if (records.length === 1) {
+        // The reader still holds the first event: every consumer without a durable name is this subscription's.
+        for await (const info of app.nats.jsm.consumers.list("EVENTS")) if (!info.config.durable_name) await app.nats.jsm.consumers.delete("EVENTS", info.name);
+      }
+      if (record.event.type === "GenerationSucceeded") stop.abort();
+    }
+    expect(records.map((r) => r.sequence)).toEqual(north.map((r) => r.sequence));
+  });
+
   it("reelay tasks watch prints an account's events as lines a person reads", async () => {
     const child = spawn(process.execPath, [CLI, "tasks", "watch", "--account", "north", "--from", "1"], {
       env: { ...process.env, NATS_URL: app.natsUrl },

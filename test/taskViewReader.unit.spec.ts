@@ -102,4 +102,17 @@ describe("the edge's task views, kept by its feed of the task log", () => {
     expect((await reader.get("acme", 12))?.status).toBe("success");
     expect(reads.log).toBe(2);
   });
+
+  it("when the feed brings events while it is behind (catching up after a reopen), then memory holds them and answers current once the feed is", async () => {
+    const { reader, log, reads } = world();
+    for (const event of lifeOf(13).slice(0, 2)) reader.apply(event);
+    reader.setFed(false);
+    for (const event of lifeOf(13).slice(2, 4)) reader.apply(event);
+    log.set(13, lifeOf(13).slice(0, 4));
+    expect((await reader.get("acme", 13))?.status).toBe("success");
+    expect(reads.log).toBe(1);
+    reader.setFed(true);
+    expect((await reader.get("acme", 13))?.status).toBe("success");
+    expect(reads.log).toBe(1);
+  });
 });

@@ -1,8 +1,8 @@
 import { Kvm } from "@nats-io/kv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TaskView } from "../contracts/videoTask.ts";
-import { auditProjection } from "../services/projector/audit.ts";
-import { taskViewProjection } from "../services/projector/projectorService.ts";
+import { auditProjection } from "../services/shared/projectionAudit.ts";
+import { taskViewProjection } from "../services/tasks/taskViewProjection.ts";
 import { queryReply } from "../services/edge/video/taskReplies.ts";
 import { startProjector } from "../services/projector/main.ts";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";

@@ -16,6 +16,13 @@ const CRASH_TESTS = [
   "test/runnersThroughServerRestart.int.spec.ts",
 ];
 
+/**
+ * Tests on a 3-node cluster with services as child processes (about 30 s each): `npm run test:cluster`, which
+ * `.ci/run` runs after `npm test`; they are not part of `npm test` (90 s on this machine).
+ */
+const CLUSTER_TESTS = ["test/clusterNodeLoss.int.spec.ts"];
+const clusterRun = process.env.REELAY_TEST_CLUSTER === "1";
+
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
   test: {
@@ -31,9 +38,10 @@ export default defineConfig({
     projects: [
       // Files share a worker's module cache (each still starts its own nats-server and services): loading
       // the modules again for every file cost more than a third of the run.
-      { extends: true, test: { name: "main", include: ["test/**/*.spec.ts"], exclude: CRASH_TESTS, isolate: false } },
+      { extends: true, test: { name: "main", include: ["test/**/*.spec.ts"], exclude: [...CRASH_TESTS, ...CLUSTER_TESTS], isolate: false } },
       // Each file gets its own nats-server, processes and store; nothing is shared between them.
       { extends: true, test: { name: "crash", include: CRASH_TESTS, isolate: true } },
+      ...(clusterRun ? [{ extends: true as const, test: { name: "cluster", include: CLUSTER_TESTS, isolate: true } }] : []),
     ],
   },
 });

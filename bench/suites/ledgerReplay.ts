@@ -10,7 +10,7 @@ import { ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { balancesProjection } from "../../services/billing/projections.ts";
-import { replayProjection } from "../../services/projector/replay.ts";
+import { replayProjection } from "../../services/shared/projectionReplay.ts";
 import { connectNats, type Nats } from "../../services/shared/nats.ts";
 import type { BenchRow } from "../table.ts";
 

@@ -21,7 +21,7 @@ type FinalEvent = Extract<TaskEvent, { type: "GenerationSucceeded" | "Generation
 
 /**
  * Settles what finished tasks cost, as one of the reactors on the task log (services/projector/
- * taskLogReactors.ts): a task's success charges its real cost against the reservation its opening made, a
+ * eventReactors.ts): a task's success charges its real cost against the reservation its opening made, a
  * failure releases it (failed work is free). A batch stays unacknowledged until its ledger writes are done, so
  * a crash anywhere delivers it again, and the ledger's decision (no open reservation → nothing to do) plus the
  * cause-derived msgID make the repeat charge nothing twice. A final task with nothing to close that was never

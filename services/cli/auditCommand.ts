@@ -6,15 +6,15 @@ import { AccountBalance } from "../../contracts/ledger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
 import { formatYuan } from "../billing/pricing.ts";
 import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
-import { auditProjection, type ProjectionAudit } from "../projector/audit.ts";
+import { auditProjection, type ProjectionAudit } from "../shared/projectionAudit.ts";
 import type { Projection } from "../shared/projection.ts";
-import { taskViewProjection } from "../projector/projectorService.ts";
+import { taskViewProjection } from "../tasks/taskViewProjection.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { foldTaskView } from "../tasks/taskView.ts";
-import { auditCharges, readWholeLog } from "../projector/wholeLog.ts";
-import { UpstreamAudit } from "../projector/upstreamAudit.ts";
+import { auditCharges, readWholeLog } from "../billing/wholeLog.ts";
+import { UpstreamAudit } from "../billing/upstreamAudit.ts";
 
 /** Where a command's lines go. */
 type Out = (line: string) => void;
@@ -47,8 +47,8 @@ async function replay(nats: Nats, out: Out): Promise<number> {
   const stamp = String(Date.now());
   const audits = [
     await auditInto(nats, taskViewProjection, nats.taskViews, CONSUMERS.taskLogReactors, stamp),
-    await auditInto(nats, balancesProjection, nats.balances, CONSUMERS.balancesProjector, stamp),
-    await auditInto(nats, taskChargesProjection, nats.taskCharges, CONSUMERS.taskChargesProjector, stamp),
+    await auditInto(nats, balancesProjection, nats.balances, CONSUMERS.taskLogReactors, stamp),
+    await auditInto(nats, taskChargesProjection, nats.taskCharges, CONSUMERS.taskLogReactors, stamp),
   ];
   let negative = 0;
   for await (const key of await nats.balances.keys()) {

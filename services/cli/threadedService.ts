@@ -9,7 +9,8 @@ const METRICS_WAIT_MS = 2_000;
 
 /** Stopping normally takes a second or two; this bounds it when NATS is gone (work left unacked is redelivered). */
 const STOP_GRACE_MS = 8_000;
-const ENTRY = new URL("../../scripts/service-thread.mjs", import.meta.url);
+/** The thread's module, compiled beside this one (scripts/build.mjs): `reelay serve` runs from the build only. */
+const ENTRY = new URL("./serviceThread.js", import.meta.url);
 
 /** Pauses before starting a thread again after passing NATS trouble at its start (then it gives up). */
 const RESTART_PAUSES_MS = [1_000, 2_000, 4_000, 8_000];

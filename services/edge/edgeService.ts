@@ -8,18 +8,17 @@ import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
 import { RateLimiter } from "./rateLimiter.ts";
-import { registerChatRoutes } from "./chat/chatRoutes.ts";
+import { chatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { environment } from "../shared/environment.ts";
-import { collectProcessMetrics } from "../shared/metrics/processMetrics.ts";
 import { apiErrorReply } from "./http/apiErrors.ts";
 import { HttpApp } from "./http/httpApp.ts";
-import { jsonReply, writeReply } from "./http/reply.ts";
-import { registerEventRoutes } from "./events/eventRoutes.ts";
+import { mountRoutes, type TableRoute } from "./http/routeTable.ts";
+import { eventRoutes } from "./events/eventRoutes.ts";
 import { trustedProxies, videoBaseUrl } from "./http/videoBaseUrl.ts";
 import { TaskEventHub } from "./events/taskEventHub.ts";
-import { registerUpstreamCallbacks } from "./hooks/upstreamCallbacks.ts";
-import { registerVideoRoutes } from "./video/videoRoutes.ts";
+import { upstreamCallbackRoutes } from "./hooks/upstreamCallbacks.ts";
+import { videoRoutes } from "./video/videoRoutes.ts";
 import { IdempotencyIndex } from "../tasks/idempotencyIndex.ts";
 import type { CreateDeps } from "./video/createTask.ts";
 import { TaskIdAllocator } from "./video/taskIds.ts";
@@ -29,7 +28,8 @@ import { availableMicros } from "../billing/account.ts";
 import { storeLimitsOf } from "../../infra/jetstreamLayout.ts";
 import { ReferenceUsage } from "../shared/referenceUsage.ts";
 import type { ReferenceKeeping } from "./openaiVideos/referenceImages.ts";
-import { registerVideosApi } from "./openaiVideos/videosRoutes.ts";
+import { videosApiRoutes } from "./openaiVideos/videosRoutes.ts";
+import { healthRoutes, metricsRoutes, withOpenApiRoute } from "./operationsRoutes.ts";
 import { startAdminListener } from "./admin/adminListener.ts";
 
 export interface EdgeOptions {
@@ -43,8 +43,6 @@ export interface EdgeOptions {
   /** The admin API's own listener (REELAY_ADMIN_HOST/REELAY_ADMIN_PORT); absent: none. */
   admin?: { host: string; port: number };
 }
-
-const isLoopback = (address: string): boolean => address === "::1" || address.startsWith("127.") || address.startsWith("::ffff:127.");
 
 /** The HTTP edge: authenticates, validates and answers; all state lives in NATS. */
 export class EdgeService {
@@ -76,7 +74,7 @@ export class EdgeService {
     await this.balances.start();
     await this.hub.start();
     const app = new HttpApp(this.config.cors, apiErrorReply(this.log), environment().REELAY_METRICS === "on");
-    this.registerRoutes(app);
+    mountRoutes(app, this.routes(), this.log);
     this.app = app;
     this.boundPort = await app.listen(this.options.host, this.options.port);
     if (this.options.admin) {
@@ -101,17 +99,19 @@ export class EdgeService {
     this.keys.stop();
   }
 
-  /** What keeps this edge from answering correctly: no NATS, or an in-memory mirror without its watch. */
+  /** What keeps this edge from answering correctly: no NATS, an in-memory mirror without its watch, a task view behind the log. */
   private healthProblems(natsConnected: boolean): string[] {
     const problems = natsConnected ? [] : ["no NATS connection"];
     for (const mirror of [this.keys.mirror, this.balances.mirror]) {
       if (!mirror.healthy) problems.push(`${mirror.name} mirror is not watching`);
     }
-    if (!this.hub.healthy) problems.push("the feed of the task log has stopped");
+    const behind = this.hub.behindReason();
+    if (behind) problems.push(behind);
     return problems;
   }
 
-  private registerRoutes(app: HttpApp): void {
+  /** The public API as one table (contracts/videoApi.ts, contracts/openAiApi.ts): served, and described at /openapi.json. */
+  private routes(): TableRoute[] {
     const proxies = this.options.trustedProxies ?? [];
     const baseUrl = videoBaseUrl({
       publicUrl: this.options.publicUrl,
@@ -132,7 +132,7 @@ export class EdgeService {
       log: this.log,
     };
     const files = new VideoFiles(this.nats.videos);
-    registerVideoRoutes(app, {
+    const video = videoRoutes({
       config: this.config,
       keys: this.keys,
       create,
@@ -148,15 +148,15 @@ export class EdgeService {
       lifetimeMs: storeLimitsOf(this.config).referenceLifetimeMs,
       available: async (account) => availableMicros(await this.ledger.current(account)),
     };
-    registerVideosApi(app, { config: this.config, taskLog: this.taskLog, keys: this.keys, create, views: this.views, jsm: this.nats.jsm, videos: this.nats.videos, references, files, baseUrl, log: this.log });
-    registerChatRoutes(app, {
+    const videosApi = videosApiRoutes({ config: this.config, taskLog: this.taskLog, keys: this.keys, create, views: this.views, jsm: this.nats.jsm, videos: this.nats.videos, references, files, baseUrl, log: this.log });
+    const chat = chatRoutes({
       config: this.config,
       keys: this.keys,
       meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances, this.config.limits.chatHoldTtlMs),
       connection: this.connection,
       log: this.log,
     });
-    registerEventRoutes(app, {
+    const events = eventRoutes({
       keys: this.keys,
       views: this.views,
       hub: this.hub,
@@ -167,24 +167,16 @@ export class EdgeService {
       keepaliveMs: this.config.limits.sseKeepaliveMs,
       streamsPerAccount: this.config.limits.eventStreamsPerAccount,
     });
-    registerUpstreamCallbacks(app, { config: this.config, nc: this.nats.nc, log: this.log, errorReply: apiErrorReply(this.log) });
-    files.register(app, this.log, "/videos/");
-    new VideoFiles(this.nats.references).register(app, this.log, "/references/");
-    app.get("/healthz", (_req, res) => {
-      const problems = this.healthProblems(this.connection.connected());
-      writeReply(res, jsonReply(problems.length === 0 ? 200 : 503, { status: problems.length === 0 ? "ok" : problems.join("; ") }));
-    });
-    app.get("/metrics", (req, res) => {
-      // On the public port, only for clients on this machine (a local Prometheus or agent); operators who
-      // scrape from elsewhere use REELAY_METRICS_PORT on an internal interface.
-      if (!isLoopback(req.socket.remoteAddress ?? "")) return writeReply(res, jsonReply(404, { code: 404, msg: "no such endpoint: GET /metrics" }));
-      collectProcessMetrics().then(
-        ({ contentType, text }) => writeReply(res, { status: 200, headers: { "content-type": contentType }, body: text }),
-        (error: unknown) => {
-          this.log.error({ err: error }, "collecting metrics failed");
-          writeReply(res, jsonReply(500, { code: 500, msg: "collecting metrics failed" }));
-        },
-      );
-    });
+    return withOpenApiRoute([
+      ...video,
+      ...videosApi,
+      ...chat,
+      ...events,
+      ...upstreamCallbackRoutes({ config: this.config, nc: this.nats.nc, log: this.log }),
+      ...files.routes("videos"),
+      ...new VideoFiles(this.nats.references).routes("references"),
+      ...healthRoutes(() => this.healthProblems(this.connection.connected())),
+      ...metricsRoutes(this.log),
+    ]);
   }
 }

@@ -4,28 +4,24 @@ import { environment } from "../shared/environment.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { WebhookDispatcher } from "../webhooks/webhookDispatcher.ts";
-import { ProjectorService } from "./projectorService.ts";
-import { startTaskLogReactors } from "./taskLogReactors.ts";
+import { startEventReactors } from "./eventReactors.ts";
 
 /**
- * Starts the projector, until `stop`: the reactors on the task log (its views, index and counters, settlement,
- * webhook jobs), the ledger's read models, and the webhook dispatcher.
+ * Starts the projector, until `stop`: the reactors on the event log (the task views, index and counters,
+ * settlement, webhook jobs, the ledger's read models), and the webhook dispatcher.
  */
 export async function startProjector(nats: Nats, config: ReelayConfig, log: Logger): Promise<{ stop(): Promise<void> }> {
-  const projector = new ProjectorService(nats, log);
   const webhooks = new WebhookDispatcher(
     nats,
     { config: config.webhooks, videoBaseUrl: videoBaseUrl(), leaseMs: config.runner.leaseMs },
     log.child({ part: "webhooks" }),
   );
-  await projector.start();
   await webhooks.start();
-  const taskLogReactors = await startTaskLogReactors(nats, new AccountLedger(nats), log.child({ part: "task log reactors" }));
+  const reactors = await startEventReactors(nats, new AccountLedger(nats), log.child({ part: "event reactors" }));
   return {
     stop: async () => {
-      await taskLogReactors.stop();
+      await reactors.stop();
       await webhooks.stop();
-      await projector.stop();
     },
   };
 }

@@ -1,4 +1,5 @@
 import { createHmac, randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { KV } from "@nats-io/kv";
 import { z } from "zod";
 
@@ -18,10 +19,16 @@ export async function videoNameKey(secrets: KV): Promise<Buffer> {
   };
   const found = await read();
   if (found) return found;
-  await secrets.create(VIDEO_NAME_KEY, randomBytes(32).toString("base64url")).catch(() => undefined);
-  const made = await read();
-  if (!made) throw new Error("could not create the key stored videos are named with");
-  return made;
+  const mine = randomBytes(32).toString("base64url");
+  if (await secrets.create(VIDEO_NAME_KEY, mine).then(() => true, () => false)) return Buffer.from(mine, "base64url");
+  // Another runner made it first. On a cluster a direct get may be answered by a replica that has not applied
+  // that write yet (reading back right after the create failed there): read again for a moment.
+  for (let attempt = 0; attempt < 20; attempt++) {
+    const made = await read();
+    if (made) return made;
+    await sleep(100);
+  }
+  throw new Error("could not create the key stored videos are named with");
 }
 
 /**

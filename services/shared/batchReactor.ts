@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
+import { feedClient, LIVE_PULL, watchDurablePull } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 import type { Nats } from "./nats.ts";
 
@@ -49,7 +50,8 @@ export interface WrittenBehind {
  * older reelay (explicit acks, no group) still works: every message is acknowledged on its own.
  */
 export async function startBatchReactor(nats: Nats, options: BatchReactorOptions): Promise<{ stop(): Promise<void> }> {
-  const consumer = await nats.js.consumers.get(options.stream, options.durable);
+  // Its info calls (nats.js asks for it after a loss) time out soon, so a new leader is found soon after it is elected.
+  const consumer = await feedClient(nats.nc).consumers.get(options.stream, options.durable);
   const { config } = await consumer.info(true);
   const ackAll = config.ack_policy === AckPolicy.All;
   const group = config.priority_policy === "pinned_client" ? config.priority_groups?.[0] : undefined;
@@ -64,7 +66,9 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   const loop = (async () => {
     while (!stopping.signal.aborted) {
       try {
-        const messages = await consumer.consume({ max_messages: MAX_BATCH, ...(group ? { group } : {}) });
+        // Heartbeats every 0.5 s: a consumer lost under the pull (its node gone) is asked for again after 1-1.5 s.
+        const messages = await consumer.consume({ ...LIVE_PULL, max_messages: MAX_BATCH, ...(group ? { group } : {}) });
+        watchDurablePull(messages, options.what, options.log);
         const stopPull = () => void messages.stop();
         stopping.signal.addEventListener("abort", stopPull, { once: true });
         try {

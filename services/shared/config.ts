@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { ReelayConfig } from "../../contracts/config.ts";
+import { PACKAGE_ROOT } from "../../infra/packageRoot.ts";
 
-export const DEFAULT_CONFIG_PATH = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "infra", "reelay.config.json");
+export const DEFAULT_CONFIG_PATH = join(PACKAGE_ROOT, "infra", "reelay.config.json");
 
 export class ConfigError extends Error {}
 

@@ -1,10 +1,33 @@
 /**
- * Errors that carry their wire status. Routes throw these; `services/edge/http/videoErrors.ts` maps them
- * to the spec's envelope and `services/edge/chat/chatErrors.ts` to OpenAI's error shape, each in one place.
- * Anything else is a 500 with a generic message.
+ * Errors that carry their wire status, and what OpenAI's error shape says of them. Routes throw these;
+ * one function per API family maps them to the wire (services/edge/http/videoErrors.ts: the spec's
+ * envelope; openAiErrors.ts: OpenAI's `{error:{…}}`; admin/adminErrors.ts: the admin API's). Anything
+ * else is a 500 with a generic message.
  */
+export type ErrorStatus = 400 | 401 | 403 | 404 | 405 | 408 | 413 | 414 | 422 | 429 | 431 | 500 | 501 | 502 | 503 | 504;
+
+/**
+ * OpenAI's fields for an error, where they are not the defaults of its status: which request field
+ * (`param`), which machine-readable `code`, which `type`; and where OpenAI answers the same condition with
+ * another status or other words than the spec's endpoints (an unknown model, a missing key).
+ */
+export interface OpenAiErrorFields {
+  param?: string | null;
+  code?: string | null;
+  type?: string;
+  status?: ErrorStatus;
+  message?: string;
+}
+
 export abstract class ReelayError extends Error {
-  abstract readonly status: 400 | 401 | 403 | 404 | 405 | 408 | 413 | 414 | 422 | 429 | 431 | 500 | 501 | 502 | 503 | 504;
+  abstract readonly status: ErrorStatus;
+  constructor(
+    message: string,
+    readonly openAi: OpenAiErrorFields = {},
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
 }
 export class ValidationError extends ReelayError {
   readonly status = 400;
@@ -15,7 +38,13 @@ export class AuthError extends ReelayError {
 /** No `Authorization: Bearer …` at all. */
 export class MissingApiKeyError extends AuthError {
   constructor() {
-    super("missing API key: send Authorization: Bearer <API_KEY>");
+    // OpenAI sends no code for a missing key, and these words.
+    super("missing API key: send Authorization: Bearer <API_KEY>", {
+      code: null,
+      message:
+        "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth " +
+        "(i.e. Authorization: Bearer YOUR_KEY).",
+    });
   }
 }
 /**
@@ -24,9 +53,18 @@ export class MissingApiKeyError extends AuthError {
  */
 export class InvalidApiKeyError extends AuthError {
   constructor(readonly redactedKey: string) {
-    super("invalid API key");
+    super("invalid API key", { code: "invalid_api_key", message: incorrectApiKeyMessage(redactedKey) });
   }
 }
+
+/**
+ * OpenAI's exact words for a bad key. Some libraries classify by this text rather than by the status:
+ * LiteLLM (litellm_core_utils/exception_mapping_utils.py) turns any OpenAI error whose text holds
+ * "invalid_request_error" into a BadRequestError unless it also holds "Incorrect API key provided".
+ */
+export const incorrectApiKeyMessage = (redactedKey: string): string =>
+  `Incorrect API key provided: ${redactedKey}. You can find your API key at the place it was shown to you when it was created ` +
+  "(reelay keys create); ask your reelay operator for a new one if it is lost.";
 export class ForbiddenError extends ReelayError {
   readonly status = 403;
 }
@@ -39,8 +77,8 @@ export class PayloadTooLargeError extends ReelayError {
 /** A known path asked with a method it does not take; `allow` goes out as the Allow header. */
 export class MethodNotAllowedError extends ReelayError {
   readonly status = 405;
-  constructor(message: string, readonly allow: readonly string[]) {
-    super(message);
+  constructor(message: string, readonly allow: readonly string[], openAi?: OpenAiErrorFields) {
+    super(message, openAi);
   }
 }
 /** The request did not arrive whole in time. */
@@ -88,7 +126,7 @@ export class UpstreamTimeoutError extends ReelayError {
 export class ServiceUnavailableError extends ReelayError {
   readonly status = 503;
   constructor(message: string, readonly retryAfterSeconds = 2, options?: ErrorOptions) {
-    super(message, options);
+    super(message, {}, options);
   }
 }
 /** What a request hears while the edge knows its NATS connection is down. */

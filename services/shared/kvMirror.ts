@@ -1,5 +1,7 @@
-import { setTimeout as sleep } from "node:timers/promises";
-import { KvWatchInclude, type KV, type KvEntry } from "@nats-io/kv";
+import { DeliverPolicy } from "@nats-io/jetstream";
+import { BaseApiClientImpl } from "@nats-io/jetstream/internal";
+import { Bucket, type KV, type KvEntry } from "@nats-io/kv";
+import { feedClient, OrderedFeed } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 
 export interface KvMirrorOptions<Value> {
@@ -17,62 +19,56 @@ export interface KvMirrorOptions<Value> {
 }
 
 /**
- * A KV bucket mirrored in memory by a watch that does not die: if the watch ends or fails, the mirror
- * says so (`healthy` is false, which /healthz reports) and starts a new watch with growing pauses.
- * One malformed record is logged and skipped; it never stops the updates behind it (a revocation).
+ * A KV bucket mirrored in memory by a live feed (liveFeed.ts) on the bucket's stream: every current value
+ * first (or only updates), then each change in order. A lost consumer (its node gone, deleted) is noticed
+ * within 1.5 s and replaced after the last change applied; while the mirror is behind, `healthy` is false
+ * (which /healthz reports). One malformed record is logged and skipped; it never stops the updates behind it
+ * (a revocation). `bucket.watch()` is not used: its consumer is made inside @nats-io/kv with a 5 s heartbeat
+ * (30 s after its own reset) that cannot be changed, so a lost one went unnoticed for 10-90 s.
  */
 export class KvMirror<Value> {
-  private stopped = false;
-  private healthyNow = false;
-  private current: { stop(): void } | undefined;
+  private feed: OrderedFeed | undefined;
 
   constructor(
     private readonly bucket: KV,
     private readonly options: KvMirrorOptions<Value>,
-    /** How the watch is opened; tests replace it to make it fail. */
-    private readonly openWatch: (bucket: KV, options: KvMirrorOptions<Value>) => ReturnType<KV["watch"]> = defaultWatch,
   ) {}
 
   get healthy(): boolean {
-    return this.healthyNow;
+    return this.feed !== undefined && this.feed.behindReason() === undefined;
   }
 
   get name(): string {
     return this.options.name;
   }
 
-  /** Resolves once the first watch is open. */
+  /** Resolves once the first consumer is open. */
   async start(): Promise<void> {
-    const first = await this.openWatch(this.bucket, this.options);
-    void this.run(first);
+    const { bucket, options } = this;
+    // The buckets reelay opens are this class (Kvm.open); its stream and subject names are the package's own.
+    if (!(bucket instanceof Bucket)) throw new Error(`${options.name}: a KV mirror needs a bucket opened with Kvm`);
+    const subject = bucket.fullKeyName(options.key ?? ">");
+    // Updates only: from the stream's end now; every value: the last of each key first, then what follows.
+    const from = options.updatesOnly ? (await bucket.jsm.streams.info(bucket.stream)).state.last_seq : 0;
+    // The bucket's own client waits 5 s for an API answer; the feed's waits 1 s (a new leader is found sooner).
+    const js = bucket.js instanceof BaseApiClientImpl ? feedClient(bucket.js.nc) : bucket.js;
+    const feed = new OrderedFeed({
+      what: `${options.name} mirror`,
+      log: options.log,
+      from,
+      open: (position) =>
+        js.consumers.get(
+          bucket.stream,
+          position === 0 ? { filter_subjects: [subject], deliver_policy: DeliverPolicy.LastPerSubject } : { filter_subjects: [subject], deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: position + 1 },
+        ),
+      take: (msg) => this.apply(bucket.jmToWatchEntry(msg, true)),
+    });
+    this.feed = feed;
+    await feed.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    this.current?.stop();
-  }
-
-  private async run(first: Awaited<ReturnType<KV["watch"]>>): Promise<void> {
-    let watch: Awaited<ReturnType<KV["watch"]>> | undefined = first;
-    for (let failures = 0; !this.stopped; ) {
-      try {
-        watch ??= await this.openWatch(this.bucket, this.options);
-        this.current = watch;
-        this.healthyNow = true;
-        failures = 0;
-        for await (const entry of watch) this.apply(entry);
-        if (this.stopped) return;
-        throw new Error("the watch ended");
-      } catch (error) {
-        if (this.stopped) return;
-        this.healthyNow = false;
-        failures++;
-        const pause = Math.min(30_000, 250 * 2 ** Math.min(failures, 7)) * (0.5 + Math.random() / 2);
-        this.options.log.error({ err: error, mirror: this.options.name, retryInMs: Math.round(pause) }, "KV mirror lost its watch; restarting it");
-        watch = undefined;
-        await sleep(pause);
-      }
-    }
+    this.feed?.stop();
   }
 
   private apply(entry: KvEntry): void {
@@ -86,11 +82,4 @@ export class KvMirror<Value> {
       this.options.log.error({ err: error, mirror: this.options.name, key: entry.key, revision: entry.revision }, "unreadable record in a KV mirror; skipped");
     }
   }
-}
-
-function defaultWatch<Value>(bucket: KV, options: KvMirrorOptions<Value>): ReturnType<KV["watch"]> {
-  return bucket.watch({
-    ...(options.key === undefined ? {} : { key: options.key }),
-    ...(options.updatesOnly ? { include: KvWatchInclude.UpdatesOnly } : {}),
-  });
 }

@@ -50,6 +50,8 @@ const NEW_DOC = { doc: null, revision: 0, stored: true } as const;
  */
 export class ProjectionRunner<Event, Doc> {
   private readonly cache = new Map<string, CachedDoc<Doc>>();
+  /** Events held for a write behind, by document (see `holdEvents`). */
+  private held = new Map<string, Array<{ event: Event; seq: number }>>();
   private reactor: { stop(): Promise<void> } | undefined;
 
   constructor(
@@ -92,6 +94,30 @@ export class ProjectionRunner<Event, Doc> {
     if (failed) throw failed.reason;
   }
 
+  /**
+   * Like `handleEvents`, but each document's events are held and written together once per `behind`'s period:
+   * the promise resolves once the events given here are kept (for a batch acknowledged only then).
+   */
+  holdEvents(events: ReadonlyArray<{ event: Event; seq: number }>, behind: { soon(): Promise<void>; last: Promise<void> }): Promise<void> {
+    let held = false;
+    for (const entry of events) {
+      const key = this.projection.keyOf(entry.event);
+      if (key === undefined) continue;
+      const same = this.held.get(key);
+      if (same) same.push(entry);
+      else this.held.set(key, [entry]);
+      held = true;
+    }
+    return held ? behind.soon() : behind.last;
+  }
+
+  /** Takes every document held by `holdEvents`, for the WriteBehind that writes them (again, until kept). */
+  takeHeld(): () => Promise<void> {
+    const held = this.held;
+    this.held = new Map();
+    return () => this.applyAll(held);
+  }
+
   /** Applies events already decoded (in stream order), for a reactor that decodes once for several read models. */
   async handleEvents(events: ReadonlyArray<{ event: Event; seq: number }>): Promise<void> {
     const byKey = new Map<string, Array<{ event: Event; seq: number }>>();
@@ -102,6 +128,10 @@ export class ProjectionRunner<Event, Doc> {
       if (same) same.push(entry);
       else byKey.set(key, [entry]);
     }
+    await this.applyAll(byKey);
+  }
+
+  private async applyAll(byKey: ReadonlyMap<string, ReadonlyArray<{ event: Event; seq: number }>>): Promise<void> {
     const results = await Promise.allSettled([...byKey].map(([key, keyed]) => this.apply(key, keyed)));
     const failed = results.find((result) => result.status === "rejected");
     if (failed) throw failed.reason;

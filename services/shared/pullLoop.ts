@@ -1,10 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Consumer, JsMsg } from "@nats-io/jetstream";
+import { FEED_HEARTBEAT_MS } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 
 /**
  * The fetch loop every durable-consumer worker runs: pull a batch, hand each message over, retry after
- * errors (a NATS reconnect, a deleted consumer being recreated) until `signal` aborts. `room` bounds a
+ * errors (a NATS reconnect, a deleted consumer being recreated) until `signal` aborts. Each fetch asks for the
+ * live feeds' heartbeat (see liveFeed.ts): a consumer lost under it (its node gone) ends the fetch with an
+ * error after 1-1.5 s of silence, and the next fetch, half a second later, finds it wherever it leads now. `room` bounds a
  * batch by what the caller can still take (0: wait a moment and ask again).
  *
  * An abort ends the pull in progress at once instead of waiting for it to expire (a second per worker:
@@ -29,7 +32,7 @@ export async function pullLoop(
       continue;
     }
     try {
-      const batch = await consumer.fetch({ max_messages: room, expires: 1000 });
+      const batch = await consumer.fetch({ max_messages: room, expires: 1000, idle_heartbeat: FEED_HEARTBEAT_MS });
       const stopBatch = () => void batch.stop();
       signal.addEventListener("abort", stopBatch, { once: true });
       try {

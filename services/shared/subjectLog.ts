@@ -1,8 +1,13 @@
-import { JetStreamApiError, JetStreamError, type JetStreamClient, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
+import { JetStreamApiCodes, JetStreamApiError, JetStreamError, type JetStreamClient, type JetStreamManager, type StoredMsg } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { ConcurrencyError } from "./errors.ts";
 
-const WRONG_LAST_SEQUENCE = 10071;
+/**
+ * "Wrong last sequence": 10071 from a stream of one replica (and a replicated one's stored check), 10164 from a
+ * replicated stream whose guarded subject has a write in flight (seen on a 3-node cluster right after a leader
+ * change, when it made creates answer 500). Both mean another writer may have got there first.
+ */
+const WRONG_LAST_SEQUENCE = new Set<number>([JetStreamApiCodes.StreamWrongLastSequence, JetStreamApiCodes.StreamWrongLastSequenceUnknown]);
 /** Messages per direct batch get: one round trip for most histories (a task has about five events). */
 const READ_BATCH = 256;
 
@@ -32,7 +37,7 @@ export async function guardedPublish(
     if (ack.duplicate) throw new DuplicateAppendError(ack.seq, msgID);
     return ack.seq;
   } catch (error) {
-    if (error instanceof JetStreamApiError && error.code === WRONG_LAST_SEQUENCE) {
+    if (error instanceof JetStreamApiError && WRONG_LAST_SEQUENCE.has(error.code)) {
       throw new ConcurrencyError(`${guard ?? subject} changed under us (expected last sequence ${expectedLastSequence})`);
     }
     throw error;

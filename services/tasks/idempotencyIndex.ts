@@ -33,7 +33,7 @@ export class IdempotencyIndex {
   }
 }
 
-/** The reactor that fills the index from each keyed opening in the task log (services/projector/taskLogReactors.ts). */
+/** The reactor that fills the index from each keyed opening in the task log (services/projector/eventReactors.ts). */
 export class IdempotencyIndexer {
   constructor(private readonly index: IdempotencyIndex) {}
 

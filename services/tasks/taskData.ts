@@ -1,4 +1,5 @@
 import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
+import type { TaskData } from "../../contracts/videoApi.ts";
 import type { TaskView } from "../../contracts/videoTask.ts";
 
 /**
@@ -6,7 +7,7 @@ import type { TaskView } from "../../contracts/videoTask.ts";
  * streams). A failed task has no `data` in the query's answer (it is an error there); elsewhere it is
  * `{task_id, status: "failed", msg}`.
  */
-export function taskDataObject(view: TaskView, videoBaseUrl: string): Record<string, unknown> {
+export function taskDataObject(view: TaskView, videoBaseUrl: string): TaskData {
   switch (view.status) {
     case "pending":
     case "running":

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { KV } from "@nats-io/kv";
 import { LRUCache } from "lru-cache";
 import { dayKey, DayUsage, HourStats, hourKey, StatusCounts } from "../../contracts/taskStats.ts";
@@ -8,6 +7,7 @@ import { costMicros } from "../billing/pricing.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog, type TaskLogEntry } from "../shared/taskLog.ts";
+import { WriteBehind } from "../shared/writeBehind.ts";
 
 /** What the counters need to know of a task between its events. */
 export interface TaskFacts {
@@ -91,8 +91,6 @@ interface DocChanges {
  * are for operators' dashboards, where a quarter of a second does not show.
  */
 export const STATS_WRITE_BEHIND_MS = 250;
-/** While stopping, a write that keeps failing is given up after this many attempts (not acknowledged: handled again elsewhere). */
-const ATTEMPTS_WHILE_STOPPING = 3;
 
 /**
  * Keeps `task_stats` from the task log, fed its batches in log order (one of the task read models, read by
@@ -110,23 +108,19 @@ export class TaskStatsReactor {
   private readonly taskLog: TaskLog;
   /** Changes not written yet, by document. */
   private pending = new Map<string, DocChanges>();
-  /** The write the pending changes wait for, once one is due. */
-  private due: { written: Promise<void>; start: () => void } | undefined;
-  /** Writes one after another: a later one must not pass an earlier one that is being tried again. */
-  private writing: Promise<void> = Promise.resolve();
+  private readonly behind: WriteBehind;
   /** The last stream sequence taken: a batch handed over again (another reactor failed) is not counted twice. */
   private takenSeq = 0;
-  private stopping = false;
-  private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly nats: Nats,
-    private readonly log: Logger,
+    log: Logger,
   ) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
+    this.behind = new WriteBehind(STATS_WRITE_BEHIND_MS, () => this.takePending(), log, "task counters");
   }
 
-  /** One batch of the task log, in order (services/projector/taskLogReactors.ts); `durable` resolves once its changes are written. */
+  /** One batch of the task log, in order (services/projector/eventReactors.ts); `durable` resolves once its changes are written. */
   async handleEntries(entries: readonly TaskLogEntry[]): Promise<{ durable: Promise<void> }> {
     const fresh = entries.filter(({ seq }) => seq > this.takenSeq);
     for (const { event, seq, account } of fresh) {
@@ -142,47 +136,21 @@ export class TaskStatsReactor {
       }
     }
     this.takenSeq = Math.max(this.takenSeq, entries.at(-1)?.seq ?? 0);
-    return { durable: this.pending.size === 0 ? this.writing : this.writeSoon() };
+    return { durable: this.pending.size === 0 ? this.behind.last : this.behind.soon() };
   }
 
   /** Writes what is pending now, and stops holding changes back (a write that keeps failing is then given up). */
-  async stop(): Promise<void> {
-    this.stopping = true;
-    this.due?.start();
-    await this.writing.catch(() => undefined);
+  stop(): Promise<void> {
+    return this.behind.stop();
   }
 
-  /** The write of the pending changes, started STATS_WRITE_BEHIND_MS after the first of them (at once when stopping). */
-  private writeSoon(): Promise<void> {
-    if (this.due) return this.due.written;
-    let start!: () => void;
-    const startNow = new Promise<void>((resolve) => (start = resolve));
-    const written = startNow.then(async () => {
-      clearTimeout(this.timer);
-      this.due = undefined;
-      const docs = this.pending;
-      this.pending = new Map();
-      this.writing = this.writing.catch(() => undefined).then(() => this.write(docs));
-      return this.writing;
-    });
-    this.due = { written, start };
-    if (this.stopping) start();
-    else this.timer = setTimeout(start, STATS_WRITE_BEHIND_MS);
-    return written;
-  }
-
-  /** Every pending document, tried again with back-off until kept (until given up while stopping). */
-  private async write(docs: Map<string, DocChanges>): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await Promise.all([...docs].map(([key, doc]) => this.update(key, doc)));
-        return;
-      } catch (error) {
-        if (this.stopping && attempt >= ATTEMPTS_WHILE_STOPPING) throw error;
-        this.log.warn({ err: error, attempt }, "task counters not written; trying again");
-        await sleep(Math.min(5_000, 100 * 2 ** attempt));
-      }
-    }
+  /** The pending changes, taken now; written (again, until kept) by the write this answers. */
+  private takePending(): () => Promise<void> {
+    const docs = this.pending;
+    this.pending = new Map();
+    return async () => {
+      await Promise.all([...docs].map(([key, doc]) => this.update(key, doc)));
+    };
   }
 
   /** A task met mid-way: its facts folded from the events before this one. */

@@ -7,7 +7,7 @@ import type { TaskDirectory } from "../tasks/taskDirectory.ts";
 
 /**
  * Turns each status change of a task with a callback URL into a webhook job on WEBHOOK_JOBS, where the
- * dispatcher takes it: one of the reactors on the task log (services/projector/taskLogReactors.ts), so the
+ * dispatcher takes it: one of the reactors on the task log (services/projector/eventReactors.ts), so the
  * task log is read once for every reactor, and a task without a callback URL costs no message at all.
  * A webhook being retried for hours holds its job, never the task log.
  *

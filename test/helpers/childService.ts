@@ -12,7 +12,15 @@ export function writeConfigFile(config: ReelayConfig): string {
   return path;
 }
 
-const SCRIPTED_RUNNER = new URL("./scriptedRunnerMain.ts", import.meta.url).pathname;
+/**
+ * A test tool's compiled module (`source`: its path in the repository, "test/helpers/scriptedRunnerMain.ts"),
+ * from the build the test run's set-up made (test/globalSetup.ts): it starts as fast as reelay's own processes.
+ */
+export function compiledTestTool(source: string): string {
+  const build = process.env.REELAY_TEST_BUILD;
+  if (!build) throw new Error("REELAY_TEST_BUILD is not set: run the tests through vitest with test/vitest.config.ts (its set-up builds the test tools)");
+  return join(build, source.replace(/\.ts$/, ".js"));
+}
 
 /** A child process running services; `port` is the edge's, read from its ready line (undefined without an edge); `startupOutput`: what it printed until ready. */
 export type ServiceChild = ChildProcess & { port: number | undefined; startupOutput: string };
@@ -38,7 +46,7 @@ export async function startChildService(
     [keyVariable: string]: string | undefined;
   },
 ): Promise<ServiceChild> {
-  const args = services[0] === "scripted-runner" ? ["--import", "tsx", SCRIPTED_RUNNER] : [CLI, "serve", ...services];
+  const args = services[0] === "scripted-runner" ? [compiledTestTool("test/helpers/scriptedRunnerMain.ts")] : [CLI, "serve", ...services];
   const child = spawn(process.execPath, args, {
     env: { ...process.env, PORT: "0", REELAY_ADMIN_PORT: "off", ...env, LOG_LEVEL: "info" },
     stdio: ["ignore", "pipe", "pipe"],

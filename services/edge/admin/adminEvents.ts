@@ -3,6 +3,7 @@ import { MONEY_EVENTS, ledgerEventsOf } from "../../../contracts/ledger.ts";
 import { TASK_LOG_SUBJECTS } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { AdminTokenStore } from "../../shared/adminTokens.ts";
+import { FeedLiveness, LIVE_PULL, watchPull } from "../../shared/liveFeed.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Nats } from "../../shared/nats.ts";
 import { taskEventCodec } from "../../shared/taskLog.ts";
@@ -34,8 +35,14 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
         let unsent = 0;
         const follow = async (subjects: string[], kind: "task" | "ledger") => {
           const consumer = await deps.nats.js.consumers.get(STREAMS.events.name, { filter_subjects: subjects, deliver_policy: DeliverPolicy.New });
-          const messages = await consumer.consume();
+          const messages = await consumer.consume(LIVE_PULL);
           stops.push(() => void messages.stop());
+          // A consumer lost under the stream (its node gone) ends it within 1.5 s: the console reconnects
+          // (`retry: 2000`) and follows from then on, instead of showing nothing more while looking live.
+          watchPull(messages, new FeedLiveness(), () => {
+            stops.splice(0).forEach((stop) => stop());
+            if (sink.open) sink.end();
+          });
           for await (const msg of messages) {
             if (!sink.open) break;
             const frame = framesOf(kind, msg.json());

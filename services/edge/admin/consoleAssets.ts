@@ -1,8 +1,9 @@
 import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { build } from "esbuild";
+import { PACKAGE_ROOT } from "../../../infra/packageRoot.ts";
 
-const APP_DIR = fileURLToPath(new URL("../../console/app/", import.meta.url));
+const APP_DIR = `${join(PACKAGE_ROOT, "services", "console", "app")}/`;
 
 export interface ConsoleAssets {
   html: string;

@@ -1,4 +1,6 @@
-import type { ChatModelConfig, ModelEntry } from "../../../contracts/chat.ts";
+import type { ChatModelConfig } from "../../../contracts/chat.ts";
+import type { z } from "zod";
+import type { ModelList } from "../../../contracts/openAiApi.ts";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { Logger } from "../../shared/log.ts";
 import { EchoProvider } from "./providers/echo/echoProvider.ts";
@@ -27,7 +29,7 @@ export function buildChatModels(config: ReelayConfig, log: Logger): Map<string, 
 }
 
 /** `GET /models`: chat and enabled video models in OpenAI's list shape. */
-export function modelList(config: ReelayConfig, created: number): { object: "list"; data: ModelEntry[] } {
+export function modelList(config: ReelayConfig, created: number): z.input<typeof ModelList> {
   const names = [
     ...Object.keys(config.chatModels),
     ...Object.entries(config.videoModels)

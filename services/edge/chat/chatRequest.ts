@@ -1,7 +1,6 @@
 import { ChatRequestEnvelope } from "../../../contracts/chat.ts";
 import { ValidationError } from "../../shared/errors.ts";
 import { parseJsonBody } from "../http/request.ts";
-import { withDetail } from "./chatErrors.ts";
 
 /** A chat request as the relay sees it: the client's JSON untouched, plus the few fields we route on. */
 export interface ChatRequest {
@@ -32,7 +31,7 @@ export function parseChatRequest(raw: Buffer): ChatRequest {
     // OpenAI's spelling of a field: messages[2].content[0].type
     const param = issue?.path.reduce<string>((name, key) => (typeof key === "number" ? `${name}[${key}]` : name ? `${name}.${String(key)}` : String(key)), "") || null;
     const message = issue?.message ?? "invalid request";
-    throw withDetail(new ValidationError(param ? `${param}: ${message}` : message), { param });
+    throw new ValidationError(param ? `${param}: ${message}` : message, { param });
   }
   const envelope = parsed.data;
   return {

@@ -4,17 +4,16 @@ import type { ReelayConfig } from "../../../contracts/config.ts";
 import { NATS_DOWN, NotFoundError, ServiceUnavailableError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
-import type { HttpApp } from "../http/httpApp.ts";
 import { environment } from "../../shared/environment.ts";
 import { chatTimeToFirstChunk } from "../../shared/metrics/metrics.ts";
-import { OPENAI_BASES } from "../http/openAiBases.ts";
-import { withDetail } from "./chatErrors.ts";
+import type { RouteContract } from "../../../contracts/httpRoute.ts";
+import { OPENAI_API, SPEC_CHAT } from "../../../contracts/openAiApi.ts";
+import { sinkRoute, type SinkHandler, type TableRoute } from "../http/routeTable.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
 import { answerTokenBound, promptTokens } from "./chatEstimate.ts";
 import { parseChatRequest } from "./chatRequest.ts";
 import { RelayedContent } from "./relayedContent.ts";
 import type { ResponseSink } from "./responseSink.ts";
-import { streamRoute, type StreamHandler } from "./streamRoute.ts";
 import type { ChatUsageMeter } from "../../billing/chatUsageMeter.ts";
 
 export interface ChatRouteDeps {
@@ -75,7 +74,7 @@ function timedFirstChunk(sink: ResponseSink, model: string): ResponseSink {
  * (`/api/compat`, `/v1`), at the path client libraries append to their base URL, with the model list those
  * libraries (and users) ask for.
  */
-export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
+export function chatRoutes(deps: ChatRouteDeps): TableRoute[] {
   const { config, keys, meter, connection, log } = deps;
   const measured = environment().REELAY_METRICS === "on";
   const models = buildChatModels(config, log);
@@ -85,7 +84,7 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
     const model = models.get(name);
     if (model) return model;
     const hint = name in config.videoModels ? " (it is a video model: use POST /api/compat/videosGenerations)" : "";
-    throw withDetail(new NotFoundError(`The model \`${name}\` does not exist or you do not have access to it${hint}.`), {
+    throw new NotFoundError(`The model \`${name}\` does not exist or you do not have access to it${hint}.`, {
       param: "model",
       code: "model_not_found",
     });
@@ -120,28 +119,26 @@ export function registerChatRoutes(app: HttpApp, deps: ChatRouteDeps): void {
     }
   };
 
-  const chat: StreamHandler = (request, body, sink) => keys.withAccount(request.header("authorization"), (key) => complete(key, body, sink));
-  const chatRoute = streamRoute(chat, { maxBodyBytes: config.limits.maxBodyBytes, log });
-  app.post("/api/compat/chatCompletions", chatRoute);
-
+  const chat: SinkHandler<RouteContract> = ({ request, body }, sink) => keys.withAccount(request.header("authorization"), (key) => complete(key, body, sink));
   const catalogue = modelList(config, created);
   const list = JSON.stringify(catalogue);
-  const listRoute = streamRoute((request, _body, sink) => keys.withAccount(request.header("authorization"), () => sink.reply(200, "application/json", list)), { log });
-  const modelRoute = streamRoute(
-    (request, _body, sink) =>
-      keys.withAccount(request.header("authorization"), () => {
-        // The id is all after the base's `/models/` (the first one): ids may contain slashes ("org/model").
-        const id = safeDecode(request.url.slice(request.url.indexOf(MODELS_SEGMENT) + MODELS_SEGMENT.length));
-        const entry = catalogue.data.find((model) => model.id === id);
-        if (!entry) throw withDetail(new NotFoundError(`The model \`${id}\` does not exist.`), { param: "model", code: "model_not_found" });
-        sink.reply(200, "application/json", JSON.stringify(entry));
-      }),
-    { log },
-  );
-  // The same handlers at every OpenAI base; the model route is a wildcard, not `:model`, for ids with slashes.
-  for (const base of OPENAI_BASES) {
-    app.post(`${base}/chat/completions`, chatRoute);
-    app.get(`${base}/models`, listRoute);
-    app.get(`${base}${MODELS_SEGMENT}*`, modelRoute);
-  }
+  const withBody = { maxBodyBytes: config.limits.maxBodyBytes };
+  return [
+    ...sinkRoute(SPEC_CHAT, chat, withBody),
+    // The same handlers at every OpenAI base.
+    ...sinkRoute(OPENAI_API.chat, chat, withBody),
+    ...sinkRoute(OPENAI_API.models, ({ request }, sink) => keys.withAccount(request.header("authorization"), () => sink.reply(200, "application/json", list))),
+    ...sinkRoute(
+      OPENAI_API.model,
+      ({ request }, sink) =>
+        keys.withAccount(request.header("authorization"), () => {
+          // The id is all after the base's `/models/` (the first one): ids may contain slashes ("org/model").
+          const id = safeDecode(request.url.slice(request.url.indexOf(MODELS_SEGMENT) + MODELS_SEGMENT.length));
+          const entry = catalogue.data.find((model) => model.id === id);
+          if (!entry) throw new NotFoundError(`The model \`${id}\` does not exist.`, { param: "model", code: "model_not_found" });
+          sink.reply(200, "application/json", JSON.stringify(entry));
+        }),
+      { restParameter: true },
+    ),
+  ];
 }

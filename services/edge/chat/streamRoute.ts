@@ -2,7 +2,7 @@ import type { Logger } from "../../shared/log.ts";
 import { captureRequest, readBody, type RequestInfo } from "../http/request.ts";
 import { newRequestId } from "../http/requestId.ts";
 import type { NodeHandler } from "../http/route.ts";
-import { chatError, chatErrorEvent } from "./chatErrors.ts";
+import { openAiError, openAiErrorEvent } from "../http/openAiErrors.ts";
 import { NodeResponseSink, type ResponseSink } from "./responseSink.ts";
 
 /** A handler that answers through the sink, as one reply or as a stream; it may throw at any point. */
@@ -23,7 +23,7 @@ export interface StreamErrors {
   event(error: unknown): string;
 }
 
-const openAiErrors = (log: Logger): StreamErrors => ({ reply: (error) => chatError(error, log), event: (error) => chatErrorEvent(error, log) });
+const openAiErrors = (log: Logger): StreamErrors => ({ reply: (error) => openAiError(error, log), event: (error) => openAiErrorEvent(error, log) });
 
 
 /**

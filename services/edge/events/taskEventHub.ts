@@ -1,7 +1,7 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { DeliverPolicy } from "@nats-io/jetstream";
 import { accountOfSubject, TASK_LOG_SUBJECTS, TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
+import { feedClient, OrderedFeed } from "../../shared/liveFeed.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { Nats } from "../../shared/nats.ts";
 import { taskMessageBody, type TaskLog } from "../../shared/taskLog.ts";
@@ -13,10 +13,6 @@ export type StatusListener = (change: StatusChange) => void;
 /** How the upstream answered a task's submit, as its log tells. */
 export type SubmissionOutcome = { outcome: "accepted"; providerTaskId: string } | { outcome: "rejected"; reason: string } | { outcome: "ended" };
 
-/** Pauses between attempts at reopening the feed of the task log. */
-const FIRST_REOPEN_PAUSE_MS = 250;
-const MAX_REOPEN_PAUSE_MS = 5_000;
-
 /**
  * One subscription per edge to the whole task log (an ordered consumer: nothing stored on the server),
  * turned into status changes once and fanned out in memory to every open event stream of the task or of
@@ -27,11 +23,8 @@ export class TaskEventHub {
   private readonly byAccount = new Map<string, Set<StatusListener>>();
   /** Creates on this edge waiting to hear the upstream's answer, by task id. */
   private readonly submissions = new Map<number, (outcome: SubmissionOutcome) => void>();
-  private stopFeed: (() => void) | undefined;
+  private feed: OrderedFeed | undefined;
   private stopped = false;
-  private feeding = false;
-  /** Stream sequence of the last event processed: where the feed resumes after a reconnect. */
-  position = 0;
 
   constructor(
     private readonly nats: Pick<Nats, "js" | "jsm" | "nc">,
@@ -46,64 +39,51 @@ export class TaskEventHub {
 
   /** Opens the feed at the end of the log; resolves once it runs. */
   async start(): Promise<void> {
-    this.position = (await this.nats.jsm.streams.info(STREAMS.events.name)).state.last_seq;
-    const first = await this.openFeed();
-    void this.feed(first);
-    // After a reconnect (a nats-server restart, a failover) the feed is reopened where it stopped at once,
-    // instead of waiting for the client's ordered consumer to notice, which can take its 30 s heartbeat back-off.
+    const from = (await this.nats.jsm.streams.info(STREAMS.events.name)).state.last_seq;
+    const js = feedClient(this.nats.nc);
+    // Lost consumers (a node gone, the consumer deleted) are noticed and replaced by the feed itself.
+    const feed = new OrderedFeed({
+      what: "task log (edge)",
+      log: this.log,
+      from,
+      open: (position) =>
+        js.consumers.get(STREAMS.events.name, {
+          filter_subjects: [...TASK_LOG_SUBJECTS],
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: position + 1,
+        }),
+      take: (msg) => this.take(msg.json(), msg.seq, accountOfSubject(msg.subject)),
+      onBehind: (behind) => this.views.setFed(!behind),
+    });
+    this.feed = feed;
+    await feed.start();
     void (async () => {
       for await (const change of this.nats.nc.status()) {
         if (this.stopped) break;
-        if (change.type === "reconnect") this.stopFeed?.();
+        // A disconnect leaves the views as they are: nothing can be read from NATS until the reconnect (a query
+        // answered from memory beats a 503), and /healthz says 503 meanwhile (no connection, a silent feed).
+        // After it the feed is reopened where it stopped at once, instead of waiting for the client to find
+        // the consumer again; reads go to NATS until the new one has caught up.
+        if (change.type === "reconnect") feed.reopen("reconnected");
       }
     })();
   }
 
-  /** Whether the feed of the task log is running (for /healthz). */
-  get healthy(): boolean {
-    return this.feeding;
+  /** Stream sequence of the last event processed. */
+  get position(): number {
+    return this.feed?.position ?? 0;
+  }
+
+  /** Why the edge's view of the tasks may be old (undefined: it is current), for /healthz; see FeedLiveness. */
+  behindReason(): string | undefined {
+    if (!this.feed) return "the feed of the task log has not started";
+    const why = this.feed.behindReason();
+    return why === undefined ? undefined : `the feed of the task log ${why}`;
   }
 
   stop(): void {
     this.stopped = true;
-    this.stopFeed?.();
-  }
-
-  private async openFeed() {
-    const consumer = await this.nats.js.consumers.get(STREAMS.events.name, {
-      filter_subjects: [...TASK_LOG_SUBJECTS],
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: this.position + 1,
-    });
-    const messages = await consumer.consume();
-    this.stopFeed = () => void messages.stop();
-    return messages;
-  }
-
-  /** Reads the feed; when it ends (stopped for a reconnect, or failed), reopens it after the last event processed. */
-  private async feed(first: Awaited<ReturnType<TaskEventHub["openFeed"]>>): Promise<void> {
-    let messages: typeof first | undefined = first;
-    for (let pause = FIRST_REOPEN_PAUSE_MS; !this.stopped; ) {
-      if (messages) {
-        this.setFeeding(true);
-        pause = FIRST_REOPEN_PAUSE_MS;
-        try {
-          for await (const msg of messages) await this.take(msg.json(), msg.seq, accountOfSubject(msg.subject));
-        } catch (error) {
-          this.log.warn({ err: error }, "the edge's feed of the task log failed; reopening it");
-        }
-        this.setFeeding(false);
-        messages = undefined;
-      }
-      if (this.stopped) return;
-      try {
-        messages = await this.openFeed();
-      } catch (error) {
-        this.log.warn({ err: error, position: this.position }, "could not reopen the feed of the task log; trying again");
-        await sleep(pause);
-        pause = Math.min(pause * 2, MAX_REOPEN_PAUSE_MS);
-      }
-    }
+    this.feed?.stop();
   }
 
   /** One event: to the views, to a create waiting for it, and as a status change to the streams following it (in order). */
@@ -114,12 +94,6 @@ export class TaskEventHub {
       await this.process(parsed.data, sequence, account).catch((error: unknown) => this.log.warn({ err: error, seq: sequence }, "task event not turned into a status change"));
       this.views.apply(parsed.data);
     }
-    this.position = sequence;
-  }
-
-  private setFeeding(feeding: boolean): void {
-    this.feeding = feeding;
-    this.views.setFed(feeding);
   }
 
   /**

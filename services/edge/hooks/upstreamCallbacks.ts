@@ -3,11 +3,10 @@ import type { ReelayConfig } from "../../../contracts/config.ts";
 import { RUNNER_SUBJECTS, type UpstreamNews } from "../../../contracts/runnerControl.ts";
 import type { Logger } from "../../shared/log.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
-import type { HttpApp } from "../http/httpApp.ts";
-import type { ErrorReplyFor } from "../http/apiErrors.ts";
+import { VIDEO_API } from "../../../contracts/videoApi.ts";
 import { jsonReply } from "../http/reply.ts";
 import { decodePathSegment } from "../http/pathSegment.ts";
-import { route } from "../http/route.ts";
+import { replyRoute, type TableRoute } from "../http/routeTable.ts";
 
 /** A callback is a task object of a few hundred bytes; anything much larger is not one. */
 const MAX_CALLBACK_BYTES = 64 * 1024;
@@ -36,32 +35,29 @@ function challengeOf(kind: string, body: unknown): string | undefined {
  * trusted (no vendor signs its callbacks): it only tells the runner hosting the task to ask the upstream now,
  * over core NATS. A lost hint costs nothing but latency: the task is polled on schedule anyway.
  */
-export function registerUpstreamCallbacks(app: HttpApp, deps: { config: ReelayConfig; nc: NatsConnection; log: Logger; errorReply: ErrorReplyFor }): void {
-  const replyForError = (error: unknown) => deps.errorReply("/hooks/upstream", error);
-  app.post(
-    "/hooks/upstream/:channel",
-    route(
-      (request, body) => {
-        const channel = decodePathSegment(request.url.slice("/hooks/upstream/".length), "the channel name");
-        const settings = Object.hasOwn(deps.config.providers, channel) ? deps.config.providers[channel] : undefined;
-        if (settings === undefined || !("publicCallbackUrl" in settings) || settings.publicCallbackUrl === undefined) {
-          throw new NotFoundError(`no upstream channel takes callbacks here: ${channel}`);
-        }
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse((body ?? Buffer.alloc(0)).toString("utf8"));
-        } catch {
-          throw new ValidationError("the callback body is not JSON");
-        }
-        const challenge = challengeOf(settings.kind, parsed);
-        if (challenge !== undefined) return jsonReply(200, { challenge });
-        const providerTaskId = providerTaskIdOf(settings.kind, parsed);
-        if (providerTaskId === undefined) throw new ValidationError(`the callback names no task (${TASK_ID_FIELD[settings.kind] ?? "id"})`);
-        deps.nc.publish(RUNNER_SUBJECTS.upstreamNews, JSON.stringify({ channel, providerTaskId } satisfies UpstreamNews));
-        deps.log.debug({ channel, providerTaskId }, "upstream callback: the task's runner asks now");
-        return jsonReply(200, {});
-      },
-      { maxBodyBytes: MAX_CALLBACK_BYTES, replyForError },
-    ),
+export function upstreamCallbackRoutes(deps: { config: ReelayConfig; nc: NatsConnection; log: Logger }): TableRoute[] {
+  return replyRoute(
+    VIDEO_API.upstreamCallback,
+    ({ request, body }) => {
+      const channel = decodePathSegment(request.url.slice("/hooks/upstream/".length), "the channel name");
+      const settings = Object.hasOwn(deps.config.providers, channel) ? deps.config.providers[channel] : undefined;
+      if (settings === undefined || !("publicCallbackUrl" in settings) || settings.publicCallbackUrl === undefined) {
+        throw new NotFoundError(`no upstream channel takes callbacks here: ${channel}`);
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse((body ?? Buffer.alloc(0)).toString("utf8"));
+      } catch {
+        throw new ValidationError("the callback body is not JSON");
+      }
+      const challenge = challengeOf(settings.kind, parsed);
+      if (challenge !== undefined) return jsonReply(200, { challenge });
+      const providerTaskId = providerTaskIdOf(settings.kind, parsed);
+      if (providerTaskId === undefined) throw new ValidationError(`the callback names no task (${TASK_ID_FIELD[settings.kind] ?? "id"})`);
+      deps.nc.publish(RUNNER_SUBJECTS.upstreamNews, JSON.stringify({ channel, providerTaskId } satisfies UpstreamNews));
+      deps.log.debug({ channel, providerTaskId }, "upstream callback: the task's runner asks now");
+      return jsonReply(200, {});
+    },
+    { maxBodyBytes: MAX_CALLBACK_BYTES },
   );
 }

@@ -1,6 +1,6 @@
 import { NotFoundError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
-import { chatError, withDetail } from "../chat/chatErrors.ts";
+import { openAiError } from "./openAiErrors.ts";
 import { jsonReply, type HttpReply } from "./reply.ts";
 import { videoError } from "./videoErrors.ts";
 import { isOpenAiPath, OPENAI_ENDPOINTS } from "./openAiBases.ts";
@@ -11,7 +11,7 @@ export type ErrorReplyFor = (path: string, error: unknown) => HttpReply;
 /** For answers no route wrote (unknown path, wrong method, too long a target, an unparsable request). */
 export function apiErrorReply(log: Logger): ErrorReplyFor {
   return (path, error) => {
-    const answer = isOpenAiPath(path) ? chatError(error, log) : videoError(error, log);
+    const answer = isOpenAiPath(path) ? openAiError(error, log) : videoError(error, log);
     return jsonReply(answer.status, answer.body, answer.headers);
   };
 }
@@ -24,10 +24,8 @@ export function apiErrorReply(log: Logger): ErrorReplyFor {
 export function unknownPath(method: string, path: string): NotFoundError {
   const what = `${method} ${path.slice(0, 200)}`;
   if (!isOpenAiPath(path)) return new NotFoundError(`no such endpoint: ${what}`);
-  return withDetail(
-    new NotFoundError(
-      `Unknown request URL: ${what}. Please check the URL for typos; reelay serves these endpoints of the OpenAI API under /v1 and /api/compat: ${OPENAI_ENDPOINTS.join(", ")}.`,
-    ),
+  return new NotFoundError(
+    `Unknown request URL: ${what}. Please check the URL for typos; reelay serves these endpoints of the OpenAI API under /v1 and /api/compat: ${OPENAI_ENDPOINTS.join(", ")}.`,
     { code: "unknown_url" },
   );
 }

@@ -82,7 +82,7 @@ export class HttpApp {
   delete(path: string, handler: NodeHandler): void {
     this.add("DELETE", path, handler);
   }
-  private add(method: Method, path: string, handler: NodeHandler): void {
+  add(method: Method, path: string, handler: NodeHandler): void {
     if (path.includes(":") || path.endsWith("/*")) {
       this.patterns.push({ pattern: path, method, handler, matches: matcher(path) });
       // Longer prefixes first, so `/api/compat/models/*` wins over a shorter wildcard.

@@ -1,11 +1,4 @@
 /**
- * Where the OpenAI-shaped API is served: under the spec's `/api/compat`, and at `/v1`, the path every OpenAI
- * SDK default and OpenAI-speaking gateway appends or expects (new-api's video channels always append
- * `/v1/videos…` to a base URL; many tools require a base URL ending in `/v1`). The same handlers answer both.
- */
-export const OPENAI_BASES = ["/api/compat", "/v1"] as const;
-
-/**
  * The spec's own video API: `/api/compat/videosGenerations`, `/api/compat/videosTask` and their event
  * streams (names that go on after `videos`). It exists only under `/api/compat`.
  */

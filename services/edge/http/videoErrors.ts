@@ -2,7 +2,6 @@ import { ReelayError } from "../../shared/errors.ts";
 import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { errorHeaders } from "./errorHeaders.ts";
-import { jsonReply, type HttpReply } from "./reply.ts";
 
 export interface VideoErrorAnswer {
   status: number;
@@ -25,11 +24,4 @@ export function videoError(error: unknown, log: Logger): VideoErrorAnswer {
   }
   log.error({ err: error }, "unexpected error in a video route");
   return { status: 500, body: { code: 500, msg: "internal error" } };
-}
-
-export function videoErrorReply(log: Logger) {
-  return (error: unknown): HttpReply => {
-    const { status, body, headers } = videoError(error, log);
-    return jsonReply(status, body, headers);
-  };
 }

@@ -2,7 +2,6 @@ import busboy from "busboy";
 import { RATIO_FRAME_SIZES, type Ratio } from "../../../contracts/config.ts";
 import { PayloadTooLargeError, ValidationError } from "../../shared/errors.ts";
 import { parseJsonBody } from "../http/request.ts";
-import { withDetail } from "../chat/chatErrors.ts";
 import { readPlainMultipart, type PlainPart } from "./plainMultipart.ts";
 
 /** A create of the OpenAI Videos API, as its SDKs send it (multipart) or as JSON. */
@@ -28,7 +27,7 @@ const FIELDS = ["model", "prompt", "seconds", "size", "input_reference[image_url
 /** The 720p frame of each ratio (design.md), written as OpenAI writes sizes. */
 export const SIZES = Object.fromEntries(Object.entries(RATIO_FRAME_SIZES).map(([ratio, { width, height }]) => [`${width}x${height}`, ratio as Ratio])) as Record<string, Ratio>;
 
-const badParam = (message: string, param: string) => withDetail(new ValidationError(message), { param, code: "invalid_value" });
+const badParam = (message: string, param: string) => new ValidationError(message, { param, code: "invalid_value" });
 
 /** `multipart/form-data` (what every OpenAI SDK sends) or `application/json`; anything else is named and refused. */
 export async function readCreateForm(contentType: string, body: Buffer, limits: FormLimits): Promise<VideoCreateForm> {
@@ -42,7 +41,7 @@ export async function readCreateForm(contentType: string, body: Buffer, limits: 
 }
 
 const wrongContentType = (contentType: string) =>
-  withDetail(new ValidationError(`Content-Type must be multipart/form-data or application/json, got "${contentType.slice(0, 80) || "none"}"`), { code: "invalid_content_type" });
+  new ValidationError(`Content-Type must be multipart/form-data or application/json, got "${contentType.slice(0, 80) || "none"}"`, { code: "invalid_content_type" });
 
 /** A remix's body: its `prompt`, and the `model` some gateways add (new-api's video channels set it on every body they relay). */
 export interface RemixForm {
@@ -66,7 +65,7 @@ export async function readRemixForm(contentType: string, body: Buffer, limits: F
   const unknown = Object.keys(fields).find((name) => !(REMIX_FIELDS as readonly string[]).includes(name));
   if (unknown !== undefined) throw badParam(`unknown field "${unknown.slice(0, 50)}"`, unknown.slice(0, 50));
   const { prompt, model } = fields;
-  if (typeof prompt !== "string" || prompt.trim() === "") throw withDetail(new ValidationError("prompt is required"), { param: "prompt", code: "missing_required_parameter" });
+  if (typeof prompt !== "string" || prompt.trim() === "") throw new ValidationError("prompt is required", { param: "prompt", code: "missing_required_parameter" });
   if (model !== undefined && typeof model !== "string") throw badParam("model must be a string", "model");
   return model === undefined ? { prompt } : { prompt, model };
 }
@@ -161,7 +160,7 @@ function readWithBusboy(
       else if (fileSeen) fail(badParam(`more than one ${name} file: the form takes one`, name));
       fileSeen ||= name === fileField;
       stream.on("data", (chunk: Buffer) => chunks.push(chunk));
-      stream.on("limit", () => fail(withDetail(new PayloadTooLargeError(`input_reference is larger than ${limits.maxFileBytes} bytes`), { param: "input_reference" })));
+      stream.on("limit", () => fail(new PayloadTooLargeError(`input_reference is larger than ${limits.maxFileBytes} bytes`, { param: "input_reference" })));
       stream.on("end", () => {
         if (name === fileField) file = Buffer.concat(chunks);
       });
@@ -198,8 +197,8 @@ function formOf(fields: unknown, file: Buffer | undefined): VideoCreateForm {
   };
   const model = text("model");
   const prompt = text("prompt");
-  if (!model) throw withDetail(new ValidationError("model is required"), { param: "model", code: "missing_required_parameter" });
-  if (prompt === undefined || prompt.trim() === "") throw withDetail(new ValidationError("prompt is required"), { param: "prompt", code: "missing_required_parameter" });
+  if (!model) throw new ValidationError("model is required", { param: "model", code: "missing_required_parameter" });
+  if (prompt === undefined || prompt.trim() === "") throw new ValidationError("prompt is required", { param: "prompt", code: "missing_required_parameter" });
   const seconds = secondsOf(given.seconds);
   const size = text("size");
   if (size !== undefined && !(size in SIZES)) throw badParam(`size must be one of ${Object.keys(SIZES).join(", ")}, got "${size.slice(0, 30)}"`, "size");

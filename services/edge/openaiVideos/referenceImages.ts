@@ -7,7 +7,6 @@ import { ServiceUnavailableError, ValidationError } from "../../shared/errors.ts
 import { imageSizeProblem } from "../../shared/imageDimensions.ts";
 import { IMAGE_FORMATS_TEXT, sniffImage } from "../../shared/imageKind.ts";
 import type { ReferenceUsage } from "../../shared/referenceUsage.ts";
-import { withDetail } from "../chat/chatErrors.ts";
 
 /** An `input_reference` checked and named, not stored yet. */
 export interface ReferenceUpload {
@@ -23,11 +22,11 @@ export interface ReferenceUpload {
 export function checkReferenceImage(bytes: Buffer): ReferenceUpload {
   const kind = sniffImage(bytes.subarray(0, 16));
   if (!kind || bytes.length === 0) {
-    throw withDetail(new ValidationError(`input_reference must be a ${IMAGE_FORMATS_TEXT} image`), { param: "input_reference", code: "invalid_image_format" });
+    throw new ValidationError(`input_reference must be a ${IMAGE_FORMATS_TEXT} image`, { param: "input_reference", code: "invalid_image_format" });
   }
   // Refused before anyone decodes it: a small file can declare a huge picture (issue 32).
   const sizeProblem = imageSizeProblem(bytes);
-  if (sizeProblem) throw withDetail(new ValidationError(`input_reference is ${sizeProblem}`), { param: "input_reference", code: "image_too_large" });
+  if (sizeProblem) throw new ValidationError(`input_reference is ${sizeProblem}`, { param: "input_reference", code: "image_too_large" });
   return { name: `ref-${randomUUID()}${kind.extension}`, bytes };
 }
 

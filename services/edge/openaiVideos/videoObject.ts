@@ -1,26 +1,6 @@
+import type { OpenAiVideo } from "../../../contracts/openAiApi.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
 import { NotFoundError } from "../../shared/errors.ts";
-import { withDetail } from "../chat/chatErrors.ts";
-
-/**
- * A task as the OpenAI Videos API shows it (its `Video` object, as openai-node's `resources/videos.ts` types
- * it). The same task is visible through the spec's endpoints and these, to its own account only.
- */
-export interface OpenAiVideo {
-  id: string;
-  object: "video";
-  status: "queued" | "in_progress" | "completed" | "failed";
-  progress: number;
-  model: string;
-  prompt: string | null;
-  seconds: string;
-  size: string;
-  created_at: number;
-  completed_at: number | null;
-  expires_at: number | null;
-  error: { code: string; message: string } | null;
-  remixed_from_video_id: string | null;
-}
 
 const PREFIX = "video_";
 
@@ -30,7 +10,7 @@ export const videoIdOf = (taskId: number): string => `${PREFIX}${taskId}`;
 export function taskIdOfVideoId(id: string): number {
   const digits = id.startsWith(PREFIX) ? id.slice(PREFIX.length) : "";
   const taskId = /^[1-9]\d{0,14}$/.test(digits) ? Number(digits) : Number.NaN;
-  if (!Number.isSafeInteger(taskId)) throw withDetail(new NotFoundError(`No video found with id '${id.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
+  if (!Number.isSafeInteger(taskId)) throw new NotFoundError(`No video found with id '${id.slice(0, 100)}'.`, { param: "video_id", code: "video_not_found" });
   return taskId;
 }
 
@@ -62,6 +42,7 @@ export function estimatedProgress(view: Pick<TaskView, "status" | "createdAt" | 
 const STATUS: Record<TaskView["status"], OpenAiVideo["status"]> = { pending: "queued", running: "in_progress", success: "completed", failed: "failed" };
 const unix = (iso: string): number => Math.floor(Date.parse(iso) / 1000);
 
+/** A task as the OpenAI Videos API shows it: the same task is visible through the spec's endpoints and these, to its own account only. */
 export function videoObjectOf(view: TaskView, options: { now: number; retentionDays: number }): OpenAiVideo {
   const finished = view.finishedAt ?? (view.status === "success" || view.status === "failed" ? view.updatedAt : undefined);
   const width = view.width ?? 1280;

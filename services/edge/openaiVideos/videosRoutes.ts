@@ -2,17 +2,16 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import type { ObjectStore } from "@nats-io/obj";
 import type { ReelayConfig } from "../../../contracts/config.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
-import { ForbiddenError, NotFoundError, ReelayError, ValidationError } from "../../shared/errors.ts";
+import { NotFoundError, ReelayError, ValidationError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { listAccountTasks } from "../../tasks/taskIndex.ts";
 import type { ApiKeyDirectory } from "../auth.ts";
-import { chatError, withDetail } from "../chat/chatErrors.ts";
-import type { HttpApp } from "../http/httpApp.ts";
 import { jsonReply, type HttpReply } from "../http/reply.ts";
 import type { RequestInfo } from "../http/request.ts";
-import { OPENAI_BASES } from "../http/openAiBases.ts";
 import { decodePathSegment } from "../http/pathSegment.ts";
-import { route } from "../http/route.ts";
+import { replyRoute, type TableRoute } from "../http/routeTable.ts";
+import type { z } from "zod";
+import { OPENAI_API, type OpenAiVideoDeleted, type OpenAiVideoList, type VideoListQuery } from "../../../contracts/openAiApi.ts";
 import { createVideoTask, type CreateDeps } from "../video/createTask.ts";
 import { validateIdempotencyKey } from "../video/idempotencyKeys.ts";
 import { normalizeVideoRequest, type NormalizedVideoRequest } from "../video/normalizeRequest.ts";
@@ -50,11 +49,7 @@ export const MAX_INPUT_REFERENCE_BYTES = 10 * 1024 * 1024;
  * OpenAI's Videos API under each OpenAI base, `/api/compat` and `/v1` (`client.videos.*` of the official
  * SDKs): the same tasks, ledger and events as the spec's endpoints, in OpenAI's shapes and errors.
  */
-export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
-  const replyForError = (error: unknown): HttpReply => {
-    const answer = chatError(error, deps.log);
-    return jsonReply(answer.status, answer.body, answer.headers);
-  };
+export function videosApiRoutes(deps: VideosApiDeps): TableRoute[] {
   const usable = usableProviders(deps.config, process.env, deps.log);
   const options = { now: 0, retentionDays: deps.config.videos.retentionDays };
   const objectOf = (view: TaskView) => videoObjectOf(view, { ...options, now: Date.now() });
@@ -62,7 +57,7 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
   const owned = async (account: string, videoId: string): Promise<TaskView> => {
     const view = await deps.views.get(account, taskIdOfVideoId(videoId));
     // Another account's video answers exactly like a missing one, and so does a deleted one.
-    if (!view || view.deletedAt !== undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`), { param: "video_id", code: "video_not_found" });
+    if (!view || view.deletedAt !== undefined) throw new NotFoundError(`No video found with id '${videoId.slice(0, 100)}'.`, { param: "video_id", code: "video_not_found" });
     return view;
   };
   const create = (account: string, normalized: NormalizedVideoRequest, request: RequestInfo) => {
@@ -75,8 +70,9 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
     return decodePathSegment(segments.at(after === "" ? -1 : -2) ?? "", "the video id");
   };
 
-  const createRoute = route(
-    (request, body) =>
+  const createRoute = replyRoute(
+    OPENAI_API.createVideo,
+    ({ request, body }) =>
       deps.keys.withAccount(request.header("authorization"), async (key) => {
         const form = await readCreateForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
         const upload = form.inputReference ? checkReferenceImage(form.inputReference) : undefined;
@@ -97,75 +93,78 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
         const view = (await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized);
         return jsonReply(200, objectOf(view));
       }),
-    { maxBodyBytes: MAX_INPUT_REFERENCE_BYTES + limits.maxFieldBytes * 4 + 16 * 1024, replyForError },
+    { maxBodyBytes: MAX_INPUT_REFERENCE_BYTES + limits.maxFieldBytes * 4 + 16 * 1024 },
   );
 
-  const retrieveRoute = route((request) => deps.keys.withAccount(request.header("authorization"), async (key) => jsonReply(200, objectOf(await owned(key.account, idOf(request, ""))))), { replyForError });
+  const retrieveRoute = replyRoute(OPENAI_API.retrieveVideo, ({ request }) =>
+    deps.keys.withAccount(request.header("authorization"), async (key) => jsonReply(200, objectOf(await owned(key.account, idOf(request, ""))))),
+  );
 
-  const listRoute = route(
-    (request) =>
-      deps.keys.withAccount(request.header("authorization"), async (key) => {
-        const query = listQueryOf(request.query);
+  const listRoute = replyRoute(
+    OPENAI_API.listVideos,
+    (call) =>
+      deps.keys.withAccount(call.request.header("authorization"), async (key) => {
+        const query = listQueryOf(call.query);
         const { views, more } = await listAccountTasks(deps.jsm, key.account, query, (id) => deps.views.get(key.account, id));
         const data = views.map(objectOf);
-        return jsonReply(200, { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more });
+        const page: z.input<typeof OpenAiVideoList> = { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: more };
+        return jsonReply(200, page);
       }),
-    { replyForError },
   );
 
-  const contentRoute = route(
-    (request) =>
-      deps.keys.withAccount(request.header("authorization"), async (key) => {
+  const contentRoute = replyRoute(
+    OPENAI_API.videoContent,
+    (call) =>
+      deps.keys.withAccount(call.request.header("authorization"), async (key) => {
+        const { request } = call;
         const view = await owned(key.account, idOf(request, "/content"));
-        const variant = new URLSearchParams(request.query).get("variant") ?? "video";
-        if (variant !== "video" && variant !== "thumbnail" && variant !== "spritesheet") {
-          throw withDetail(new ValidationError(`variant must be video, thumbnail or spritesheet, got "${variant.slice(0, 30)}"`), { param: "variant" });
-        }
-        if (view.status !== "success" || !view.video) throw withDetail(new NotFoundError(`Video '${videoIdOf(view.taskId)}' has no content: it is ${objectOf(view).status}.`), { code: "video_not_ready" });
+        const { variant } = call.query;
+        if (view.status !== "success" || !view.video) throw new NotFoundError(`Video '${videoIdOf(view.taskId)}' has no content: it is ${objectOf(view).status}.`, { code: "video_not_ready" });
         if (variant === "video") return deps.files.serve(view.video.object, request.header("range"));
         return serveStill(variant, view.video.object, request.header("range"));
       }),
-    { replyForError },
   );
 
-  const deleteRoute = route(
-    (request) =>
+  const deleteRoute = replyRoute(
+    OPENAI_API.deleteVideo,
+    ({ request }) =>
       deps.keys.withAccount(request.header("authorization"), async (key) => {
         const videoId = idOf(request, "");
         const view = await owned(key.account, videoId);
         if (view.status === "pending" || view.status === "running") {
-          throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(view).status}; only a completed or failed video can be deleted.`), { code: "video_not_finished" });
+          throw new ValidationError(`Video '${videoId}' is ${objectOf(view).status}; only a completed or failed video can be deleted.`, { code: "video_not_finished" });
         }
         const objects = view.video ? [view.video.object, stillObjectName("thumbnail", view.video.object), stillObjectName("spritesheet", view.video.object)] : [];
         const history = await deps.taskLog.read(key.account, view.taskId);
         const state = foldTask(history.events);
         const [event] = decideTask({ type: "DeleteVideo", objects }, state);
         // Deleted meanwhile (another request, another edge): the same answer as for any deleted video.
-        if (event === undefined) throw withDetail(new NotFoundError(`No video found with id '${videoId}'.`), { param: "video_id", code: "video_not_found" });
+        if (event === undefined) throw new NotFoundError(`No video found with id '${videoId}'.`, { param: "video_id", code: "video_not_found" });
         await deps.taskLog.append(key.account, view.taskId, event, state.version + 1, history.lastSequence);
         // The event is the record; the files go after it (one left behind ages out with the store's max age).
         for (const name of objects) {
           deps.files.forget(name);
           await deps.videos.delete(name).catch((error: unknown) => deps.log.warn({ err: error, name }, "could not delete a stored file of a deleted video"));
         }
-        return jsonReply(200, { id: videoId, object: "video.deleted", deleted: true });
+        const deleted: z.input<typeof OpenAiVideoDeleted> = { id: videoId, object: "video.deleted", deleted: true };
+        return jsonReply(200, deleted);
       }),
-    { replyForError },
   );
 
-  const remixRoute = route(
-    (request, body) =>
+  const remixRoute = replyRoute(
+    OPENAI_API.remixVideo,
+    ({ request, body }) =>
       deps.keys.withAccount(request.header("authorization"), async (key) => {
         const videoId = idOf(request, "/remix");
         const source = await owned(key.account, videoId);
         const { prompt, model: named } = await readRemixForm(request.header("content-type"), body ?? Buffer.alloc(0), limits);
         // A remix keeps its source's model; naming it again is harmless, naming another is a mistake worth saying.
-        if (named !== undefined && named !== source.model) throw withDetail(new ValidationError(`a remix keeps the model of '${videoId}' (${source.model}); got model "${named.slice(0, 100)}"`), { param: "model" });
+        if (named !== undefined && named !== source.model) throw new ValidationError(`a remix keeps the model of '${videoId}' (${source.model}); got model "${named.slice(0, 100)}"`, { param: "model" });
         const model = deps.config.videoModels[source.model];
         if (!model?.capabilities.includes("video")) {
-          throw withDetail(new ValidationError(`model ${source.model} does not take a video reference, so '${videoId}' cannot be remixed; create a new video instead`), { code: "remix_not_supported" });
+          throw new ValidationError(`model ${source.model} does not take a video reference, so '${videoId}' cannot be remixed; create a new video instead`, { code: "remix_not_supported" });
         }
-        if (source.status !== "success" || !source.video) throw withDetail(new ValidationError(`Video '${videoId}' is ${objectOf(source).status}; only a completed video can be remixed.`), { code: "video_not_ready" });
+        if (source.status !== "success" || !source.video) throw new ValidationError(`Video '${videoId}' is ${objectOf(source).status}; only a completed video can be remixed.`, { code: "video_not_ready" });
         const size = `${source.width ?? 1280}x${source.height ?? 720}`;
         const form: VideoCreateForm = { model: source.model, prompt, seconds: source.durationSeconds ?? source.requestedSeconds ?? model.defaultDurationSeconds, ...(size in SIZES ? { size } : {}) };
         const normalized = normalize(form, undefined, `${deps.baseUrl(request)}/videos/${encodeURIComponent(source.video.object)}`);
@@ -173,18 +172,10 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
         const task = await create(key.account, normalized, request);
         return jsonReply(200, objectOf((await deps.views.get(key.account, task.taskId)) ?? createdView(task.taskId, task.status, key.account, normalized)));
       }),
-    { maxBodyBytes: limits.maxFieldBytes * 2, replyForError },
+    { maxBodyBytes: limits.maxFieldBytes * 2 },
   );
 
-  // The same handlers at every OpenAI base: one set of routes, two prefixes.
-  for (const base of OPENAI_BASES) {
-    app.post(`${base}/videos`, createRoute);
-    app.get(`${base}/videos/:id`, retrieveRoute);
-    app.get(`${base}/videos`, listRoute);
-    app.get(`${base}/videos/:id/content`, contentRoute);
-    app.delete(`${base}/videos/:id`, deleteRoute);
-    app.post(`${base}/videos/:id/remix`, remixRoute);
-  }
+  const routes = [...createRoute, ...retrieveRoute, ...listRoute, ...contentRoute, ...deleteRoute, ...remixRoute];
 
   let ffmpeg: string | undefined;
   const stillsInTheMaking = new SingleFlight<void>();
@@ -213,18 +204,9 @@ export function registerVideosApi(app: HttpApp, deps: VideosApiDeps): void {
       ...(imageUrl === undefined ? {} : { image_url: imageUrl }),
       ...(videoUrl === undefined ? {} : { video_url: videoUrl }),
     };
-    try {
-      return normalizeVideoRequest(body, deps.config, usable);
-    } catch (error) {
-      // The spec's words, with OpenAI's parameter names and codes (an unknown model is not a balance problem).
-      if (error instanceof ForbiddenError && error.message.startsWith("model not supported")) {
-        throw withDetail(new NotFoundError(`The model \`${form.model.slice(0, 100)}\` does not exist or is not a video model.`), { param: "model", code: "model_not_found" });
-      }
-      if (error instanceof ForbiddenError) throw withDetail(error, { param: "model", code: "model_not_available", type: "invalid_request_error" });
-      if (error instanceof ValidationError && /^duration /.test(error.message)) throw withDetail(new ValidationError(error.message.replace(/^duration/, "seconds")), { param: "seconds" });
-      throw error;
-    }
+    return normalizeVideoRequest(body, deps.config, usable);
   }
+  return routes;
 }
 
 /** The view of a task just created, before the projection has it. */
@@ -248,16 +230,9 @@ function createdView(taskId: number, status: TaskView["status"], account: string
   };
 }
 
-/** OpenAI's list query: `after` (a video id, the cursor), `limit` (1–100, default 20), `order` (`desc` default, or `asc`). */
-function listQueryOf(query: string): { limit: number; before?: number; after?: number; ascending: boolean } {
-  const params = new URLSearchParams(query);
-  const limitText = params.get("limit");
-  const limit = limitText === null ? 20 : Number(limitText);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 100) throw withDetail(new ValidationError(`limit must be an integer from 1 to 100, got "${String(limitText).slice(0, 20)}"`), { param: "limit" });
-  const order = params.get("order") ?? "desc";
-  if (order !== "asc" && order !== "desc") throw withDetail(new ValidationError(`order must be asc or desc, got "${order.slice(0, 20)}"`), { param: "order" });
-  const after = params.get("after");
-  const cursor = after === null ? undefined : taskIdOfVideoId(after);
-  const ascending = order === "asc";
-  return { limit, ascending, ...(cursor === undefined ? {} : ascending ? { after: cursor } : { before: cursor }) };
+/** OpenAI's list query as the index reads it: `after` (a video id) is the cursor, `order` its direction. */
+function listQueryOf(query: z.output<typeof VideoListQuery>): { limit: number; before?: number; after?: number; ascending: boolean } {
+  const cursor = query.after === undefined ? undefined : taskIdOfVideoId(query.after);
+  const ascending = query.order === "asc";
+  return { limit: query.limit, ascending, ...(cursor === undefined ? {} : ascending ? { after: cursor } : { before: cursor }) };
 }

@@ -32,10 +32,18 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig, usabl
   const request = parsed.data;
 
   const model = Object.hasOwn(config.videoModels, request.model) ? config.videoModels[request.model] : undefined;
-  if (!model || !model.enabled) throw new ForbiddenError(`model not supported: ${request.model}`);
+  // OpenAI's API answers an unknown model 404 `model_not_found` in its own words (not a permission problem).
+  if (!model || !model.enabled) {
+    throw new ForbiddenError(`model not supported: ${request.model}`, {
+      status: 404,
+      param: "model",
+      code: "model_not_found",
+      message: `The model \`${request.model.slice(0, 100)}\` does not exist or is not a video model.`,
+    });
+  }
   const channels = channelsOf(model);
   // Refused before anything is reserved: a task no channel can run would only fail later.
-  if (!channels.some(usable)) throw new ForbiddenError(`model not available: ${request.model}`);
+  if (!channels.some(usable)) throw new ForbiddenError(`model not available: ${request.model}`, { param: "model", code: "model_not_available" });
 
   const promptChars = countCodePoints(request.prompt);
   if (promptChars > config.limits.maxPromptChars) {
@@ -43,9 +51,9 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig, usabl
   }
   const durationSeconds = request.duration ?? model.defaultDurationSeconds;
   if (durationSeconds < model.minDurationSeconds || durationSeconds > model.maxDurationSeconds) {
-    throw new ValidationError(
-      `duration must be between ${model.minDurationSeconds} and ${model.maxDurationSeconds} seconds for ${request.model}`,
-    );
+    const bounds = `must be between ${model.minDurationSeconds} and ${model.maxDurationSeconds} seconds for ${request.model}`;
+    // OpenAI's create names the field `seconds`.
+    throw new ValidationError(`duration ${bounds}`, { param: "seconds", message: `seconds ${bounds}` });
   }
 
   const references: VideoJobSpec["references"] = {};

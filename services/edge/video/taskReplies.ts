@@ -1,4 +1,6 @@
 import { LRUCache } from "lru-cache";
+import type { z } from "zod";
+import type { CreateAnswer, QueryAnswer } from "../../../contracts/videoApi.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
 import { GenerationFailedError } from "../../shared/errors.ts";
 import { taskDataObject } from "../../tasks/taskData.ts";
@@ -8,15 +10,17 @@ import type { CreatedTask } from "./createTask.ts";
 /** The spec's query answer for a task view; a failed task is an error (code 500, reason, no data). */
 export function queryReply(view: TaskView, videoBaseUrl: string): HttpReply {
   if (view.status === "failed") throw new GenerationFailedError(view.failureReason ?? "video generation failed");
-  return jsonReply(200, { code: 200, msg: view.status, data: taskDataObject(view, videoBaseUrl) });
+  const answer: z.input<typeof QueryAnswer> = { code: 200, msg: view.status, data: taskDataObject(view, videoBaseUrl) };
+  return jsonReply(200, answer);
 }
 
 export function createReply(task: CreatedTask): HttpReply {
-  return jsonReply(200, {
+  const answer: z.input<typeof CreateAnswer> = {
     code: 200,
     msg: "success",
     data: { task_id: task.taskId, ...(task.providerTaskId ? { provider_task_id: task.providerTaskId } : {}), status: task.status },
-  });
+  };
+  return jsonReply(200, answer);
 }
 
 /** Replies kept; entries are small (a few hundred bytes: hosts are validated and short), so this bounds memory. */

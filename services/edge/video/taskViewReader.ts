@@ -26,7 +26,7 @@ export class TaskViewReader {
   private readonly reading = new Map<number, TaskEvent[]>();
   /** Tasks whose feed event came after a gap: the version their next read must reach (else it reads the log). */
   private readonly atLeast = new LRUCache<number, number>({ max: 10_000 });
-  /** False while the feed is not running (a reconnect): memory may be behind, so reads go to NATS meanwhile. */
+  /** False while the feed is behind (reopening, catching up): memory may be old, so reads go to NATS meanwhile. */
   private fed = true;
 
   constructor(private readonly bucket: KV, private readonly taskLog: Pick<TaskLog, "read">) {}
@@ -53,7 +53,7 @@ export class TaskViewReader {
     }
     if (event.type === "TaskSubmitted") {
       const view = evolveTaskView(null, event);
-      if (view) this.remember(view, true);
+      if (view) this.remember(view, true, true);
       return;
     }
     const known = this.cache.get(taskId);
@@ -64,13 +64,14 @@ export class TaskViewReader {
       this.atLeast.set(taskId, version);
     } else {
       const view = evolveTaskView(known, event);
-      if (view) this.remember(view, true);
+      if (view) this.remember(view, true, true);
     }
   }
 
   /**
-   * Whether the feed runs. It resumes after the last event it passed, so what memory holds catches up once
-   * it runs again; meanwhile every read goes to NATS and is not kept.
+   * Whether the feed is current. It resumes after the last event it passed and its events are kept even
+   * while it catches up, so what memory holds is current once it is; meanwhile every read goes to NATS and
+   * what it reads is not kept.
    */
   setFed(fed: boolean): void {
     this.fed = fed;
@@ -102,10 +103,11 @@ export class TaskViewReader {
     return view ? this.remember(view, exact) : undefined;
   }
 
-  private remember(view: TaskView, exact: boolean): TaskView {
+  /** `fromFeed`: the feed's next event of a view it holds, kept whether or not the feed is current yet. */
+  private remember(view: TaskView, exact: boolean, fromFeed = false): TaskView {
     const cached = this.cache.get(view.taskId);
     if (cached && cached.version >= view.version) return cached;
-    if (this.fed) this.cache.set(view.taskId, view, exact ? {} : { ttl: BUCKET_VIEW_TTL_MS });
+    if (this.fed || fromFeed) this.cache.set(view.taskId, view, exact ? {} : { ttl: BUCKET_VIEW_TTL_MS });
     return view;
   }
 }

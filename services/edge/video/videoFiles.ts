@@ -1,10 +1,8 @@
 import type { ObjectStore } from "@nats-io/obj";
 import { NotFoundError } from "../../shared/errors.ts";
-import type { Logger } from "../../shared/log.ts";
 import type { HttpReply } from "../http/reply.ts";
-import { route } from "../http/route.ts";
-import type { HttpApp } from "../http/httpApp.ts";
-import { videoErrorReply } from "../http/videoErrors.ts";
+import { replyRoute, type TableRoute } from "../http/routeTable.ts";
+import { VIDEO_API } from "../../../contracts/videoApi.ts";
 import { decideRange } from "./byteRange.ts";
 import { REFERENCE_NAME, SERVABLE_VIDEO_NAME } from "../../../contracts/storedObjects.ts";
 
@@ -49,10 +47,9 @@ export class VideoFiles {
   constructor(private readonly videos: ObjectStore) {}
 
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
-  register(app: HttpApp, log: Logger, prefix: "/videos/" | "/references/"): void {
-    const replyForError = videoErrorReply(log);
-    const names = prefix === "/videos/" ? SERVABLE_VIDEO_NAME : REFERENCE_NAME;
-    app.get(`${prefix}:name`, route((request) => this.serve(nameFromUrl(request.url, prefix), request.header("range"), names, request.header("if-none-match")), { replyForError }));
+  routes(kind: "videos" | "references"): TableRoute[] {
+    const [contract, prefix, names] = kind === "videos" ? [VIDEO_API.video, "/videos/", SERVABLE_VIDEO_NAME] : [VIDEO_API.reference, "/references/", REFERENCE_NAME];
+    return replyRoute(contract, ({ request }) => this.serve(nameFromUrl(request.url, prefix), request.header("range"), names, request.header("if-none-match")));
   }
 
   /** A stored file, whole or the requested byte range; 304 when the client's copy (`If-None-Match`) is current. */

@@ -3,7 +3,6 @@ import type { Dispatcher, Pool } from "undici";
 import { ChatUsage, type OpenAICompatibleChatModel } from "../../../../../contracts/chat.ts";
 import { UpstreamError, type ReelayError } from "../../../../shared/errors.ts";
 import type { Logger } from "../../../../shared/log.ts";
-import { withDetail } from "../../chatErrors.ts";
 import { upstreamBody, type ChatRequest } from "../../chatRequest.ts";
 import type { ResponseSink } from "../../responseSink.ts";
 import type { RelayedContent } from "../../relayedContent.ts";
@@ -150,7 +149,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
     const key = process.env[this.model.apiKeyEnv];
     if (!key) {
       this.log.error({ model: name, env: this.model.apiKeyEnv }, "chat upstream key is not set in the environment");
-      throw withDetail(new UpstreamError(`model ${name} is not available: its upstream is not configured`), {
+      throw new UpstreamError(`model ${name} is not available: its upstream is not configured`, {
         code: "upstream_not_configured",
       });
     }

@@ -8,7 +8,6 @@ import {
 } from "../../../../shared/errors.ts";
 import { errors as undiciErrors } from "undici";
 import type { Logger } from "../../../../shared/log.ts";
-import { withDetail } from "../../chatErrors.ts";
 
 interface UpstreamErrorFields {
   message?: unknown;
@@ -44,7 +43,7 @@ export function upstreamFailure(status: number, body: Buffer, model: string, log
   const fields = errorFields(body);
   const message = text(fields.message);
   const detail = { param: text(fields.param) ?? null, code: text(fields.code) ?? null, type: text(fields.type) };
-  if (status === 400 || status === 422) return withDetail(new ValidationError(message ?? `the upstream refused the request (${status})`), detail);
+  if (status === 400 || status === 422) return new ValidationError(message ?? `the upstream refused the request (${status})`, detail);
   if (status === 413) return new PayloadTooLargeError(message ?? "request too large for the upstream");
   if (status === 429) {
     log.warn({ model, upstreamStatus: status, upstreamMessage: message }, "chat upstream is rate limiting");

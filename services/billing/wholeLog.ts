@@ -1,10 +1,10 @@
 import { ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
 import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { ChargeAudit, type ChargeProblem } from "../billing/chargeAudit.ts";
+import { ChargeAudit, type ChargeProblem } from "./chargeAudit.ts";
 import type { Nats } from "../shared/nats.ts";
 import { taskMessageBody } from "../shared/taskLog.ts";
-import { readWholeStream } from "./replay.ts";
+import { readWholeStream } from "../shared/projectionReplay.ts";
 
 /** Decoded events of one log message; an undecodable one is none (the projections' dead-letter subject names it). */
 function decoded<Event>(decode: () => Event[]): Event[] {

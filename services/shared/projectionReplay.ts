@@ -1,5 +1,5 @@
 import { DeliverPolicy, type JetStreamClient, type JetStreamManager, type JsMsg } from "@nats-io/jetstream";
-import type { Projection } from "../shared/projection.ts";
+import type { Projection } from "./projection.ts";
 
 /**
  * Rebuilds a read model from nothing by folding its whole stream in order (ordered consumer), without

@@ -1,8 +1,8 @@
 import { isDeepStrictEqual } from "node:util";
 import type { KV } from "@nats-io/kv";
-import type { Nats } from "../shared/nats.ts";
-import type { Projection } from "../shared/projection.ts";
-import { replayProjection } from "./replay.ts";
+import type { Nats } from "./nats.ts";
+import type { Projection } from "./projection.ts";
+import { replayProjection } from "./projectionReplay.ts";
 
 export interface ProjectionDifference {
   key: string;

@@ -1,0 +1,57 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { freeLoopbackPort } from "../../infra/natsServer.ts";
+
+const CLUSTER_CONFIGS = [1, 2, 3].map((n) => new URL(`../../infra/nats/cluster/node${n}.conf`, import.meta.url).pathname);
+
+export interface TestCluster {
+  /** Each node's client URL, node 1 first. */
+  urls: string[];
+  nodes: ChildProcess[];
+  /** The `server_name` of each node (`reelay-1` …), as JetStream names leaders. */
+  names: string[];
+  /** Stops every node still running and waits for each to exit. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The shipped 3-node cluster configs, started on the server the run uses. Only what must differ on one
+ * test machine changes: loopback ports (command line) and temporary stores (the config names a store_dir,
+ * which nats-server refuses to have overridden by -sd, so each node gets a copy pointing elsewhere).
+ */
+export async function startCluster(dir: string): Promise<TestCluster> {
+  const clientPorts = [await freeLoopbackPort(), await freeLoopbackPort(), await freeLoopbackPort()];
+  const routePorts = [await freeLoopbackPort(), await freeLoopbackPort(), await freeLoopbackPort()];
+  const routes = routePorts.map((port) => `nats://127.0.0.1:${port}`).join(",");
+  const nodes = CLUSTER_CONFIGS.map((shipped, i) => {
+    const config = join(dir, `node${i + 1}.conf`);
+    writeFileSync(config, readFileSync(shipped, "utf8").replace(/store_dir: ".*"/, `store_dir: "${join(dir, `node${i + 1}`)}"`));
+    return spawn(
+      process.env.NATS_SERVER_BIN ?? "nats-server",
+      ["-c", config, "-a", "127.0.0.1", "-p", String(clientPorts[i]), "--cluster", `nats://127.0.0.1:${routePorts[i]}`, "--routes", routes],
+      { stdio: "ignore" },
+    );
+  });
+  return {
+    urls: clientPorts.map((port) => `nats://127.0.0.1:${port}`),
+    nodes,
+    names: CLUSTER_CONFIGS.map((_, i) => `reelay-${i + 1}`),
+    // Waits for the nodes to exit: removing the store while one still writes fails (ENOTEMPTY) on a busy machine.
+    stop: () =>
+      Promise.all(
+        nodes.map(
+          (node) =>
+            new Promise<void>((resolve) => {
+              if (node.exitCode !== null || node.signalCode !== null) return resolve();
+              const timer = setTimeout(() => node.kill("SIGKILL"), 5000);
+              node.once("exit", () => {
+                clearTimeout(timer);
+                resolve();
+              });
+              node.kill("SIGTERM");
+            }),
+        ),
+      ).then(() => undefined),
+  };
+}
