@@ -7,7 +7,7 @@ import { FFMPEG, locateProgram } from "../infra/binaries.ts";
 import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { startEdge } from "../services/edge/main.ts";
-import { auditCharges } from "../services/projector/wholeLog.ts";
+import { auditCharges } from "../services/billing/wholeLog.ts";
 import { startProjector } from "../services/projector/main.ts";
 import { LocalProvider } from "../services/runner/providers/local/localProvider.ts";
 import type { AcceptedTask, ProviderTask, VideoProvider } from "../services/runner/providers/types.ts";
