@@ -164,3 +164,36 @@ export type ProviderReport =
   | { state: "succeeded"; video: StoredVideo; durationSeconds: number; resolution: string; totalTokens: number; upstreamTokens?: number; upstreamUsage?: UpstreamUsage }
   /** `reason` is shown to the customer; `detail` (internal: tool output, network errors) only to operators. */
   | { state: "failed"; reason: string; detail?: string };
+
+/** A task's status as customers see it: listed from its first event on, so never "unsubmitted". */
+export type PublicTaskStatus = Exclude<TaskStatus, "unsubmitted">;
+
+/**
+ * The machine's transition table by status and event type: the state each event leads to (guards aside).
+ * Read models that keep a status and not the whole snapshot (the task view, status changes, stats) read their
+ * rules here instead of restating them; the log they fold holds only events the decider let through its guards.
+ */
+const STATUS_MOVES: ReadonlyMap<TaskStatus, ReadonlyMap<string, TaskStatus>> = new Map(
+  Object.entries(videoTaskMachine.root.states).map(([status, node]) => [
+    status as TaskStatus,
+    new Map(Object.entries(node.on).flatMap(([type, transitions]) => transitions.flatMap(({ target }) => (target?.[0] ? [[type, target[0].key as TaskStatus] as const] : [])).slice(0, 1))),
+  ]),
+);
+
+/** The status after `type` is written to a task in `status` (undefined: no task yet, and still none after it). */
+export function statusAfter(status: PublicTaskStatus | undefined, type: TaskEvent["type"]): PublicTaskStatus | undefined {
+  const next = STATUS_MOVES.get(status ?? "unsubmitted")?.get(type) ?? status;
+  return next === "unsubmitted" ? undefined : next;
+}
+
+/** The status an event of this type moves a task to, whatever it was before (undefined: it moves none). */
+export function statusMovedTo(type: TaskEvent["type"]): PublicTaskStatus | undefined {
+  for (const moves of STATUS_MOVES.values()) {
+    const next = moves.get(type);
+    if (next !== undefined && next !== "unsubmitted") return next;
+  }
+  return undefined;
+}
+
+/** An ended task: its state leads nowhere else (only its video can still be deleted). */
+export const isFinalStatus = (status: TaskStatus | undefined): boolean => status !== undefined && status !== "unsubmitted" && STATUS_MOVES.get(status)?.size === 0;

@@ -6,7 +6,7 @@ import { VideoClient } from "./helpers/videoClient.ts";
 
 /**
  * A task waiting for its next poll is held by the runner as a timer, not a suspended call chain
- * (TaskActorStep): what may end such a wait early must still reach it.
+ * (its snapshot and one timer, services/runner/liveTask.ts): what may end such a wait early must still reach it.
  */
 describe("a task waiting for its next poll", () => {
   let app: TestApp;

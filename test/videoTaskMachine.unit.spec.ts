@@ -2,7 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { transition } from "xstate";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
-import { applyTaskEvent, INITIAL_SNAPSHOT, videoTaskMachine, type VideoTaskSnapshot } from "../machines/videoTask.ts";
+import { applyTaskEvent, INITIAL_SNAPSHOT, isFinalStatus, statusAfter, statusMovedTo, videoTaskMachine, type PublicTaskStatus, type VideoTaskSnapshot } from "../machines/videoTask.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 
 const video = { object: "v.mp4", bytes: 10, contentType: "video/mp4" };
@@ -38,5 +38,22 @@ describe("video task machine", () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe("the public status read models take from the task machine", () => {
+  it("moves as the machine's table says, whatever the read model", () => {
+    expect(statusAfter(undefined, "TaskSubmitted")).toBe("pending");
+    expect(statusAfter(undefined, "GenerationStarted")).toBeUndefined();
+    expect(statusAfter("pending", "UpstreamAccepted")).toBe("pending");
+    expect(statusAfter("pending", "GenerationStarted")).toBe("running");
+    expect(statusAfter("pending", "GenerationSucceeded")).toBe("success");
+    expect(statusAfter("running", "GenerationFailed")).toBe("failed");
+    // Ended: nothing moves it again.
+    expect(statusAfter("success", "GenerationFailed")).toBe("success");
+    expect(statusAfter("failed", "VideoDeleted")).toBe("failed");
+    expect(statusMovedTo("GenerationProgressed")).toBeUndefined();
+    expect(statusMovedTo("GenerationSucceeded")).toBe("success");
+    expect(["pending", "running", "success", "failed"].filter((status) => isFinalStatus(status as PublicTaskStatus))).toEqual(["success", "failed"]);
   });
 });

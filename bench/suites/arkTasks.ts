@@ -5,7 +5,7 @@ import { connect as natsConnect } from "@nats-io/transport-node";
 import { ProviderSettings } from "../../contracts/config.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { policyOf } from "../../services/runner/policy/providerPolicy.ts";
-import { pollDelay } from "../../services/runner/policy/schedule.ts";
+import { pollDelay } from "../../machines/liveTaskSchedule.ts";
 import { loadConfig } from "../../services/shared/config.ts";
 import { ArkUpstream } from "../../test/fakes/arkUpstream.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";

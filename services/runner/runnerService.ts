@@ -10,17 +10,17 @@ import { ReferenceUsage } from "../shared/referenceUsage.ts";
 import { TaskLog, taskMessageBody } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
 import { HeldJob } from "./heldJob.ts";
-import { TaskActor, type TaskActorDeps, type TaskActorExit, type TaskActorStep } from "./taskActor.ts";
+import type { LiveTaskExit } from "../../machines/liveTaskTypes.ts";
+import { LiveTaskActor, type LiveTaskHooks } from "./liveTask.ts";
+import type { LiveTaskDeps } from "./liveTaskDeps.ts";
 import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
 import { SpanKind, startPiecewiseSpan, type PiecewiseSpan } from "../shared/tracing/tracing.ts";
 
 /** A task this runner hosts. */
 interface HostedTask {
   taskId: number;
-  actor: TaskActor;
+  actor: LiveTaskActor;
   span: PiecewiseSpan;
-  /** Set while the task waits for its next poll: a waiting task has no call chain, only this timer (see TaskActorStep). */
-  pollTimer: NodeJS.Timeout | undefined;
   /** The task's uploaded reference (bucket `references`), if it has one: removed once the task is final. */
   upload: { account: string; name: string } | undefined;
 }
@@ -30,7 +30,7 @@ const BEAT_CHECKS_PER_PERIOD = 10;
 
 /**
  * Takes new tasks from the task log (the first events, which edges write: consumer `runners`) and hosts a
- * TaskActor for each until its task is final. A task's first event stays unacked (and heartbeated) while
+ * live task actor (liveTask.ts) for each until its task is final. A task's first event stays unacked (and heartbeated) while
  * the task lives, so if this process dies JetStream hands it to another runner after the lease, which
  * rebuilds the task from its log and carries on. A runner holds up to `runner.maxConcurrentTasks` tasks:
  * those beyond its channels' free slots wait in the channel pool, still pending, where accounts take turns
@@ -41,13 +41,12 @@ export class RunnerService {
   /** Live tasks by id. */
   private readonly hosted = new Map<number, HostedTask>();
   /** What every actor gets (one object for all of them). */
-  private readonly actorDeps: TaskActorDeps;
+  private readonly actorDeps: LiveTaskDeps;
   private stopReporting: (() => void) | undefined;
   private readonly taskLog: TaskLog;
   private readonly shutdown = new AbortController();
   private loop: Promise<void> | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
-  private readonly running = new Set<Promise<void>>();
   private readonly referenceUsage: ReferenceUsage;
 
   constructor(
@@ -95,13 +94,9 @@ export class RunnerService {
   async stop(): Promise<void> {
     this.shutdown.abort();
     this.stopReporting?.();
-    for (const task of this.hosted.values()) {
-      task.actor.stop();
-      clearTimeout(task.pollTimer);
-    }
+    for (const task of [...this.hosted.values()]) task.actor.stop();
     if (this.heartbeat) clearInterval(this.heartbeat);
     await this.loop;
-    await Promise.allSettled(this.running);
     for (const job of this.held.values()) job.nak();
     this.held.clear();
   }
@@ -116,11 +111,7 @@ export class RunnerService {
     for (const task of this.hosted.values()) {
       const { actor } = task;
       if (actor.providerTaskId() === providerTaskId && actor.channel() === channel) {
-        // A task in a pause or a call is woken by the actor itself; a waiting one is resumed here.
-        if (actor.pokeNow() && task.pollTimer !== undefined) {
-          clearTimeout(task.pollTimer);
-          this.pollDue(task);
-        }
+        actor.poke();
         return true;
       }
     }
@@ -194,37 +185,45 @@ export class RunnerService {
     this.held.set(taskId, job);
     // Just delivered: its lease is fresh.
     this.beatLater(job);
-    const actor = new TaskActor(submitted, this.actorDeps);
+    const actor = new LiveTaskActor(submitted, this.actorDeps, this.hooks);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
     const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
     const name = submitted.data.job.uploadedReference;
-    const task: HostedTask = { taskId, actor, span, pollTimer: undefined, upload: name === undefined ? undefined : { account: submitted.data.account, name } };
+    const task: HostedTask = { taskId, actor, span, upload: name === undefined ? undefined : { account: submitted.data.account, name } };
     this.hosted.set(taskId, task);
-    this.drive(task, () => actor.start(redelivered));
+    try {
+      actor.start(redelivered);
+    } catch (error) {
+      this.crashed(task, error);
+    }
   }
 
-  /** Runs one step of a hosted task; a task that then waits gets a timer that resumes it. */
-  private drive(task: HostedTask, step: () => Promise<TaskActorStep>): void {
-    const work = task.span
-      .run(step)
-      .then((next) => {
-        if ("exit" in next) return this.finish(task, next.exit);
-        if (this.shutdown.signal.aborted) return; // stop() hands the job back
-        // One millisecond late rather than early: a timer may fire up to a millisecond before its time by
-        // Date.now(), and a wait cut off by the deadline must wake past it (to time out, not call the upstream).
-        task.pollTimer = setTimeout(this.pollDue, next.pollAt - Date.now() + 1, task);
-      })
-      .catch((error: unknown) => {
-        task.span.end(error as Error);
-        this.log.error({ err: error, taskId: task.taskId }, "task actor failed; retrying the task shortly");
-        this.hosted.delete(task.taskId);
-        if (this.shutdown.signal.aborted) return;
-        this.held.get(task.taskId)?.nak(1000);
-        this.held.delete(task.taskId);
-      })
-      .finally(() => this.running.delete(work));
-    this.running.add(work);
+  /** What every live task reports to (one object for all of them). */
+  private readonly hooks: LiveTaskHooks = {
+    exited: (actor, exit) => {
+      const task = this.hosted.get(actor.taskId);
+      if (task?.actor === actor) this.finish(task, exit);
+    },
+    crashed: (actor, error) => {
+      const task = this.hosted.get(actor.taskId);
+      if (task?.actor === actor) this.crashed(task, error);
+    },
+    run: (actor, call) => {
+      const task = this.hosted.get(actor.taskId);
+      return task?.actor === actor ? task.span.run(call) : call();
+    },
+  };
+
+  /** The machine threw (a bug, not a fault it handles): the job goes back, to be tried again shortly. */
+  private crashed(task: HostedTask, error: unknown): void {
+    task.span.end(error as Error);
+    this.log.error({ err: error, taskId: task.taskId }, "task actor failed; retrying the task shortly");
+    this.hosted.delete(task.taskId);
+    if (this.shutdown.signal.aborted) return;
+    this.held.get(task.taskId)?.nak(1000);
+    this.held.delete(task.taskId);
   }
+
 
   /**
    * A final task needs its uploaded reference no more: it leaves the store and the account's quota. Should
@@ -239,13 +238,7 @@ export class RunnerService {
     }
   }
 
-  /** A waiting task's next poll is due (or its upstream said there is news). One function for every task: no closure each. */
-  private readonly pollDue = (task: HostedTask): void => {
-    task.pollTimer = undefined;
-    this.drive(task, () => task.actor.resume());
-  };
-
-  private finish({ taskId, actor, span, upload }: HostedTask, exit: TaskActorExit): void {
+  private finish({ taskId, actor, span, upload }: HostedTask, exit: LiveTaskExit): void {
     span.end();
     this.hosted.delete(taskId);
     if (exit === "stopped") return; // stop() hands the job back

@@ -39,7 +39,10 @@ export interface Nats {
 export async function connectNats(url: string, name: string, layout?: LayoutOptions, credentials?: NatsCredentials): Promise<Nats> {
   // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU).
   const auth = credentials ? { user: credentials.user, pass: credentials.password } : {};
-  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, noAsyncTraces: true, ...auth });
+  // Back within a quarter second of the server (the client's default waits 2 s between tries of a server): a
+  // runner's first heartbeat after a restart must reach the server before its held jobs' leases run out (5 s
+  // leases were lost with 2 s waits, issue 34; test/runnersThroughServerRestart.int.spec.ts).
+  const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, reconnectTimeWait: 250, noAsyncTraces: true, ...auth });
   try {
     assertSupportedServer(nc, url);
   } catch (error) {

@@ -1,4 +1,5 @@
 import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { statusMovedTo } from "../../machines/videoTask.ts";
 import { evolveTaskView, isFinalView } from "./taskView.ts";
 
 /** A task's move to another status, as customers follow it (event streams, webhooks). */
@@ -21,18 +22,5 @@ export function applyForStatus(before: TaskView | null, event: TaskEvent, sequen
   return { view, change: { sequence, taskId: view.taskId, account: view.account, view, final: isFinalView(view) } };
 }
 
-/** The status an event moves its task to, by its type alone; events that change no status give undefined. */
-export function statusChangeOf(event: TaskEvent): TaskView["status"] | undefined {
-  switch (event.type) {
-    case "TaskSubmitted":
-      return "pending";
-    case "GenerationStarted":
-      return "running";
-    case "GenerationSucceeded":
-      return "success";
-    case "GenerationFailed":
-      return "failed";
-    default:
-      return undefined;
-  }
-}
+/** The status an event moves its task to, by its type alone (the task machine's table); events that change no status give undefined. */
+export const statusChangeOf = (event: TaskEvent): TaskView["status"] | undefined => statusMovedTo(event.type);

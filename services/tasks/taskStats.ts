@@ -2,6 +2,7 @@ import type { KV } from "@nats-io/kv";
 import { LRUCache } from "lru-cache";
 import { dayKey, DayUsage, HourStats, hourKey, StatusCounts } from "../../contracts/taskStats.ts";
 import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { isFinalStatus, statusAfter } from "../../machines/videoTask.ts";
 import { costMicros } from "../billing/pricing.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -41,18 +42,21 @@ export function statsOf(before: TaskFacts | undefined, event: TaskEvent): { fact
       ],
     };
   }
-  if (!before || before.status === "success" || before.status === "failed") return { facts: before, changes: [] };
-  const moved = (status: TaskView["status"]) => ({ ...before, status });
-  switch (event.type) {
-    case "GenerationStarted":
-      if (before.status !== "pending") return { facts: before, changes: [] };
-      return { facts: moved("running"), changes: [{ doc: "status", delta: { pending: -1, running: 1 } }] };
-    case "GenerationSucceeded": {
+  // Which event moves a task to which status is the task machine's table (machines/videoTask.ts).
+  const status = before === undefined || isFinalStatus(before.status) ? undefined : statusAfter(before.status, event.type);
+  if (!before || status === undefined || status === before.status) return { facts: before, changes: [] };
+  const moved = { ...before, status };
+  switch (status) {
+    case "running":
+      return { facts: moved, changes: [{ doc: "status", delta: { [before.status]: -1, running: 1 } }] };
+    case "success": {
+      // Only a success event leads here (the machine's table); the branch narrows its type.
+      if (event.type !== "GenerationSucceeded") break;
       const tokens = event.data.totalTokens;
       const charged = costMicros([{ tokens, pricePerMillionTokens: before.pricePerMillionTokens }]);
       const delta = { succeeded: 1, tokens, chargedMicros: charged };
       return {
-        facts: moved("success"),
+        facts: moved,
         changes: [
           { doc: "status", delta: { [before.status]: -1, success: 1 } },
           { doc: "hour", at, delta },
@@ -60,18 +64,17 @@ export function statsOf(before: TaskFacts | undefined, event: TaskEvent): { fact
         ],
       };
     }
-    case "GenerationFailed":
+    case "failed":
       return {
-        facts: moved("failed"),
+        facts: moved,
         changes: [
           { doc: "status", delta: { [before.status]: -1, failed: 1 } },
           { doc: "hour", at, delta: { failed: 1 } },
           { doc: "day", at, account: before.account, model: before.model, delta: { failed: 1 } },
         ],
       };
-    default:
-      return { facts: before, changes: [] };
   }
+  return { facts: before, changes: [] };
 }
 
 const ZERO_OUTCOMES = { created: 0, succeeded: 0, failed: 0, tokens: 0, chargedMicros: 0 };

@@ -1,4 +1,5 @@
 import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { isFinalStatus, statusAfter } from "../../machines/videoTask.ts";
 import { costMicros } from "../billing/pricing.ts";
 import { EventOutOfOrder } from "../shared/projection.ts";
 
@@ -14,13 +15,15 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
     throw new EventOutOfOrder(`task ${event.meta.taskId}: got version ${event.meta.version} after ${applied}`);
   }
   const stamp = { version: event.meta.version, updatedAt: event.meta.at };
+  // The status is the task machine's (machines/videoTask.ts): this fold keeps only what customers read beside it.
+  const status = statusAfter(view?.status, event.type) ?? view?.status;
   if (event.type === "TaskSubmitted") {
     return {
       taskId: event.meta.taskId,
       account: event.data.account,
       model: event.data.job.model,
       pricePerMillionTokens: event.data.job.pricePerMillionTokens,
-      status: "pending",
+      status: statusAfter(undefined, event.type) ?? "pending",
       prompt: event.data.job.prompt,
       requestedSeconds: event.data.job.durationSeconds,
       width: event.data.job.width,
@@ -35,12 +38,12 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
     case "UpstreamAccepted":
       return { ...view, ...stamp, providerTaskId: event.data.providerTaskId };
     case "GenerationStarted":
-      return { ...view, ...stamp, status: "running" };
+      return { ...view, ...stamp, status: status ?? view.status };
     case "GenerationSucceeded":
       return {
         ...view,
         ...stamp,
-        status: "success",
+        status: status ?? view.status,
         finishedAt: event.meta.at,
         video: event.data.video,
         durationSeconds: event.data.durationSeconds,
@@ -49,7 +52,7 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
         costMicros: costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: view.pricePerMillionTokens }]),
       };
     case "GenerationFailed":
-      return { ...view, ...stamp, status: "failed", finishedAt: event.meta.at, failureReason: event.data.reason };
+      return { ...view, ...stamp, status: status ?? view.status, finishedAt: event.meta.at, failureReason: event.data.reason };
     case "GenerationProgressed":
       return { ...view, ...stamp, progress: event.data.progress, progressSince: view.progressSince ?? event.meta.at };
     case "VideoDeleted": {
@@ -65,4 +68,4 @@ export const foldTaskView = (events: readonly TaskEvent[]): TaskView | null => e
 export const taskViewKey = (taskId: number): string => String(taskId);
 
 /** A view whose task has ended: nothing but a deletion of its video follows. */
-export const isFinalView = (view: TaskView): boolean => view.status === "success" || view.status === "failed";
+export const isFinalView = (view: TaskView): boolean => isFinalStatus(view.status);

@@ -1,8 +1,8 @@
 import { upstreamCallDuration, upstreamCalls } from "../../shared/metrics/metrics.ts";
 import { inSpan, SpanKind } from "../../shared/tracing/tracing.ts";
-import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, type VideoProvider } from "./types.ts";
+import { ProviderMisconfigured, ProviderRejected, ProviderUnavailable, UpstreamLost, type VideoProvider } from "./types.ts";
 
-type Operation = "submit" | "status" | "cancel" | "find" | "forget";
+type Operation = "submit" | "status" | "cancel" | "find" | "restart" | "forget";
 
 const outcomeOf = (error: unknown): string =>
   error instanceof ProviderRejected
@@ -11,7 +11,9 @@ const outcomeOf = (error: unknown): string =>
       ? "unavailable"
       : error instanceof ProviderMisconfigured
         ? "misconfigured"
-        : "error";
+        : error instanceof UpstreamLost
+          ? "lost"
+          : "error";
 
 /**
  * Wraps a provider so every upstream call is counted, timed and traced under the provider entry's name (its
@@ -34,13 +36,14 @@ export function meteredProvider(name: string, provider: VideoProvider): VideoPro
       upstreamCallDuration.labels({ provider: name, operation }).observe((performance.now() - started) / 1000);
     }
   };
-  const { cancel, findByClientReference, forget } = provider;
+  const { cancel, findByClientReference, restart, forget } = provider;
   return {
     policy: provider.policy,
     submit: (task) => measure("submit", () => provider.submit(task)),
     status: (task) => measure("status", () => provider.status(task)),
     ...(cancel ? { cancel: (task) => measure("cancel", () => cancel.call(provider, task)) } : {}),
     ...(findByClientReference ? { findByClientReference: (task) => measure("find", () => findByClientReference.call(provider, task)) } : {}),
+    ...(restart ? { restart: (task) => measure("restart", () => restart.call(provider, task)) } : {}),
     ...(forget ? { forget: (task) => measure("forget", () => forget.call(provider, task)) } : {}),
     close: () => provider.close(),
   };

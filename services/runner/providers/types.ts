@@ -1,4 +1,5 @@
-import type { UpstreamUsage, VideoJobSpec } from "../../../contracts/videoTask.ts";
+import type { VideoJobSpec } from "../../../contracts/videoTask.ts";
+import type { ProviderStatus } from "../../../contracts/videoResult.ts";
 import type { ProviderPolicy } from "../policy/providerPolicy.ts";
 
 /** A task as a provider sees it. `signal` ends the call: the deadline, a runner stepping aside, shutdown. */
@@ -12,35 +13,7 @@ export interface ProviderTask {
 
 export type AcceptedTask = ProviderTask & { providerTaskId: string };
 
-/** Where a finished video is: the runner copies it into the object store (resultCopy.ts). */
-export type VideoResult =
-  /** An upstream address, usually expiring: fetched with the reference guard, streamed, size-capped. */
-  | {
-      kind: "url";
-      url: string;
-      /** Sent with the request to the address's own origin only (an upstream key must not follow a redirect to a CDN). */
-      headers?: Record<string, string>;
-    }
-  /** A file this process rendered; the provider removes it when the runner calls `forget`. */
-  | { kind: "file"; path: string };
-
-/** What an upstream says about a task, in our words. */
-export type ProviderStatus =
-  | { state: "queued" }
-  /** `progress`: 0–100, where the upstream reports it. */
-  | { state: "running"; progress?: number }
-  | {
-      state: "succeeded";
-      result: VideoResult;
-      /** What the upstream reports; the runner falls back to the request and design.md's estimate. */
-      durationSeconds?: number;
-      resolution?: string;
-      usageTokens?: number;
-      /** What the upstream bills us for it, in its own unit (recorded for `reelay audit upstream`). */
-      upstreamUsage?: UpstreamUsage;
-    }
-  /** `reason` is shown to the customer; `detail` only to operators (log and the failed event). */
-  | { state: "failed"; reason: string; detail?: string };
+export type { ProviderStatus, VideoResult } from "../../../contracts/videoResult.ts";
 
 /**
  * One upstream video generator behind one port. Adapters only translate; the runner owns policy for all
@@ -55,6 +28,11 @@ export interface VideoProvider {
   cancel?(task: AcceptedTask): Promise<void>;
   /** The upstream's id for a task submitted with this client reference, if the upstream can tell. */
   findByClientReference?(task: ProviderTask): Promise<string | undefined>;
+  /**
+   * Starts an accepted task again that the upstream answered `UpstreamLost` for (a local render whose process
+   * ended): only when the task's log says it is still live here (the live task machine reads it first).
+   */
+  restart?(task: AcceptedTask): Promise<void>;
   /** The runner is done with the task: free whatever is kept for it (rendered files, memory). */
   forget?(task: AcceptedTask): Promise<void>;
   close(): Promise<void>;
@@ -82,3 +60,9 @@ export class ProviderUnavailable extends Error {
 
 /** Our side is wrong (no key, a key the upstream refuses, an unknown model id): the task fails, the operator is told. */
 export class ProviderMisconfigured extends Error {}
+
+/**
+ * The upstream has no record of an accepted task (the local provider after its process ended): the live task's
+ * machine decides what follows (services/runner/liveTask.ts), the adapter starts nothing on its own.
+ */
+export class UpstreamLost extends Error {}

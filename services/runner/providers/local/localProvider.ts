@@ -5,7 +5,7 @@ import { join } from "node:path";
 import type { ProviderSettings } from "../../../../contracts/config.ts";
 import type { Logger } from "../../../shared/log.ts";
 import { policyOf, type ProviderPolicy } from "../../policy/providerPolicy.ts";
-import type { AcceptedTask, ProviderStatus, ProviderTask, VideoProvider } from "../types.ts";
+import { UpstreamLost, type AcceptedTask, type ProviderStatus, type ProviderTask, type VideoProvider } from "../types.ts";
 import type { Dispatcher } from "undici";
 import { publicOnly } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "./referenceFetch.ts";
@@ -32,7 +32,9 @@ type RenderOrder = Pick<ProviderTask, "taskId" | "job">;
 /**
  * The built-in generator behind the provider port: renders a real MP4 with ffmpeg in this process and
  * reports it as a file, which the runner copies into the object store like any vendor's result. A
- * render belongs to this process: after a restart `status` starts it again.
+ * render belongs to this process: `status` of a task it does not know answers `UpstreamLost` and starts
+ * nothing (another runner may still be rendering it); the runner's machine rereads the task's log and calls
+ * `restart` only when the task is still live and its own.
  */
 export class LocalProvider implements VideoProvider {
   readonly policy: ProviderPolicy;
@@ -60,9 +62,12 @@ export class LocalProvider implements VideoProvider {
 
   async status(task: AcceptedTask): Promise<ProviderStatus> {
     const job = this.jobs.get(task.providerTaskId);
-    if (job) return job.status;
+    if (!job) throw new UpstreamLost(`no render of ${task.providerTaskId} in this process`);
+    return job.status;
+  }
+
+  async restart(task: AcceptedTask): Promise<void> {
     this.start(task);
-    return { state: "queued" };
   }
 
   async cancel(task: AcceptedTask): Promise<void> {

@@ -1,11 +1,16 @@
-import type { ProviderPolicy } from "./providerPolicy.ts";
+/** The part of a provider's policy (services/runner/policy/providerPolicy.ts) that sets a live task's schedule. */
+export interface PollPolicy {
+  pollFirstAfterMs: number;
+  pollEveryMs: number;
+  pollMaxEveryMs: number;
+}
 
 /**
  * When to ask an upstream for news: first `pollFirstAfterMs` after acceptance (vendors take tens of
  * seconds; asking sooner only costs calls), then every `pollEveryMs`, growing by half each time up to
  * `pollMaxEveryMs`. Pure, so a restored task derives its schedule again from the count of calls.
  */
-export function pollDelay(policy: ProviderPolicy, pollsSoFar: number): number {
+export function pollDelay(policy: PollPolicy, pollsSoFar: number): number {
   if (pollsSoFar === 0) return policy.pollFirstAfterMs;
   return Math.min(policy.pollMaxEveryMs, Math.round(policy.pollEveryMs * 1.5 ** (pollsSoFar - 1)));
 }

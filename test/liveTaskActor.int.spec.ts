@@ -3,7 +3,9 @@ import type { TaskEvent, TaskSubmittedEvent } from "../contracts/videoTask.ts";
 import { OBJECT_STORES } from "../infra/jetstreamLayout.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
-import { TaskActor, type TaskActorExit } from "../services/runner/taskActor.ts";
+import { LiveTaskActor } from "../services/runner/liveTask.ts";
+import type { LiveTaskDeps } from "../services/runner/liveTaskDeps.ts";
+import type { LiveTaskExit } from "../machines/liveTaskTypes.ts";
 import type { VideoProvider } from "../services/runner/providers/types.ts";
 import { ChannelPool } from "../services/runner/policy/channelPool.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
@@ -43,7 +45,7 @@ function hangingStatusUpstream(): VideoProvider & { cancels: string[] } {
   return provider;
 }
 
-describe("a task actor", () => {
+describe("a live task actor on NATS", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
   let nats: Nats;
   beforeAll(async () => {
@@ -65,16 +67,24 @@ describe("a task actor", () => {
     return openTask(new AccountLedger(nats), "acme", taskId, { job, maxTaskMs: Date.parse(deadlineAt) - Date.now() });
   }
 
-  /** Drives an actor as RunnerService does: each wait for a poll is slept out, then the actor resumes. */
-  async function runToExit(actor: TaskActor, redelivered: boolean): Promise<TaskActorExit> {
-    for (let step = await actor.start(redelivered); ; step = await actor.resume()) {
-      if ("exit" in step) return step.exit;
-      await new Promise((resolve) => setTimeout(resolve, step.pollAt - Date.now()));
-    }
+  /** The actor's exit, as RunnerService hears it. */
+  const exits = new Map<LiveTaskActor, (exit: LiveTaskExit) => void>();
+  const hooks = {
+    exited: (actor: LiveTaskActor, exit: LiveTaskExit) => exits.get(actor)?.(exit),
+    crashed: (_actor: LiveTaskActor, error: unknown) => {
+      throw error;
+    },
+    run: <T>(_actor: LiveTaskActor, call: () => Promise<T>) => call(),
+  };
+
+  function runToExit(actor: LiveTaskActor, redelivered: boolean): Promise<LiveTaskExit> {
+    const exit = new Promise<LiveTaskExit>((resolve) => exits.set(actor, resolve));
+    actor.start(redelivered);
+    return exit;
   }
 
   const actorFor = (submitted: TaskSubmittedEvent, provider: VideoProvider, shutdown: AbortSignal, maxTaskMs = 10_000) =>
-    new TaskActor(
+    new LiveTaskActor(
       submitted,
       {
         videos: nats.videos,
@@ -88,6 +98,7 @@ describe("a task actor", () => {
         allowPrivateResultAddresses: true,
         shutdown,
       },
+      hooks,
     );
 
   it("after dying between the upstream's create and recording it, finds the upstream task instead of creating a second", async () => {
@@ -113,7 +124,7 @@ describe("a task actor", () => {
   it("retries a submit that keeps failing until the deadline, then fails with a timeout reason and is queued for release", async () => {
     const taskLog = new TaskLog(nats.js, nats.jsm);
     const upstream = failingUpstream();
-    const actor = new TaskActor(await created(41, 1_500), {
+    const deps: LiveTaskDeps = {
       videos: nats.videos,
       videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
       videoNameKey: Buffer.alloc(32, 7),
@@ -124,7 +135,8 @@ describe("a task actor", () => {
       maxResultBytes: 1_000_000,
       allowPrivateResultAddresses: true,
       shutdown: new AbortController().signal,
-    });
+    };
+    const actor = new LiveTaskActor(await created(41, 1_500), deps, hooks);
 
     expect(await runToExit(actor, false)).toBe("final");
 

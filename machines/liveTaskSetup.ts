@@ -1,0 +1,62 @@
+import { assign, setup } from "xstate";
+import type { CallFailure, LiveTaskContext, LiveTaskEffect, LiveTaskEvent, LiveTaskExit, LiveTaskInput, UpstreamSuccess } from "./liveTaskTypes.ts";
+import { delays, isFinalTask, mayHaveEarlierSubmit, pastDeadline, POKE_EVERY_MS, providerTaskIdOf, REREAD_AFTER_WAIT_MS, taskIn } from "./liveTaskRules.ts";
+import { isFinal } from "./videoTask.ts";
+import { taskOf } from "./videoTaskDecider.ts";
+
+type Args = { context: LiveTaskContext; event: LiveTaskEvent };
+export const failureOf = (event: LiveTaskEvent): CallFailure | undefined => (event.type === "FAILED" ? event.failure : undefined);
+const failed =
+  (...kinds: CallFailure["kind"][]) =>
+  ({ event }: Args): boolean => {
+    const failure = failureOf(event);
+    return failure !== undefined && kinds.includes(failure.kind);
+  };
+/** The upstream's "done" being copied: set on the way into `copying`. */
+export function finishedOf(context: LiveTaskContext): UpstreamSuccess {
+  if (context.finished === undefined) throw new Error(`task ${context.taskId}: copying without the upstream's result`);
+  return context.finished;
+}
+export const message = (event: LiveTaskEvent): string => failureOf(event)?.message ?? event.type;
+
+/** The live task machine's vocabulary: its types, its named actions and guards, its delays (liveTask.ts uses them). */
+export const liveTaskSetup = setup({
+  types: { context: {} as LiveTaskContext, events: {} as LiveTaskEvent, input: {} as LiveTaskInput, output: {} as LiveTaskExit },
+  actions: {
+    // Run by the interpreter, which reads the params; nothing to do inside the machine.
+    effect: (_: unknown, _params: LiveTaskEffect) => undefined,
+    keepLog: assign(({ event }) => (event.type === "LOG_READ" ? { task: event.task, sequence: event.sequence } : {})),
+    keepSlot: assign(({ event }) => (event.type === "SLOT" ? { channel: event.channel, policy: event.policy } : {})),
+    recordAcceptance: assign(({ context, event }) => {
+      const accepted = event.type === "FOUND" ? { providerTaskId: event.providerTaskId, channel: event.channel } : event.type === "SUBMITTED" ? { providerTaskId: event.providerTaskId, channel: context.channel } : undefined;
+      return accepted === undefined ? {} : { command: { type: "RecordAcceptance" as const, providerTaskId: accepted.providerTaskId, ...(accepted.channel === undefined ? {} : { channel: accepted.channel }) } };
+    }),
+    backOff: assign(({ context }) => ({ avoid: context.channel, channel: undefined, attempt: context.attempt + 1 })),
+    countFailedWrite: assign({ appendAttempts: ({ context }) => context.appendAttempts + 1 }),
+  },
+  guards: {
+    redelivered: ({ context }) => context.redelivered,
+    final: ({ context }) => isFinalTask(context),
+    noTaskInLog: ({ context }) => taskIn(context).status === "unsubmitted",
+    timedOutHere: ({ context }) => context.cancelAfter && taskIn(context).status === "failed",
+    acceptedWithSlot: ({ context }) => providerTaskIdOf(context) !== undefined && context.channel !== undefined,
+    accepted: ({ context }) => providerTaskIdOf(context) !== undefined,
+    holdsSlot: ({ context }) => context.channel !== undefined,
+    pastDeadline: ({ context }) => pastDeadline(context),
+    waitedForSlot: ({ event }) => event.type === "SLOT" && event.waitedMs >= REREAD_AFTER_WAIT_MS,
+    mayHaveEarlierSubmit: ({ context }) => mayHaveEarlierSubmit(context),
+    foundElsewhere: ({ context, event }) => event.type === "FOUND" && event.channel !== context.channel,
+    succeeded: ({ event }) => event.type === "STATUS" && event.status.state === "succeeded",
+    mayAskNow: ({ context }) => context.now() - context.lastAskedAt >= POKE_EVERY_MS,
+    firstExpiry: ({ context, event }) => failureOf(event)?.kind === "gone" && !context.askedForFreshResult,
+    rejected: failed("rejected"),
+    misconfigured: failed("misconfigured"),
+    lost: failed("lost"),
+    unusable: failed("unusable", "gone"),
+    ourInfrastructure: failed("infrastructure"),
+    logSaysFinal: ({ event }) => event.type === "LOG_READ" && isFinal(taskOf(event.task)),
+    nothingToForget: ({ context }) => providerTaskIdOf(context) === undefined,
+    nothingToWrite: ({ context }) => context.command === undefined,
+  },
+  delays,
+});

@@ -1,0 +1,273 @@
+import type { ActorScope, ExecutableActionsFrom, SnapshotFrom } from "xstate";
+import { createActor } from "xstate";
+import type { TaskSubmittedEvent, VideoJobSpec } from "../../contracts/videoTask.ts";
+import { liveTaskMachine } from "../../machines/liveTask.ts";
+import type { LiveTaskEffect, LiveTaskEvent, LiveTaskExit, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
+import { isFinal } from "../../machines/videoTask.ts";
+import { foldTask, initialTaskState, taskOf, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
+import type { Logger } from "../shared/log.ts";
+import { runCall, type TaskCalls } from "./liveTaskCalls.ts";
+import type { LiveTaskDeps } from "./liveTaskDeps.ts";
+import type { ChannelLease } from "./policy/channelPool.ts";
+
+type Snapshot = SnapshotFrom<typeof liveTaskMachine>;
+type Action = ExecutableActionsFrom<typeof liveTaskMachine>;
+
+/** The reason the calls of an actor that ended are aborted with (one object: nothing is built per task). */
+const ACTOR_ENDED = new Error("the task's actor ended");
+/** A wait at least this long drops the actor's call signal (thousands of waiting tasks would each hold one). */
+const LONG_PAUSE_MS = 1_000;
+const RANDOM_JITTER = (): number => Math.random();
+const CLOCK = (): number => Date.now();
+
+/**
+ * One transition scope for every live task: `machine.transition` with it computes the next snapshot and hands
+ * the actions to `collect` instead of running them (xstate's `transition()` would build an actor per call).
+ * The machine's only actions are its effects, delayed events and their cancels, all run by the interpreter.
+ */
+let collected: Action[] = [];
+let scope: ActorScope<Snapshot, LiveTaskEvent> | undefined;
+function scopeFor(input: LiveTaskInput): ActorScope<Snapshot, LiveTaskEvent> {
+  if (scope) return scope;
+  const self = createActor(liveTaskMachine, { input });
+  const ignore = () => undefined;
+  scope = { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: (action) => void collected.push(action as Action) };
+  return scope;
+}
+
+/** What the runner hears from its live tasks: one object for all of them (no closures per task). */
+export interface LiveTaskHooks {
+  /** The task left this runner (final, stepped aside or stopped). */
+  exited(actor: LiveTaskActor, exit: LiveTaskExit): void;
+  /** The machine threw: a bug, not a fault it handles. The actor is dead. */
+  crashed(actor: LiveTaskActor, error: unknown): void;
+  /** Runs one of the task's calls (inside the task's trace span). */
+  run<T>(actor: LiveTaskActor, call: () => Promise<T>): Promise<T>;
+}
+
+/**
+ * The interpreter of one live task's machine (machines/liveTask.ts) on NATS: it keeps the machine's snapshot,
+ * runs the effects it asks for (log reads and guarded appends, provider calls, the channel pool) and answers
+ * with their events. A waiting task is its snapshot and one timer: no call chain, no promise, no signal.
+ */
+export class LiveTaskActor implements TaskCalls {
+  readonly taskId: number;
+  readonly account: string;
+  readonly job: VideoJobSpec;
+  lease: ChannelLease | undefined;
+  private snapshot: Snapshot | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** The signal of the task's calls (one at a time), renewed after a timeout fired it or a long wait dropped it. */
+  private calls: AbortController | undefined;
+  private queue: LiveTaskEvent[] | undefined;
+  private exited = false;
+  private taskLogger: Logger | undefined;
+  /** The task's first event folded, until the machine holds the task's state (then only the snapshot keeps it). */
+  private first: TaskDeciderState | undefined;
+  private readonly deadlineAt: number;
+
+  constructor(
+    submitted: TaskSubmittedEvent,
+    readonly deps: LiveTaskDeps,
+    private readonly hooks: LiveTaskHooks,
+  ) {
+    this.taskId = submitted.meta.taskId;
+    this.account = submitted.data.account;
+    this.job = submitted.data.job;
+    this.deadlineAt = Date.parse(submitted.data.deadlineAt);
+    this.first = foldTask([submitted]);
+  }
+
+  get log(): Logger {
+    this.taskLogger ??= this.deps.log.child({ taskId: this.taskId });
+    return this.taskLogger;
+  }
+
+  get decided(): TaskDeciderState {
+    return this.snapshot?.context.task ?? this.first ?? initialTaskState();
+  }
+
+  get sequence(): number {
+    return this.snapshot?.context.sequence ?? 0;
+  }
+
+  /** Starts the machine: `redelivered` when another runner may have held the task (its log is read first). */
+  start(redelivered: boolean): void {
+    const input: LiveTaskInput = {
+      taskId: this.taskId,
+      account: this.account,
+      job: this.job,
+      deadlineAt: this.deadlineAt,
+      maxTaskMs: this.deps.maxTaskMs,
+      redelivered,
+      task: this.decided,
+      now: CLOCK,
+      jitter: RANDOM_JITTER(),
+    };
+    this.first = undefined;
+    collected = [];
+    this.snapshot = liveTaskMachine.getInitialSnapshot(scopeFor(input), input);
+    this.settle();
+  }
+
+  /** Feeds one event to the machine (queued when it arrives while another is being handled). */
+  send(event: LiveTaskEvent): void {
+    if (this.queue !== undefined) {
+      this.queue.push(event);
+      return;
+    }
+    this.queue = [event];
+    for (let next = this.queue.shift(); next !== undefined && this.snapshot?.status === "active"; next = this.queue.shift()) {
+      collected = [];
+      this.snapshot = liveTaskMachine.transition(this.snapshot, next, scopeFor(this.snapshot.context));
+      this.settle();
+    }
+    this.queue = undefined;
+  }
+
+  /** Ends the task's waits and calls at once (the runner calls it on shutdown). */
+  stop(): void {
+    this.send({ type: "STOP" });
+    this.calls?.abort(ACTOR_ENDED);
+  }
+
+  /** The upstream said there is news (a callback): a task waiting for its next poll asks now. */
+  poke(): void {
+    this.send({ type: "POKE" });
+  }
+
+  /** Where the task stands, for metrics ("unsubmitted" counts as pending: that is what its customer sees). */
+  progress(now: number): { state: "pending" | "running"; pastDeadline: boolean } {
+    const task = taskOf(this.decided);
+    return { state: task.status === "running" ? "running" : "pending", pastDeadline: !isFinal(task) && now > this.deadlineAt };
+  }
+
+  outcome(): "success" | "failed" | undefined {
+    const { status } = taskOf(this.decided);
+    return status === "success" || status === "failed" ? status : undefined;
+  }
+
+  /** The channel this task runs on (or will be asked about), for metrics and the channels report. */
+  channel(): string {
+    const task = taskOf(this.decided);
+    return this.lease?.channel ?? (task.status === "unsubmitted" ? undefined : task.channel) ?? this.job.provider;
+  }
+
+  providerTaskId(): string | undefined {
+    const task = taskOf(this.decided);
+    return task.status === "unsubmitted" ? undefined : task.providerTaskId;
+  }
+
+  /** Runs `call` bounded by the task's deadline and by `limitMs` (a single call's timeout); undefined past the deadline. */
+  async bounded<T>(call: (signal: AbortSignal) => Promise<T>, limitMs = Number.POSITIVE_INFINITY): Promise<T | undefined> {
+    const remaining = this.deadlineAt - Date.now();
+    if (remaining <= 0) return undefined;
+    if (this.calls === undefined || this.calls.signal.aborted) {
+      this.calls = new AbortController();
+      if (this.exited || this.snapshot?.status === "done") this.calls.abort(ACTOR_ENDED);
+    }
+    const calls = this.calls;
+    const timer = setTimeout(() => calls.abort(new DOMException("the call took too long", "TimeoutError")), Math.min(remaining, limitMs));
+    try {
+      return await call(calls.signal);
+    } catch (error) {
+      if (this.snapshot?.status !== "active" || Date.now() < this.deadlineAt) throw error;
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * A task that waits long keeps no signal meanwhile (the next call makes a new one), and its context is copied
+   * into a compact object: xstate's `assign` leaves it in V8's dictionary mode, 1.6 KB a task instead of 0.3
+   * (thousands of tasks wait at once: bench/tools/waitingTaskHeap.ts).
+   */
+  private compact(): void {
+    this.calls = undefined;
+    const snapshot = this.snapshot;
+    if (snapshot?.status === "active") this.snapshot = liveTaskMachine.resolveState({ value: snapshot.value, context: { ...snapshot.context } });
+  }
+
+  /** Runs what the last transition asked for; a machine that reached its end hands the task back to the runner. */
+  private settle(): void {
+    const actions = collected;
+    collected = [];
+    for (const action of actions) this.execute(action);
+    const snapshot = this.snapshot;
+    if (snapshot?.status === "done" && !this.exited) {
+      this.exited = true;
+      clearTimeout(this.timer);
+      this.lease?.release();
+      this.lease = undefined;
+      this.calls?.abort(ACTOR_ENDED);
+      this.hooks.exited(this, snapshot.output ?? "stopped");
+    }
+  }
+
+  private execute(action: Action): void {
+    // Builtin actions' types are not all in xstate's union of executable actions.
+    const type: string = action.type;
+    if (type === "xstate.raise") {
+      const { event, delay } = action.params as { event: LiveTaskEvent; delay?: number };
+      if (delay === undefined) return;
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      // Due now (an instant provider's first poll): no timer's millisecond; an event the state left meanwhile is ignored.
+      if (delay <= 0) return queueMicrotask(() => this.timerFired(event));
+      this.timer = setTimeout(fire, delay, this, event);
+      if (delay >= LONG_PAUSE_MS) this.compact();
+      return;
+    }
+    if (type === "xstate.cancel") {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+      return;
+    }
+    if (type !== "effect") return;
+    const effect = action.params as LiveTaskEffect;
+    switch (effect.do) {
+      case "release":
+        this.lease?.release();
+        this.lease = undefined;
+        return;
+      case "sideline":
+        this.deps.channels.sideline(effect.channel, effect.message);
+        return;
+      case "noteTransient":
+        this.deps.channels.noteTransient(effect.channel, effect.message);
+        return;
+      case "warn":
+        this.log.warn(effect.detail === undefined ? {} : { detail: effect.detail }, effect.message);
+        return;
+      default:
+        void this.hooks.run(this, () => runCall(this, effect)).then((event) => this.answered(event));
+    }
+  }
+
+  timerFired(event: LiveTaskEvent): void {
+    this.timer = undefined;
+    this.guarded(event);
+  }
+
+  private answered(event: LiveTaskEvent | undefined): void {
+    if (event !== undefined && !this.deps.shutdown.aborted) this.guarded(event);
+  }
+
+  /** Feeds an event that arrives on its own (a timer, a call's answer): a throw there has no caller to reach. */
+  private guarded(event: LiveTaskEvent): void {
+    try {
+      this.send(event);
+    } catch (error) {
+      if (this.exited) return;
+      this.exited = true;
+      clearTimeout(this.timer);
+      this.lease?.release();
+      this.lease = undefined;
+      this.hooks.crashed(this, error);
+    }
+  }
+}
+
+/** One function for every task's timer: no closure per wait. */
+const fire = (actor: LiveTaskActor, event: LiveTaskEvent): void => actor.timerFired(event);
