@@ -5,6 +5,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { environment } from "./environment.ts";
+import { skipErrorsForSettledRequests } from "./natsSettledRequests.ts";
 import { coalesceWrites } from "./natsWriteCoalescing.ts";
 import { assertSupportedServer } from "./serverCheck.ts";
 
@@ -31,13 +32,16 @@ export interface Nats {
 /**
  * Connects; with `layout`, first creates or updates every stream, bucket and consumer.
  *
- * One method of the pinned client is replaced, guarded (if its shape changes, nothing is replaced and a test
- * fails): the connection writes once per event-loop turn (natsWriteCoalescing.ts). It stays while
- * `npm run bench -- --only patches` shows it pays (docs/decisions.md, "Replaced client methods");
- * REELAY_NATS_COALESCE_WRITES=off leaves the client as published, for that comparison.
+ * Two methods of the pinned client are replaced (each guarded: if its shape changes, nothing is replaced and a
+ * test fails): writes once per event-loop turn (natsWriteCoalescing.ts) and no Error built as each request ends
+ * (natsSettledRequests.ts). Each stays only while `npm run bench -- --only patches` shows it pays
+ * (docs/decisions.md); REELAY_NATS_PATCHES switches them off for that comparison.
  */
 export async function connectNats(url: string, name: string, layout?: LayoutOptions, credentials?: NatsCredentials): Promise<Nats> {
-  // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU).
+  const { REELAY_NATS_PATCHES: patches } = environment();
+  // noAsyncTraces: the client would otherwise build a stack-traced Error for every request (~10% of CPU);
+  // and it builds another one as every request ends, unless told not to.
+  if (patches === "both" || patches === "settled-requests") skipErrorsForSettledRequests();
   const auth = credentials ? { user: credentials.user, pass: credentials.password } : {};
   // Back within a quarter second of the server (the client's default waits 2 s between tries of a server): a
   // runner's first heartbeat after a restart must reach the server before its held jobs' leases run out (5 s
@@ -49,7 +53,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     await nc.close();
     throw error;
   }
-  if (environment().REELAY_NATS_COALESCE_WRITES === "on") coalesceWrites(nc);
+  if (patches === "both" || patches === "coalesce-writes") coalesceWrites(nc);
   const js = jetstream(nc);
   const jsm = await jetstreamManager(nc);
   if (layout) await ensureJetStreamLayout(nc, jsm, layout);
