@@ -1,0 +1,147 @@
+import { pino } from "pino";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { fleetChannelReports } from "../services/shared/channelReports.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import { ChannelPool, type ChannelLease } from "../services/runner/policy/channelPool.ts";
+import type { VideoProvider } from "../services/runner/providers/types.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+const log = pino({ level: "silent" });
+const LEASE_MS = 1_500;
+const provider = (maxInFlight: number, submitsPerSecond = 0): VideoProvider => ({
+  policy: { pollFirstAfterMs: 0, pollEveryMs: 10, pollMaxEveryMs: 10, maxInFlight, submitsPerSecond, timeoutMs: 1000 },
+  submit: () => Promise.reject(new Error("not called")),
+  status: () => Promise.reject(new Error("not called")),
+  close: () => Promise.resolve(),
+});
+const never = new AbortController().signal;
+
+/**
+ * The channel pool of several runners sharing one fleet state (bucket `fleet`) on a real nats-server: the
+ * limits, turns and cool-downs hold for the fleet, not per runner. Each test uses channel names of its own.
+ */
+describe("channel pools of several runners share one budget per channel", () => {
+  let server: Awaited<ReturnType<typeof startTestNats>>;
+  let nats: Nats;
+  const pools: ChannelPool[] = [];
+  beforeAll(async () => {
+    server = await startTestNats();
+    nats = await connectNats(server.url, "channel-pool", { replicas: 1, leaseMs: LEASE_MS });
+  });
+  afterAll(async () => {
+    await Promise.all(pools.map((pool) => pool.close()));
+    await nats.nc.close();
+    await server.stop();
+  });
+
+  const runner = async (name: string, channels: Record<string, VideoProvider>, coolDownMs = 60_000, logger = log): Promise<ChannelPool> => {
+    const settings = new Map(Object.entries(channels).map(([channel, p]) => [channel, { kind: "test", provider: p, weight: 1, coolDownMs }]));
+    const pool = new ChannelPool(settings, { store: nats.fleet, runner: name, leaseMs: LEASE_MS }, logger, () => 0);
+    await pool.start();
+    pools.push(pool);
+    return pool;
+  };
+  const report = async (channel: string) => (await fleetChannelReports(nats)).find((row) => row.channel === channel);
+
+  it("given three runners and a channel of maxInFlight 2, when 12 tasks ask for it, then never more than 2 hold it and all are served", async () => {
+    const runners = await Promise.all(["r1", "r2", "r3"].map((name) => runner(name, { shared: provider(2) })));
+    let holding = 0;
+    let peak = 0;
+    const served = await Promise.all(
+      Array.from({ length: 12 }, async (_, i) => {
+        const lease = await (runners[i % 3] as ChannelPool).acquire(`acct-${i % 4}`, ["shared"], never);
+        peak = Math.max(peak, ++holding);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        holding--;
+        lease.release();
+        return lease.channel;
+      }),
+    );
+    expect(served).toEqual(Array(12).fill("shared"));
+    expect(peak).toBeLessThanOrEqual(2);
+    expect((await report("shared"))?.maxInFlight).toBe(2);
+  });
+
+  it("given one account's burst waiting on one runner, when another account's task waits on another runner, then it takes the next free slot", async () => {
+    const [busy, quiet] = await Promise.all([runner("busy", { turns: provider(1) }), runner("quiet", { turns: provider(1) })]);
+    const first = await busy.acquire("burst", ["turns"], never);
+    const order: string[] = [];
+    const burst = [1, 2, 3].map((n) => busy.acquire("burst", ["turns"], never).then((lease) => (order.push(`burst-${n}`), lease)));
+    await expect.poll(async () => (await report("turns"))?.waitingByAccount, { timeout: 5_000 }).toEqual({ burst: 3 });
+    const small = quiet.acquire("small", ["turns"], never).then((lease) => (order.push("small"), lease));
+    await expect.poll(async () => (await report("turns"))?.waiting, { timeout: 5_000 }).toBe(4);
+    first.release();
+    (await small).release();
+    for (const lease of burst) (await lease).release();
+    expect(order[0]).toBe("small");
+  });
+
+  it("an abandoned wait leaves the queue; a release twice frees one slot", async () => {
+    const pool = await runner("abandon", { once: provider(1) });
+    const lease = await pool.acquire("a", ["once"], never);
+    const aborter = new AbortController();
+    const abandoned = pool.acquire("b", ["once"], aborter.signal);
+    aborter.abort(new Error("deadline"));
+    await expect(abandoned).rejects.toThrow("deadline");
+    expect(pool.waitingCount()).toBe(0);
+    lease.release();
+    lease.release();
+    await expect.poll(async () => (await report("once"))?.inFlight, { timeout: 5_000 }).toBe(0);
+  });
+
+  it("given a slot held by a runner that stops refreshing it (dead), then another runner gets it one lease later", async () => {
+    const dead = await runner("dead", { orphan: provider(1) });
+    await dead.acquire("a", ["orphan"], never);
+    // The process dies: no release, no refresh (its timer stops with it).
+    (dead as unknown as { tick: NodeJS.Timeout }).tick.close();
+    const alive = await runner("alive", { orphan: provider(1) });
+    const started = Date.now();
+    const lease: ChannelLease = await alive.acquire("b", ["orphan"], never);
+    expect(lease.channel).toBe("orphan");
+    expect(Date.now() - started).toBeLessThan(LEASE_MS + 1_200);
+  });
+
+  it("a channel sidelined by one runner is out of rotation for every runner; a pinned task still gets it; the avoided channel is the last resort", async () => {
+    const [a, b] = await Promise.all([runner("side-a", { bad: provider(5), good: provider(5) }, 1_000), runner("side-b", { bad: provider(5), good: provider(5) }, 1_000)]);
+    a.sideline("bad", "HTTP 401 AuthenticationError");
+    await expect.poll(() => b.anyInRotation(["bad"]), { timeout: 5_000 }).toBe(false);
+    expect(await report("bad")).toMatchObject({ state: "cooling down", coolDownReason: "HTTP 401 AuthenticationError" });
+    expect((await b.acquire("x", ["bad", "good"], never)).channel).toBe("good");
+    expect((await b.acquire("x", ["bad"], never, { pinned: true })).channel).toBe("bad");
+    await expect.poll(() => b.anyInRotation(["bad"]), { timeout: 5_000 }).toBe(true);
+    expect((await b.acquire("x", ["bad", "good"], never, { avoid: "bad" })).channel).toBe("good");
+    expect((await report("bad"))?.recentErrors.at(-1)?.message).toBe("HTTP 401 AuthenticationError");
+  });
+
+  it("given submitsPerSecond 10 on a channel, when two runners submit 8 tasks, then their submits are spaced 100 ms apart", async () => {
+    const [a, b] = await Promise.all([runner("rate-a", { paced: provider(20, 10) }), runner("rate-b", { paced: provider(20, 10) })]);
+    const times = await Promise.all(
+      Array.from({ length: 8 }, async (_, i) => {
+        const lease = await (i % 2 === 0 ? a : b).acquire("a", ["paced"], never);
+        await lease.submitTurn(never);
+        const at = Date.now();
+        lease.release();
+        return at;
+      }),
+    );
+    const sorted = times.sort((x, y) => x - y);
+    const gaps = sorted.slice(1).map((time, i) => time - (sorted[i] as number));
+    // Timers fire up to a few ms early or late; the reservation itself is exactly 100 ms apart.
+    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(90);
+    expect((await report("paced"))?.submitRate).toBeGreaterThan(0);
+  });
+
+  it("a failed clean-up (deleteAfterCopy) is logged once per runner with its reason and counted for the fleet; the channel stays in rotation", async () => {
+    const lines: Array<{ channel?: string; why?: string }> = [];
+    const recording = pino({ level: "warn" }, { write: (line: string) => lines.push(JSON.parse(line) as { channel?: string; why?: string }) });
+    const pool = await runner("cleanup", { relay: provider(5) }, 60_000, recording);
+    const why = "the upstream does not support DELETE /videos/{id}: unsupported operation (HTTP 405): HTTP 405";
+    for (let i = 0; i < 3; i++) {
+      pool.cleanupFailed("relay", why);
+      await expect.poll(async () => (await report("relay"))?.cleanupFailures?.count, { timeout: 5_000 }).toBe(i + 1);
+    }
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ channel: "relay", why });
+    expect(await report("relay")).toMatchObject({ state: "in rotation", recentErrors: [], cleanupFailures: { count: 3, last: { message: why } } });
+  });
+});
