@@ -106,9 +106,13 @@ export class RunnerService {
     this.held.clear();
   }
 
-  /** Jobs to fetch now: up to `maxConcurrentTasks` held, waiting ones included (the pool serves them fairly). */
+  /**
+   * Jobs to fetch now: up to `maxConcurrentTasks` held, of which at most `maxWaitingTasks` wait for a slot (the
+   * fleet serves waiting accounts in turn); the rest stay in the queue for whichever runner has room.
+   */
   private room(): number {
-    return Math.min(this.config.runner.maxConcurrentTasks - this.held.size, 256);
+    const { maxConcurrentTasks, maxWaitingTasks } = this.config.runner;
+    return Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - this.channels.waitingCount(), 256);
   }
 
   /** The upstream said there is news about one of its tasks (a callback): the task hosted here asks now. */

@@ -24,14 +24,11 @@ interface Waiter {
 /**
  * The runner's side of the fleet's channels. A task asks for a slot on any of its model's channels; it gets
  * one when the fleet (bucket `fleet`, FleetChannels) has a free slot on a channel in rotation and it is its
- * account's turn there: the accounts waiting anywhere in the fleet are served fewest-slots-first (fairTurn),
- * so one account's burst cannot starve another's task whichever runner holds what. Among this runner's
- * own waiters, accounts take turns round-robin. A channel whose key, quota or account the upstream refused
- * leaves the rotation for every runner for its cool-down.
+ * account's turn there (fairTurn: accounts waiting anywhere in the fleet take turns, whichever runner holds
+ * what). A channel whose key, quota or account the upstream refused leaves the rotation for every runner.
  */
 export class ChannelPool implements SlotOwner {
   readonly fleet: FleetChannels;
-  private readonly channels: ReadonlyMap<string, ChannelSettings>;
   /** Waiters per account; `turns` is the order accounts are served in (an account served goes to the back). */
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly turns: string[] = [];
@@ -48,12 +45,11 @@ export class ChannelPool implements SlotOwner {
   private again = false;
 
   constructor(
-    channels: ReadonlyMap<string, ChannelSettings>,
+    private readonly channels: ReadonlyMap<string, ChannelSettings>,
     fleet: FleetSettings,
     private readonly log: Logger,
     private readonly random: () => number = Math.random,
   ) {
-    this.channels = channels;
     this.fleet = new FleetChannels(fleet.store, fleet.runner, fleet.leaseMs, log, () => this.dispatch());
     this.notices = new WaitingNotices(this.fleet);
   }
@@ -106,7 +102,10 @@ export class ChannelPool implements SlotOwner {
       signal.addEventListener("abort", abort, { once: true });
       const queue = this.waiting.get(account);
       if (queue) queue.push(waiter);
-      else this.waiting.set(account, [waiter]) && this.turns.push(account);
+      else {
+        this.waiting.set(account, [waiter]);
+        this.turns.push(account);
+      }
       this.dispatch();
     });
   }
@@ -144,7 +143,7 @@ export class ChannelPool implements SlotOwner {
     return count;
   }
 
-  /** Stops refreshing; the slots still held go back to the fleet at once (a stopping runner hands its tasks back). */
+  /** Stops refreshing; held slots go back to the fleet at once (a stopping runner hands its tasks back). */
   async close(): Promise<void> {
     if (this.tick) clearInterval(this.tick);
     const slots = [...this.slots];
@@ -223,7 +222,7 @@ export class ChannelPool implements SlotOwner {
     const turnsOf = (channel: string): ChannelTurns => {
       const known = turns.get(channel);
       if (known) return known;
-      const fresh = this.turnsOn(channel, now);
+      const fresh = channelTurns(this.fleet, channel, this.provider(channel)?.policy.maxInFlight ?? 0, this.localWaiting(channel), now);
       turns.set(channel, fresh);
       return fresh;
     };
@@ -262,11 +261,6 @@ export class ChannelPool implements SlotOwner {
       if (point < 0) return name;
     }
     return choices[choices.length - 1];
-  }
-
-  /** `channel`'s free slots, holders and waiting accounts (this runner's and the others'), as of `now`. */
-  private turnsOn(channel: string, now: number): ChannelTurns {
-    return channelTurns(this.fleet, channel, this.provider(channel)?.policy.maxInFlight ?? 0, this.localWaiting(channel), now);
   }
 
   /** This runner's waiting accounts on `channel`: how many tasks, since when the oldest waits, when this runner last served the account there. */
