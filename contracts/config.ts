@@ -199,7 +199,7 @@ export const ReelayConfig = z
          * all the same, as far as the account's credit limit allows.
          */
         chatHoldTtlMs: z.number().int().min(1000).default(30 * 60_000),
-        /** Requests per second per API key on each edge (0: no limit); bursts up to `burstPerKey`. */
+        /** Requests per second per API key across every edge (0: no limit); bursts up to `burstPerKey`. */
         requestsPerSecondPerKey: z.number().min(0).default(0),
         burstPerKey: z.number().int().min(1).default(100),
         /** How long create waits for the upstream to accept before answering without provider_task_id. */
