@@ -250,7 +250,8 @@ export class ChannelPool implements SlotOwner {
 
   /** A channel with a free slot for `waiter` whose turn it is, by weight; the avoided one only as a last resort. */
   private pick(waiter: Waiter, now: number, full: ReadonlySet<string>, turnsOf: (channel: string) => ChannelTurns): string | undefined {
-    const open = waiter.candidates.filter((name) => !full.has(name) && (waiter.pinned || !this.cooling(name, now)) && fairTurn(turnsOf(name), waiter.account, now));
+    // A pinned task is already at that upstream (taken over from a runner that died): it needs only a free slot.
+    const open = waiter.candidates.filter((name) => !full.has(name) && (waiter.pinned ? turnsOf(name).free > 0 : !this.cooling(name, now) && fairTurn(turnsOf(name), waiter.account, now)));
     const preferred = open.filter((name) => name !== waiter.avoid);
     const choices = preferred.length > 0 ? preferred : open;
     if (choices.length <= 1) return choices[0];
