@@ -28,6 +28,8 @@ const MAX_RACES = 20;
  */
 export class FleetChannels {
   private readonly view = new Map<string, Versioned>();
+  /** The last submit reservation per channel: the next one starts after it. */
+  private readonly submitQueues = new Map<string, Promise<number>>();
   private mirror: KvMirror<Versioned> | undefined;
 
   constructor(
@@ -131,10 +133,19 @@ export class FleetChannels {
   /**
    * The time this submit may go under the channel's `submitsPerSecond`, reserved for it: the channel's next
    * free time moves on by one interval with a guarded write, so submits of every runner are spaced as one.
+   * This runner's submits on a channel reserve one at a time (only runners race each other); a lost race
+   * means another runner's submit got that turn, so it is tried again, never given up (a ConcurrencyError
+   * here would read as a lost race on the task's log).
    */
-  async submitAt(channel: string, perSecond: number): Promise<number> {
+  submitAt(channel: string, perSecond: number): Promise<number> {
+    const turn = (this.submitQueues.get(channel) ?? Promise.resolve(0)).catch(() => 0).then(() => this.reserveSubmit(channel, perSecond));
+    this.submitQueues.set(channel, turn);
+    return turn;
+  }
+
+  private async reserveSubmit(channel: string, perSecond: number): Promise<number> {
     const key = fleetKeys.submits(channel);
-    for (let races = 0; ; races++) {
+    for (;;) {
       const now = Date.now();
       const last = this.parse(key, SubmitsRecord);
       const at = Math.max(now, last?.nextAt ?? 0);
@@ -144,7 +155,7 @@ export class FleetChannels {
         await this.writeAt(key, record, this.view.get(key)?.revision ?? 0, 60 * 60_000);
         return at;
       } catch (error) {
-        if (!(error instanceof ConcurrencyError) || races >= MAX_RACES) throw error;
+        if (!(error instanceof ConcurrencyError)) throw error;
         await this.reread(key);
       }
     }
