@@ -43,22 +43,14 @@ export class FleetStore {
     return entryOf(entry) ?? { revision: 0, value: undefined };
   }
 
-  /** Keeps `view` current with every record under `key` (a wildcard); `changed` runs after each update. */
-  mirror(key: string, view: Map<string, Versioned>, changed: () => void, log: Logger): KvMirror<Versioned> {
+  /** Hands every record under `key` (a wildcard) to `apply` as it changes (undefined: deleted). */
+  mirror(key: string, apply: (name: string, record: Versioned | undefined) => void, log: Logger): KvMirror<Versioned> {
     return new KvMirror(this.kv, {
       name: `fleet ${key}`,
       key,
       decode: (entry) => entryOf(entry) ?? { revision: entry.revision, value: undefined },
-      onPut: (name, record) => {
-        // Our own write may be in the view already, newer than what the watch delivers now.
-        if ((view.get(name)?.revision ?? 0) >= record.revision) return;
-        view.set(name, record);
-        changed();
-      },
-      onDelete: (name) => {
-        view.delete(name);
-        changed();
-      },
+      onPut: (name, record) => apply(name, record),
+      onDelete: (name) => apply(name, undefined),
       log,
     });
   }

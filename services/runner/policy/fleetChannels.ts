@@ -1,4 +1,4 @@
-import { CooldownRecord, ErrorsRecord, fleetKeys, SlotRecord, SubmitsRecord, WaitRecord, type PolicyRecord } from "../../../contracts/fleet.ts";
+import { CooldownRecord, ErrorsRecord, fleetKeys, fleetToken, SlotRecord, SubmitsRecord, WaitRecord, type PolicyRecord } from "../../../contracts/fleet.ts";
 import { ConcurrencyError } from "../../shared/errors.ts";
 import type { FleetStore, Versioned } from "../../shared/fleetStore.ts";
 import type { KvMirror } from "../../shared/kvMirror.ts";
@@ -12,6 +12,8 @@ export interface HeldSlot {
   account: string;
   taskId: number | undefined;
 }
+
+type HeldRecord = Extract<SlotRecord, { state: "held" }>;
 
 const RECENT_ERRORS = 5;
 /** Submits remembered for the observed rate (`reelay channels`). */
@@ -28,6 +30,10 @@ const MAX_RACES = 20;
  */
 export class FleetChannels {
   private readonly view = new Map<string, Versioned>();
+  /** Each channel's held slot records by slot number, and its waiting records by key (by channel token): kept as the view changes. */
+  private readonly slotsOf = new Map<string, Map<number, HeldRecord>>();
+  private readonly waitsOf = new Map<string, Map<string, WaitRecord>>();
+  private readonly parsed = new WeakMap<Versioned, unknown>();
   /** The last submit reservation per channel: the next one starts after it. */
   private readonly submitQueues = new Map<string, Promise<number>>();
   private mirror: KvMirror<Versioned> | undefined;
@@ -42,7 +48,16 @@ export class FleetChannels {
   ) {}
 
   async start(policies: readonly PolicyRecord[]): Promise<void> {
-    this.mirror = this.store.mirror(fleetKeys.channels, this.view, this.changed, this.log);
+    this.mirror = this.store.mirror(
+      fleetKeys.channels,
+      (key, record) => {
+        // Our own write may be in the view already, newer than what the watch delivers now.
+        if (record !== undefined && (this.view.get(key)?.revision ?? 0) >= record.revision) return;
+        this.set(key, record);
+        this.changed();
+      },
+      this.log,
+    );
     await this.mirror.start();
     // The policy a runner was configured with, for reports (`reelay channels` reads no config of runners).
     for (const policy of policies) await this.store.write(fleetKeys.policy(policy.channel), policy, { ttlMs: 7 * 24 * 60 * 60_000 });
@@ -53,12 +68,9 @@ export class FleetChannels {
   }
 
   /** Slots held now (by their records' `until`), by slot number. */
-  held(channel: string, max: number, now = Date.now()): Map<number, Extract<SlotRecord, { state: "held" }>> {
-    const held = new Map<number, Extract<SlotRecord, { state: "held" }>>();
-    for (let n = 0; n < max; n++) {
-      const record = this.parse(fleetKeys.slot(channel, n), SlotRecord);
-      if (record?.state === "held" && record.until > now) held.set(n, record);
-    }
+  held(channel: string, max: number, now = Date.now()): Map<number, HeldRecord> {
+    const held = new Map<number, HeldRecord>();
+    for (const [n, record] of this.slotsOf.get(fleetToken(channel)) ?? []) if (n < max && record.until > now) held.set(n, record);
     return held;
   }
 
@@ -68,14 +80,7 @@ export class FleetChannels {
 
   /** Other runners' waiting tasks on `channel` still counted (their records' `until`), with a count above 0. */
   waitingElsewhere(channel: string, now = Date.now()): WaitRecord[] {
-    const prefix = `${fleetKeys.channel(channel)}.wait.`;
-    const records: WaitRecord[] = [];
-    for (const key of this.view.keys()) {
-      if (!key.startsWith(prefix)) continue;
-      const record = this.parse(key, WaitRecord);
-      if (record && record.runner !== this.runner && record.count > 0 && record.until > now) records.push(record);
-    }
-    return records;
+    return [...(this.waitsOf.get(fleetToken(channel))?.values() ?? [])].filter((record) => record.runner !== this.runner && record.count > 0 && record.until > now);
   }
 
   /**
@@ -86,10 +91,10 @@ export class FleetChannels {
     for (let races = 0; races < MAX_RACES; races++) {
       const now = Date.now();
       const held = this.held(channel, max, now);
-      const free = [...Array(max).keys()].filter((n) => !held.has(n));
-      if (free.length === 0) return undefined;
-      // A random free slot: runners that see the same free slots mostly try different ones.
-      const n = free[Math.floor(Math.random() * free.length)] as number;
+      if (held.size >= max) return undefined;
+      // From a random slot on, the first free one: runners that see the same free slots mostly try different ones.
+      let n = Math.floor(Math.random() * max);
+      while (held.has(n)) n = (n + 1) % max;
       const key = fleetKeys.slot(channel, n);
       const record: SlotRecord = { state: "held", channel, runner: this.runner, account, ...(taskId === undefined ? {} : { taskId }), until: now + this.leaseMs };
       try {
@@ -187,21 +192,44 @@ export class FleetChannels {
 
   private async writeAt(key: string, value: unknown, expect: number | undefined, ttlMs: number): Promise<number> {
     const revision = await this.store.write(key, value, { ttlMs, ...(expect === undefined ? {} : { expect }) });
-    if ((this.view.get(key)?.revision ?? 0) < revision) this.view.set(key, { revision, value });
+    if ((this.view.get(key)?.revision ?? 0) < revision) this.set(key, { revision, value });
     this.changed();
     return revision;
   }
 
   private async reread(key: string): Promise<void> {
     const current = await this.store.read(key);
-    if (current.revision === 0) this.view.delete(key);
-    else this.view.set(key, current);
+    this.set(key, current.revision === 0 ? undefined : current);
+  }
+
+  /** Puts a record in the view (undefined: removes it), and in the channel's slot or waiting index. */
+  private set(key: string, record: Versioned | undefined): void {
+    if (record === undefined) this.view.delete(key);
+    else this.view.set(key, record);
+    const [, token = "", kind, ...rest] = key.split(".");
+    if (kind === "slot") {
+      const slots = this.slotsOf.get(token) ?? new Map<number, HeldRecord>();
+      this.slotsOf.set(token, slots);
+      const parsed = SlotRecord.safeParse(record?.value);
+      if (parsed.success && parsed.data.state === "held") slots.set(Number(rest[0]), parsed.data);
+      else slots.delete(Number(rest[0]));
+    } else if (kind === "wait") {
+      const waits = this.waitsOf.get(token) ?? new Map<string, WaitRecord>();
+      this.waitsOf.set(token, waits);
+      const parsed = WaitRecord.safeParse(record?.value);
+      if (parsed.success) waits.set(key, parsed.data);
+      else waits.delete(key);
+    }
   }
 
   private parse<T>(key: string, schema: { safeParse(value: unknown): { success: true; data: T } | { success: false } }): T | undefined {
     const entry = this.view.get(key);
     if (entry === undefined) return undefined;
+    // Read on every pass over the waiters (the cool-down): parsed once per record. A key holds one kind of record.
+    if (this.parsed.has(entry)) return this.parsed.get(entry) as T | undefined;
     const parsed = schema.safeParse(entry.value);
-    return parsed.success ? parsed.data : undefined;
+    const value = parsed.success ? parsed.data : undefined;
+    this.parsed.set(entry, value);
+    return value;
   }
 }
