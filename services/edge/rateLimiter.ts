@@ -7,8 +7,8 @@ import type { Logger } from "../shared/log.ts";
 const MAX_TRACKED_KEYS = 100_000;
 /** An edge takes what a key may spend in this long from the shared budget at once (at least one request). */
 const SHARE_MS = 50;
-/** Tokens an edge took and did not spend within this long are dropped (spent for nothing): the bound never grows. */
-const HOLD_MS = 250;
+/** Tokens an edge took and did not spend within this long are dropped (spent for nothing): the bound never grows, and a starved event loop still spends its share. */
+const HOLD_MS = 1_000;
 /** Races lost in a row before a request is refused rather than kept waiting (each lost race: another edge took tokens). */
 const MAX_RACES = 8;
 
@@ -42,7 +42,7 @@ export class RateLimiter implements KeyRateLimit {
 /**
  * The fleet's token bucket per API key, shared by every edge (bucket `fleet`, `rate.<keyId>`): an edge takes a
  * small share (what the key may spend in 50 ms, at least one request) with a write guarded by the bucket's last
- * revision, and spends it locally; a share not spent within 250 ms is dropped. So across any number of edges a
+ * revision, and spends it locally; a share not spent within a second is dropped. So across any number of edges a
  * key never gets more than `burst` + `perSecond` × t requests in t; a request that finds its edge's share empty
  * costs one guarded write (two messages). A bucket that looks empty by the last record this edge saw is empty
  * (the newer records only hold fewer tokens): refused without asking NATS. When NATS cannot be reached, each
