@@ -112,7 +112,10 @@ export class RunnerService {
    */
   private room(): number {
     const { maxConcurrentTasks, maxWaitingTasks } = this.config.runner;
-    return Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - this.channels.waitingCount(), 256);
+    // Jobs held without a slot: waiting in the pool, or just taken and not there yet (counted at once, so a
+    // fetch right after another cannot overshoot the bound before the new tasks reach the pool).
+    const withoutSlot = this.held.size - this.channels.slotsHeld();
+    return Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - withoutSlot, 256);
   }
 
   /** The upstream said there is news about one of its tasks (a callback): the task hosted here asks now. */

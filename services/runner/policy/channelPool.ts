@@ -138,9 +138,12 @@ export class ChannelPool implements SlotOwner {
 
   /** Tasks of this runner waiting for a slot. */
   waitingCount(): number {
-    let count = 0;
-    for (const queue of this.waiting.values()) count += queue.length;
-    return count;
+    return [...this.waiting.values()].reduce((count, queue) => count + queue.length, 0);
+  }
+
+  /** Slots this runner's tasks hold. */
+  slotsHeld(): number {
+    return this.slots.size;
   }
 
   /** Stops refreshing; held slots go back to the fleet at once (a stopping runner hands its tasks back). */
