@@ -32,9 +32,9 @@ const BEAT_CHECKS_PER_PERIOD = 10;
  * Takes new tasks from the task log (the first events, which edges write: consumer `runners`) and hosts a
  * TaskActor for each until its task is final. A task's first event stays unacked (and heartbeated) while
  * the task lives, so if this process dies JetStream hands it to another runner after the lease, which
- * rebuilds the task from its log and carries on. A runner holds up to `runner.maxConcurrentTasks` tasks:
- * those beyond its channels' free slots wait in the channel pool, still pending, where accounts take turns
- * (one account's burst cannot starve another's task).
+ * rebuilds the task from its log and carries on. A runner holds up to `runner.maxConcurrentTasks` tasks, of
+ * which at most `runner.maxWaitingTasks` wait for a channel slot in the pool, still pending, where accounts
+ * waiting anywhere in the fleet take turns (one account's burst cannot starve another's task).
  */
 export class RunnerService {
   private readonly held = new Map<number, HeldJob>();
