@@ -146,6 +146,12 @@ describe("channel pools of several runners share one budget per channel", () => 
     expect(turns).toHaveLength(48);
   });
 
+  it("given a channel with more slot records than one page of reads (1,100), then the report counts every one", async () => {
+    const until = Date.now() + 60_000;
+    await Promise.all(Array.from({ length: 1_100 }, (_, n) => nats.fleet.write(`chan.many.slot.${n}`, { state: "held", channel: "many", runner: "r", account: `a${n % 3}`, until }, { ttlMs: 60_000 })));
+    expect((await report("many"))?.inFlight).toBe(1_100);
+  });
+
   it("a failed clean-up (deleteAfterCopy) is logged once per runner with its reason and counted for the fleet; the channel stays in rotation", async () => {
     const lines: Array<{ channel?: string; why?: string }> = [];
     const recording = pino({ level: "warn" }, { write: (line: string) => lines.push(JSON.parse(line) as { channel?: string; why?: string }) });

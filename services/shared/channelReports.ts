@@ -4,14 +4,22 @@ import type { ChannelReport } from "../../contracts/runnerControl.ts";
 import type { Nats } from "./nats.ts";
 import { directMessages } from "./subjectLog.ts";
 
-/** Subjects read per direct get: a channel has one record per slot plus a few, so this covers hundreds of slots per page. */
+/** Records read per direct get: a channel has one record per slot it ever used plus a few. */
 const PAGE = 1024;
 
 /** Every channel's fleet-wide use, from the shared state (`reelay channels`, the admin API): no runner is asked. */
 export async function fleetChannelReports(nats: Nats, now = Date.now()): Promise<ChannelReport[]> {
+  // The bucket keeps one message per key (history 1), so reading its channel subjects in order, page by page,
+  // reads each record once, however many slots a channel has.
   const records: unknown[] = [];
-  for await (const msg of directMessages((): Promise<AsyncIterable<StoredMsg>> => nats.jsm.direct.getLastMessagesFor(`KV_${FLEET_BUCKET}`, { multi_last: [`$KV.${FLEET_BUCKET}.chan.>`], batch: PAGE }))) {
-    if (msg.data.length > 0) records.push(msg.json());
+  for (let from = 1, read = PAGE; read === PAGE; ) {
+    read = 0;
+    const page = (): Promise<AsyncIterable<StoredMsg>> => nats.jsm.direct.getBatch(`KV_${FLEET_BUCKET}`, { seq: from, next_by_subj: `$KV.${FLEET_BUCKET}.chan.>`, batch: PAGE });
+    for await (const msg of directMessages(page)) {
+      read++;
+      from = msg.seq + 1;
+      if (msg.data.length > 0) records.push(msg.json());
+    }
   }
   return channelReportsOf(records, now);
 }
