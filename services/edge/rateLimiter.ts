@@ -5,7 +5,11 @@ import type { FleetStore } from "../shared/fleetStore.ts";
 import type { Logger } from "../shared/log.ts";
 
 const MAX_TRACKED_KEYS = 100_000;
-/** An edge takes what a key may spend in this long from the shared budget at once (at least one request). */
+/**
+ * An edge takes what a key may spend in this long from the shared budget at once (at least one request), or in
+ * two of its recent round trips to NATS if longer: one refill per key is in flight at a time, so a share must
+ * last until the next one can arrive or a slow NATS would hold the key below its rate.
+ */
 const SHARE_MS = 50;
 /** Tokens an edge took and did not spend within this long are dropped (spent for nothing): the bound never grows, and a starved event loop still spends its share. */
 const HOLD_MS = 1_000;
@@ -55,6 +59,8 @@ export class FleetRateLimiter implements KeyRateLimit {
   private readonly refilling = new Map<string, Promise<void>>();
   private readonly fallback: RateLimiter;
   private lastWarning = 0;
+  /** A moving average of this edge's guarded writes' round trips (ms). */
+  private roundTripMs = 0;
 
   constructor(
     private readonly perSecond: number,
@@ -90,7 +96,7 @@ export class FleetRateLimiter implements KeyRateLimit {
 
   private async takeShare(keyId: string): Promise<void> {
     const key = fleetKeys.rate(keyId);
-    const share = Math.max(1, Math.floor((this.perSecond * SHARE_MS) / 1000));
+    const share = Math.max(1, Math.floor((this.perSecond * Math.max(SHARE_MS, 2 * this.roundTripMs)) / 1000));
     // A full bucket refills in burst / perSecond: a record older than that says nothing, and goes.
     const ttlMs = (this.burst / this.perSecond) * 1000 + 1000;
     try {
@@ -102,7 +108,9 @@ export class FleetRateLimiter implements KeyRateLimit {
         const taking = Math.min(share, Math.floor(tokens));
         const bucket = { tokens: tokens - taking, at: now };
         try {
+          const sent = performance.now();
           const revision = await this.store.write(key, bucket, { ttlMs, expect: seen.revision });
+          this.roundTripMs = 0.8 * this.roundTripMs + 0.2 * (performance.now() - sent);
           this.seen.set(keyId, { revision, bucket });
           this.shares.set(keyId, { tokens: taking, until: now + HOLD_MS });
           return;
