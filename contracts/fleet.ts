@@ -6,7 +6,7 @@ import { z } from "zod";
  * it stops counting (`until`, epoch ms) beside its TTL: a reader decides by it, the TTL only cleans up.
  *
  * Keys (channel names and key ids as subject tokens, `fleetToken`):
- * - `chan.<c>.slot.<n>`          one of the channel's `maxInFlight` slots: held (by a runner, for an account's task) or free
+ * - `chan.<c>.blocks`            every runner's block of the channel's `maxInFlight` slots (sizes sum to at most maxInFlight)
  * - `chan.<c>.cooldown`          the channel is out of rotation until `until` (its key, quota or account was refused)
  * - `chan.<c>.submits`           when the channel's next submit may go (spacing of `submitsPerSecond`) and the last ones
  * - `chan.<c>.wait.<r>.<a>`      runner r holds `count` tasks of account a waiting for a slot on c
@@ -23,7 +23,7 @@ export const fleetToken = (name: string): string => (/^[A-Za-z0-9_-]{1,64}$/.tes
 export const fleetKeys = {
   channels: "chan.>",
   channel: (channel: string) => `chan.${fleetToken(channel)}`,
-  slot: (channel: string, n: number) => `chan.${fleetToken(channel)}.slot.${n}`,
+  blocks: (channel: string) => `chan.${fleetToken(channel)}.blocks`,
   cooldown: (channel: string) => `chan.${fleetToken(channel)}.cooldown`,
   submits: (channel: string) => `chan.${fleetToken(channel)}.submits`,
   wait: (channel: string, runner: string, account: string) => `chan.${fleetToken(channel)}.wait.${fleetToken(runner)}.${fleetToken(account)}`,
@@ -34,11 +34,16 @@ export const fleetKeys = {
 
 const time = z.number().int().nonnegative();
 
-export const SlotRecord = z.discriminatedUnion("state", [
-  z.object({ state: z.literal("held"), channel: z.string(), runner: z.string(), account: z.string(), taskId: z.number().int().optional(), until: time }),
-  z.object({ state: z.literal("free"), channel: z.string() }),
-]);
-export type SlotRecord = z.infer<typeof SlotRecord>;
+/**
+ * One runner's block of a channel's slots: `size` slots it may hand its tasks without asking the fleet, of
+ * which `inUse` are held now (`byAccount`: per account), as of its last refresh; it counts until `until`.
+ */
+export const Block = z.object({ size: z.number().int().nonnegative(), inUse: z.number().int().nonnegative(), byAccount: z.record(z.string(), z.number().int().nonnegative()), until: time });
+export type Block = z.infer<typeof Block>;
+
+/** Every runner's block of one channel, in one record: each change is a write guarded by its revision. */
+export const BlocksRecord = z.object({ channel: z.string(), blocks: z.record(z.string(), Block) });
+export type BlocksRecord = z.infer<typeof BlocksRecord>;
 
 export const CooldownRecord = z.object({ channel: z.string(), until: time, why: z.string(), by: z.string() });
 export type CooldownRecord = z.infer<typeof CooldownRecord>;

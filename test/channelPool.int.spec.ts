@@ -1,6 +1,6 @@
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SubmitsRecord } from "../contracts/fleet.ts";
+import { BlocksRecord, SubmitsRecord, type Block } from "../contracts/fleet.ts";
 import { fleetChannelReports } from "../services/shared/channelReports.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { ChannelPool, type ChannelLease } from "../services/runner/policy/channelPool.ts";
@@ -90,7 +90,7 @@ describe("channel pools of several runners share one budget per channel", () => 
     await expect.poll(async () => (await report("once"))?.inFlight, { timeout: 5_000 }).toBe(0);
   });
 
-  it("given a slot held by a runner that stops refreshing it (dead), then another runner gets it one lease later", async () => {
+  it("given a block held by a runner that stops refreshing it (dead), then another runner gets its slot one lease later", async () => {
     const dead = await runner("dead", { orphan: provider(1) });
     await dead.acquire("a", ["orphan"], never);
     // The process dies: no release, no refresh (its timer stops with it).
@@ -100,6 +100,57 @@ describe("channel pools of several runners share one budget per channel", () => 
     const lease: ChannelLease = await alive.acquire("b", ["orphan"], never);
     expect(lease.channel).toBe("orphan");
     expect(Date.now() - started).toBeLessThan(LEASE_MS + 1_200);
+  });
+
+  const blocksOf = async (channel: string): Promise<Record<string, Block>> => {
+    const record = BlocksRecord.safeParse((await nats.fleet.read(`chan.${channel}.blocks`)).value);
+    return record.success ? Object.fromEntries(Object.entries(record.data.blocks).filter(([, block]) => block.until > Date.now())) : {};
+  };
+
+  it("given a channel of maxInFlight 64, when 16 tasks of one runner hold it, then its block grew in steps of 8 to 16 and reports them; unused for a lease, it is given back", async () => {
+    const pool = await runner("grower", { wide: provider(64) });
+    const leases = await Promise.all(Array.from({ length: 16 }, (_, i) => pool.acquire(`acct-${i % 2}`, ["wide"], never)));
+    expect((await blocksOf("wide"))["grower"]?.size).toBe(16);
+    await expect.poll(async () => await report("wide"), { timeout: LEASE_MS }).toMatchObject({ inFlight: 16, inFlightByAccount: { "acct-0": 8, "acct-1": 8 } });
+    for (const lease of leases) lease.release();
+    await expect.poll(async () => (await blocksOf("wide"))["grower"], { timeout: LEASE_MS * 3 }).toBeUndefined();
+    expect((await report("wide"))?.inFlight).toBe(0);
+  });
+
+  it("given one runner's block holding a whole channel with one task, when another runner's tasks wait for it, then the room goes to them well within a lease", async () => {
+    const [holder, needy] = await Promise.all([runner("holder", { hoard: provider(16) }), runner("needy", { hoard: provider(16) })]);
+    const held = await Promise.all(Array.from({ length: 16 }, () => holder.acquire("a", ["hoard"], never)));
+    for (const lease of held.slice(1)) lease.release();
+    const started = Date.now();
+    const taken = await Promise.all(Array.from({ length: 15 }, () => needy.acquire("b", ["hoard"], never)));
+    expect(Date.now() - started).toBeLessThan(LEASE_MS / 2);
+    expect(taken).toHaveLength(15);
+    expect(await blocksOf("hoard")).toMatchObject({ holder: { size: 1 }, needy: { size: 15 } });
+  });
+
+  it("given three runners racing 90 tasks for a channel of maxInFlight 10, then the live blocks never sum above 10 nor do more than 10 tasks hold it", async () => {
+    const sums: number[] = [];
+    const watch = nats.fleet.mirror("chan.race10.blocks", (_, record) => {
+      const parsed = BlocksRecord.safeParse(record?.value);
+      if (parsed.success) sums.push(Object.values(parsed.data.blocks).reduce((sum, block) => sum + (block.until > Date.now() ? block.size : 0), 0));
+    }, log);
+    await watch.start();
+    const racers = await Promise.all(["ten-a", "ten-b", "ten-c"].map((name) => runner(name, { race10: provider(10) })));
+    let holding = 0;
+    let peak = 0;
+    await Promise.all(
+      Array.from({ length: 90 }, async (_, i) => {
+        const lease = await (racers[i % 3] as ChannelPool).acquire(`acct-${i % 5}`, ["race10"], never);
+        peak = Math.max(peak, ++holding);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        holding--;
+        lease.release();
+      }),
+    );
+    watch.stop();
+    expect(peak).toBeLessThanOrEqual(10);
+    expect(sums.length).toBeGreaterThan(3);
+    expect(Math.max(...sums)).toBeLessThanOrEqual(10);
   });
 
   it("a channel sidelined by one runner is out of rotation for every runner; a pinned task still gets it; the avoided channel is the last resort", async () => {
@@ -146,10 +197,10 @@ describe("channel pools of several runners share one budget per channel", () => 
     expect(turns).toHaveLength(48);
   });
 
-  it("given a channel with more slot records than one page of reads (1,100), then the report counts every one", async () => {
+  it("given a channel with more waiting records than one page of reads (1,100), then the report counts every one", async () => {
     const until = Date.now() + 60_000;
-    await Promise.all(Array.from({ length: 1_100 }, (_, n) => nats.fleet.write(`chan.many.slot.${n}`, { state: "held", channel: "many", runner: "r", account: `a${n % 3}`, until }, { ttlMs: 60_000 })));
-    expect((await report("many"))?.inFlight).toBe(1_100);
+    await Promise.all(Array.from({ length: 1_100 }, (_, n) => nats.fleet.write(`chan.many.wait.r${n}.a`, { channel: "many", runner: `r${n}`, account: "a", count: 1, since: 0, servedAt: 0, until }, { ttlMs: 60_000 })));
+    expect((await report("many"))?.waiting).toBe(1_100);
   });
 
   it("a failed clean-up (deleteAfterCopy) is logged once per runner with its reason and counted for the fleet; the channel stays in rotation", async () => {

@@ -1,8 +1,9 @@
 /**
  * What the fleet's shared limits cost (issue 35): `node --import tsx bench/tools/fleetCosts.ts [tasks] [requests]`.
- * Starts nats-server and, in this process, (1) 1 and 3 runners' channel pools sharing a channel of maxInFlight 8
- * and submitsPerSecond 0 (no spacing wait) or 2,000: each task takes a slot, takes its submit turn and gives the
- * slot back, as a task's life does (a task living longer than a third of the lease adds one refresh per third);
+ * Starts nats-server and, in this process, (1) the same tasks with the budget off (no channel pool: the baseline),
+ * then 1 and 3 runners' channel pools sharing a channel of maxInFlight 64 or 8 and submitsPerSecond 0 (no
+ * spacing wait) or 2,000: each task takes a slot, takes its submit turn and gives the slot back, as a task's life
+ * does (a runner's block is refreshed once per third of a lease however many tasks it serves);
  * (2) 1 and 4 edges' rate limiters taking requests for one key (4 clients per edge, back to back) at 20/s (a
  * share of one request), 1,000/s (shares of 50) and 100,000/s (shares of 5,000). Prints nats-server's in+out messages and this process's CPU per task / request.
  */
@@ -26,24 +27,30 @@ const server = await startNatsServer({ storeDir: join(dir, "nats"), say: () => {
 const never = new AbortController().signal;
 // Every task of this tool waits on the same signal (a real task has its own).
 setMaxListeners(1_000, never);
-const provider = (submitsPerSecond: number): VideoProvider => ({
-  policy: { pollFirstAfterMs: 0, pollEveryMs: 10, pollMaxEveryMs: 10, maxInFlight: 8, submitsPerSecond, timeoutMs: 1000 },
+const provider = (maxInFlight: number, submitsPerSecond: number): VideoProvider => ({
+  policy: { pollFirstAfterMs: 0, pollEveryMs: 10, pollMaxEveryMs: 10, maxInFlight, submitsPerSecond, timeoutMs: 1000 },
   submit: () => Promise.reject(new Error("not called")),
   status: () => Promise.reject(new Error("not called")),
   close: () => Promise.resolve(),
 });
 
-async function measure(what: string, count: number, run: () => Promise<number | void>): Promise<void> {
+/** The budget-off run's messages and CPU per task, subtracted from the pools' runs. */
+let baseline: { messages: number; cpu: number } | undefined;
+
+async function measure(what: string, count: number, run: () => Promise<number | void>): Promise<{ messages: number; cpu: number }> {
   const before = await varz(server.url);
-  const cpu = process.cpuUsage();
+  const cpuBefore = process.cpuUsage();
   const started = performance.now();
   const passed = (await run()) ?? count;
   const elapsed = performance.now() - started;
-  const used = process.cpuUsage(cpu);
+  const used = process.cpuUsage(cpuBefore);
   const delta = varzDelta(before, await varz(server.url));
   const messages = (delta.in_msgs + delta.out_msgs) / count;
-  process.stdout.write(`${what}: ${messages.toFixed(2)} NATS messages (server in+out), ${(((used.user + used.system) / count)).toFixed(0)} µs CPU, ${((elapsed * 1000) / count).toFixed(0)} µs wall each`);
+  const cpu = (used.user + used.system) / count;
+  const above = baseline === undefined || what.startsWith("request") ? "" : ` (above budget off: ${(messages - baseline.messages).toFixed(2)} messages, ${(cpu - baseline.cpu).toFixed(0)} µs CPU)`;
+  process.stdout.write(`${what}: ${messages.toFixed(2)} NATS messages (server in+out), ${cpu.toFixed(0)} µs CPU, ${((elapsed * 1000) / count).toFixed(0)} µs wall each${above}`);
   process.stdout.write(passed === count ? "\n" : `; ${passed} of ${count} passed: ${((messages * count) / passed).toFixed(2)} messages per request let through\n`);
+  return { messages, cpu };
 }
 
 const connections: Nats[] = [];
@@ -53,18 +60,34 @@ const connection = async (name: string) => {
   return nats;
 };
 
-for (const [runners, rate] of [[1, 0], [3, 0], [3, 2000]] as const) {
-  const channel = `costs-${runners}-${rate}`;
+// The budget off: the same 16 tasks at a time per runner, each awaiting where it would take a slot and a turn.
+baseline = await measure("task, budget off (no channel pool), 1 runner", tasks, async () => {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < tasks) {
+        next++;
+        await Promise.resolve();
+        await Promise.resolve();
+        await new Promise(setImmediate);
+      }
+    }),
+  );
+});
+
+for (const [runners, max, rate] of [[1, 64, 0], [3, 64, 0], [1, 64, 2000], [3, 64, 2000], [3, 8, 0]] as const) {
+  const channel = `costs-${runners}-${max}-${rate}`;
   const pools = await Promise.all(
     Array.from({ length: runners }, async (_, i) => {
-      const pool = new ChannelPool(new Map([[channel, { kind: "bench", provider: provider(rate), weight: 1, coolDownMs: 60_000 }]]), { store: (await connection(`runner-${i}`)).fleet, runner: `runner-${i}`, leaseMs: 30_000 }, log);
+      const pool = new ChannelPool(new Map([[channel, { kind: "bench", provider: provider(max, rate), weight: 1, coolDownMs: 60_000 }]]), { store: (await connection(`runner-${i}`)).fleet, runner: `runner-${i}`, leaseMs: 30_000 }, log);
       await pool.start();
       return pool;
     }),
   );
-  await measure(`task (slot, submit turn, release), ${runners} runner(s), submitsPerSecond ${rate}`, tasks, async () => {
+  const served = pools.map(() => 0);
+  await measure(`task (slot, submit turn, release), ${runners} runner(s), maxInFlight ${max}, submitsPerSecond ${rate}`, tasks, async () => {
     let next = 0;
-    // 16 tasks at once per runner against 8 slots: half of them wait for a slot, as under load.
+    // 16 tasks at once per runner: against 8 slots most of them wait for a slot, as under load.
     await Promise.all(
       pools.flatMap((pool, i) =>
         Array.from({ length: 16 }, async () => {
@@ -73,12 +96,15 @@ for (const [runners, rate] of [[1, 0], [3, 0], [3, 2000]] as const) {
             const lease = await pool.acquire(`account-${next % 5}`, [channel], never);
             await lease.submitTurn(never);
             lease.release();
+            // A real task waits on I/O between its steps: without this, one runner's tasks would run in microtasks only and starve the others.
+            await new Promise(setImmediate);
+            served[i] = (served[i] ?? 0) + 1;
           }
-          void i;
         }),
       ),
     );
   });
+  if (runners > 1) process.stdout.write(`  tasks served per runner: ${served.join(", ")}\n`);
   await Promise.all(pools.map((pool) => pool.close()));
 }
 

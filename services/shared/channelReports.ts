@@ -1,16 +1,16 @@
 import type { StoredMsg } from "@nats-io/jetstream";
-import { CooldownRecord, ErrorsRecord, FLEET_BUCKET, PolicyRecord, SlotRecord, SubmitsRecord, WaitRecord } from "../../contracts/fleet.ts";
+import { BlocksRecord, CooldownRecord, ErrorsRecord, FLEET_BUCKET, PolicyRecord, SubmitsRecord, WaitRecord } from "../../contracts/fleet.ts";
 import type { ChannelReport } from "../../contracts/runnerControl.ts";
 import type { Nats } from "./nats.ts";
 import { directMessages } from "./subjectLog.ts";
 
-/** Records read per direct get: a channel has one record per slot it ever used plus a few. */
+/** Records read per direct get: a channel has one waiting record per runner and account plus a few. */
 const PAGE = 1024;
 
 /** Every channel's fleet-wide use, from the shared state (`reelay channels`, the admin API): no runner is asked. */
 export async function fleetChannelReports(nats: Nats, now = Date.now()): Promise<ChannelReport[]> {
   // The bucket keeps one message per key (history 1), so reading its channel subjects in order, page by page,
-  // reads each record once, however many slots a channel has.
+  // reads each record once, however many waiting records a channel has.
   const records: unknown[] = [];
   for (let from = 1, read = PAGE; read === PAGE; ) {
     read = 0;
@@ -54,12 +54,14 @@ export function channelReportsOf(records: readonly unknown[], now: number): Chan
   };
   for (const channel of policies.keys()) report(channel);
   for (const value of records) {
-    const slot = SlotRecord.safeParse(value);
-    if (slot.success) {
-      if (slot.data.state === "held" && slot.data.until > now) {
-        const row = report(slot.data.channel);
-        row.inFlight++;
-        row.inFlightByAccount[slot.data.account] = (row.inFlightByAccount[slot.data.account] ?? 0) + 1;
+    // In flight: what each runner's live block says its tasks held at its last refresh (a third of a lease at most).
+    const blocks = BlocksRecord.safeParse(value);
+    if (blocks.success) {
+      const row = report(blocks.data.channel);
+      for (const block of Object.values(blocks.data.blocks)) {
+        if (block.until <= now) continue;
+        row.inFlight += block.inUse;
+        for (const [account, count] of Object.entries(block.byAccount)) row.inFlightByAccount[account] = (row.inFlightByAccount[account] ?? 0) + count;
       }
       continue;
     }

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SlotRecord } from "../../contracts/fleet.ts";
+import { BlocksRecord } from "../../contracts/fleet.ts";
 import { startNatsServer, type RunningNatsServer } from "../../infra/natsServer.ts";
 import { AccountLedger } from "../../services/billing/accountLedger.ts";
 import { ApiKeyStore } from "../../services/shared/apiKeys.ts";
@@ -104,15 +104,13 @@ describe("a fleet of edges and runners shares one budget per channel and per key
     return final ? Date.parse(final.meta.at) : undefined;
   };
 
-  /** The slot records of the channel held now, with their holders. */
+  /** The runners whose blocks of the channel's slots count now. */
   const heldSlots = async () => {
-    const held: Array<Extract<SlotRecord, { state: "held" }>> = [];
-    for (let n = 0; n < MAX_IN_FLIGHT; n++) {
-      const entry = await nats.fleet.read(`chan.${CHANNEL}.slot.${n}`);
-      const record = SlotRecord.safeParse(entry.value);
-      if (record.success && record.data.state === "held" && record.data.until > Date.now()) held.push(record.data);
-    }
-    return held;
+    const record = BlocksRecord.safeParse((await nats.fleet.read(`chan.${CHANNEL}.blocks`)).value);
+    if (!record.success) return [];
+    return Object.entries(record.data.blocks)
+      .filter(([, block]) => block.size > 0 && block.until > Date.now())
+      .map(([runner]) => ({ runner }));
   };
 
   it("one key's requests across both edges stay within 10% of its rate", async () => {

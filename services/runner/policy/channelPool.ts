@@ -1,9 +1,10 @@
 import type { Logger } from "../../shared/log.ts";
 import type { VideoProvider } from "../providers/types.ts";
 import { Slot, type ChannelLease, type ChannelSettings, type FleetSettings, type SlotOwner } from "./channelSlot.ts";
-import { FleetChannels, type HeldSlot } from "./fleetChannels.ts";
-import { channelTurns, fairTurn, type ChannelTurns } from "./fairTurn.ts";
-import { WaitingNotices } from "./waitingNotices.ts";
+import { ChannelBlock } from "./channelBlock.ts";
+import { FleetChannels } from "./fleetChannels.ts";
+import { byWeight, channelTurns, fairTurn, type ChannelTurns } from "./fairTurn.ts";
+import { WaitingNotices, waitingOn } from "./waitingNotices.ts";
 
 export type { ChannelLease, ChannelSettings, FleetSettings } from "./channelSlot.ts";
 
@@ -18,14 +19,17 @@ interface Waiter {
   /** Channels to use only when no other candidate has room (the one that just failed this task). */
   avoid: string | undefined;
   since: number;
-  grant(slot: HeldSlot): boolean;
+  grant(channel: string): boolean;
 }
 
 /**
  * The runner's side of the fleet's channels. A task asks for a slot on any of its model's channels; it gets
- * one when the fleet (bucket `fleet`, FleetChannels) has a free slot on a channel in rotation and it is its
- * account's turn there (fairTurn: accounts waiting anywhere in the fleet take turns, whichever runner holds
- * what). A channel whose key, quota or account the upstream refused leaves the rotation for every runner.
+ * one from this runner's block of a channel in rotation (ChannelBlock: no NATS message), the block growing
+ * when the fleet (bucket `fleet`, FleetChannels) has slots free, when it is its account's turn there
+ * (fairTurn: accounts waiting anywhere in the fleet take turns, whichever runner holds what). Tasks that
+ * wait because the fleet had nothing free are published (WaitingNotices), and a runner whose block has room
+ * while others wait gives the room back. A channel whose key, quota or account the upstream refused leaves
+ * the rotation for every runner.
  */
 export class ChannelPool implements SlotOwner {
   readonly fleet: FleetChannels;
@@ -33,6 +37,7 @@ export class ChannelPool implements SlotOwner {
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly turns: string[] = [];
   private readonly slots = new Set<Slot>();
+  private readonly blocks = new Map<string, ChannelBlock>();
   /** Channels this runner took out of rotation, until when: known before the shared record comes back. */
   private readonly sidelined = new Map<string, number>();
   private readonly notices: WaitingNotices;
@@ -52,9 +57,10 @@ export class ChannelPool implements SlotOwner {
   ) {
     this.fleet = new FleetChannels(fleet.store, fleet.runner, fleet.leaseMs, log, () => this.dispatch());
     this.notices = new WaitingNotices(this.fleet);
+    for (const [channel, { provider }] of channels) this.blocks.set(channel, new ChannelBlock(channel, provider.policy.maxInFlight, this.fleet, log));
   }
 
-  /** Mirrors the fleet's channel records and starts refreshing this runner's slots; resolves once mirrored. */
+  /** Mirrors the fleet's channel records and starts refreshing this runner's blocks; resolves once mirrored. */
   async start(): Promise<void> {
     const policies = [...this.channels].map(([channel, { kind, provider, coolDownMs }]) => ({ channel, kind, maxInFlight: provider.policy.maxInFlight, submitsPerSecond: provider.policy.submitsPerSecond, coolDownMs }));
     await this.fleet.start(policies);
@@ -86,10 +92,10 @@ export class ChannelPool implements SlotOwner {
         pinned: options.pinned ?? false,
         avoid: options.avoid,
         since: Date.now(),
-        grant: (held) => {
+        grant: (channel) => {
           if (signal.aborted) return false;
           signal.removeEventListener("abort", abort);
-          const slot = new Slot(held, this);
+          const slot = new Slot(channel, account, this);
           this.slots.add(slot);
           resolve(slot);
           return true;
@@ -146,50 +152,40 @@ export class ChannelPool implements SlotOwner {
     return this.slots.size;
   }
 
-  /** Stops refreshing; held slots go back to the fleet at once (a stopping runner hands its tasks back). */
+  /** Stops refreshing; blocks go back to the fleet at once (a stopping runner hands its tasks back). */
   async close(): Promise<void> {
     if (this.tick) clearInterval(this.tick);
-    const slots = [...this.slots];
     this.slots.clear();
-    await Promise.allSettled(slots.map((slot) => this.fleet.release(slot.held)));
+    await Promise.allSettled([...this.blocks.values()].map((block) => block.close()));
     this.fleet.stop();
   }
 
-  /** A slot was given back (its `Slot` calls this): the fleet learns it is free, and a waiter may take it. */
+  /** A slot was given back (its `Slot` calls this): back in the block, for a waiter here or, when another runner waits, for the fleet. */
   slotReleased(slot: Slot): void {
-    this.slots.delete(slot);
-    this.fleet.release(slot.held).catch((error: unknown) => this.log.warn({ err: error, channel: slot.channel }, "could not give a slot back; it frees itself one lease after its last refresh"));
+    if (!this.slots.delete(slot)) return;
+    this.blocks.get(slot.channel)?.give(slot.account);
+    if (this.turns.length > 0 || this.fleet.waitingElsewhere(slot.channel).length > 0) this.dispatch();
   }
 
   private cooling(name: string, now: number): boolean {
     return (this.sidelined.get(name) ?? 0) > now || (this.fleet.coolingUntil(name)?.until ?? 0) > now;
   }
 
-  /** Refreshes held slots and waiting records a third of a lease old; looks for free slots (a dead holder's lease ends unannounced). */
+  /** Refreshes blocks and waiting records a third of a lease old, gives back what went unused; looks for free slots (a dead runner's block ends unannounced). */
   private async beat(): Promise<void> {
     if (this.beating) return;
     this.beating = true;
     try {
       const now = Date.now();
-      const due = now - this.fleet.leaseMs / 3;
-      const stale = [...this.slots].filter((slot) => slot.refreshedAt <= due);
-      await Promise.all(stale.map((slot) => this.refresh(slot, now)));
+      await Promise.all([...this.blocks.values()].map((block) => block.beat(now)));
       for (const [key, at] of this.servedAt) if (at < now - SERVED_MEMORY_MS) this.servedAt.delete(key);
-      await this.publishWaiting(due);
+      await this.publishWaiting(now - this.fleet.leaseMs / 3);
     } catch (error) {
       this.log.warn({ err: error }, "could not reach the fleet's channel state; trying again shortly");
     } finally {
       this.beating = false;
     }
     if (this.turns.length > 0) this.dispatch();
-  }
-
-  private async refresh(slot: Slot, now: number): Promise<void> {
-    slot.refreshedAt = now;
-    if (await this.fleet.refresh(slot.held)) return;
-    // Not refreshed within a lease (this process stalled, or NATS was out of reach): another runner may hold it now.
-    this.slots.delete(slot);
-    this.log.error({ channel: slot.channel, slot: slot.held.n }, "lost a held slot: the channel may have one task more than maxInFlight until this one ends");
   }
 
   /** Grants slots until no local waiter can be served now; one pass at a time, again if asked meanwhile. */
@@ -205,6 +201,7 @@ export class ChannelPool implements SlotOwner {
           this.again = false;
           while (await this.serveOne());
         } while (this.again);
+        await this.giveBack();
         await this.publishWaiting();
       } catch (error) {
         this.log.warn({ err: error }, "could not reach the fleet's channel state; trying again shortly");
@@ -216,7 +213,7 @@ export class ChannelPool implements SlotOwner {
 
   /**
    * Serves the first account in turn with a waiter that may take a slot now; false when none may. A channel
-   * whose claim found no free slot (the view was behind) is left out for the rest of the pass.
+   * whose block could not grow (the view was behind) is left out for the rest of the pass.
    */
   private async serveOne(): Promise<boolean> {
     const now = Date.now();
@@ -225,25 +222,29 @@ export class ChannelPool implements SlotOwner {
     const turnsOf = (channel: string): ChannelTurns => {
       const known = turns.get(channel);
       if (known) return known;
-      const fresh = channelTurns(this.fleet, channel, this.provider(channel)?.policy.maxInFlight ?? 0, this.localWaiting(channel), now);
+      const fresh = channelTurns(this.blocks.get(channel) as ChannelBlock, this.fleet, this.localWaiting(channel), now);
       turns.set(channel, fresh);
       return fresh;
     };
     for (const account of [...this.turns]) {
       for (const waiter of [...(this.waiting.get(account) ?? [])]) {
         for (let channel = this.pick(waiter, now, full, turnsOf); channel !== undefined; channel = this.pick(waiter, now, full, turnsOf)) {
-          const held = await this.fleet.claim(channel, this.provider(channel)?.policy.maxInFlight ?? 0, account, undefined);
-          if (held === undefined) {
+          const block = this.blocks.get(channel) as ChannelBlock;
+          if (block.room <= 0 && !(await block.grow(this.step(block, now)))) {
             full.add(channel);
             continue;
           }
+          // A shrink written meanwhile took the room back: look again.
+          if (block.room <= 0) return true;
           const stillWaiting = this.waiting.get(account)?.includes(waiter) ?? false;
           this.servedAt.set(`${channel}\n${account}`, Date.now());
           this.dropWaiter(waiter);
           // Served: this account waits behind every other account of this runner for its next slot.
           const at = this.turns.indexOf(account);
           if (at >= 0) this.turns.push(...this.turns.splice(at, 1));
-          if (!stillWaiting || !waiter.grant(held)) await this.fleet.release(held);
+          if (!stillWaiting) return true;
+          block.take(account);
+          if (!waiter.grant(channel)) block.give(account);
           return true;
         }
       }
@@ -251,34 +252,33 @@ export class ChannelPool implements SlotOwner {
     return false;
   }
 
+  /** How many slots a full block asks for: an eighth of the channel (at most 64), one while another runner waits for it. */
+  private step(block: ChannelBlock, now: number): number {
+    return this.fleet.waitingElsewhere(block.channel, now).length > 0 ? 1 : Math.min(64, Math.ceil(block.max / 8));
+  }
+
+  /** Blocks with room while another runner waits for the channel give the room back (what is left after this runner's waiters were served). */
+  private async giveBack(): Promise<void> {
+    for (const block of this.blocks.values()) if (block.room > 0 && this.fleet.waitingElsewhere(block.channel).length > 0) await block.giveBack();
+  }
+
+  /** Whether another runner holds an older waiting task of the same account for `channel` (it goes first: a runner with room would otherwise feed only its own). */
+  private olderElsewhere(waiter: Waiter, channel: string, now: number): boolean {
+    return this.fleet.waitingElsewhere(channel, now).some((record) => record.account === waiter.account && record.since < waiter.since);
+  }
+
   /** A channel with a free slot for `waiter` whose turn it is, by weight; the avoided one only as a last resort. */
   private pick(waiter: Waiter, now: number, full: ReadonlySet<string>, turnsOf: (channel: string) => ChannelTurns): string | undefined {
     // A pinned task is already at that upstream (taken over from a runner that died): it needs only a free slot.
-    const open = waiter.candidates.filter((name) => !full.has(name) && (waiter.pinned ? turnsOf(name).free > 0 : !this.cooling(name, now) && fairTurn(turnsOf(name), waiter.account, now)));
+    const open = waiter.candidates.filter((name) => !full.has(name) && (waiter.pinned ? turnsOf(name).free > 0 : !this.cooling(name, now) && fairTurn(turnsOf(name), waiter.account, now) && !this.olderElsewhere(waiter, name, now)));
     const preferred = open.filter((name) => name !== waiter.avoid);
     const choices = preferred.length > 0 ? preferred : open;
-    if (choices.length <= 1) return choices[0];
-    const weight = (name: string) => this.channels.get(name)?.weight ?? 1;
-    let point = this.random() * choices.reduce((sum, name) => sum + weight(name), 0);
-    for (const name of choices) {
-      point -= weight(name);
-      if (point < 0) return name;
-    }
-    return choices[choices.length - 1];
+    return byWeight(choices, (name) => this.channels.get(name)?.weight ?? 1, this.random);
   }
 
   /** This runner's waiting accounts on `channel`: how many tasks, since when the oldest waits, when this runner last served the account there. */
   private localWaiting(channel: string): Map<string, { count: number; since: number; servedAt: number }> {
-    const accounts = new Map<string, { count: number; since: number; servedAt: number }>();
-    for (const [account, queue] of this.waiting) {
-      for (const waiter of queue) {
-        if (!waiter.candidates.includes(channel)) continue;
-        const known = accounts.get(account);
-        const servedAt = this.servedAt.get(`${channel}\n${account}`) ?? 0;
-        accounts.set(account, { count: (known?.count ?? 0) + 1, since: Math.min(known?.since ?? waiter.since, waiter.since), servedAt });
-      }
-    }
-    return accounts;
+    return waitingOn(channel, this.waiting, this.servedAt);
   }
 
   /** Tells the fleet what this runner holds waiting (see WaitingNotices). */

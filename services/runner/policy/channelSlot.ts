@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { FleetStore } from "../../shared/fleetStore.ts";
 import type { VideoProvider } from "../providers/types.ts";
-import type { FleetChannels, HeldSlot } from "./fleetChannels.ts";
+import type { FleetChannels } from "./fleetChannels.ts";
 
 /** One provider entry as a channel: its adapter, its share of new tasks, how long it sits out after refusing us. */
 export interface ChannelSettings {
@@ -17,7 +17,7 @@ export interface FleetSettings {
   store: FleetStore;
   /** This runner's name in the shared records (unique in the fleet: host and pid). */
   runner: string;
-  /** How long a slot stays held after its holder's last refresh (`runner.leaseMs`). */
+  /** How long a runner's block of a channel's slots stays held after its last refresh (`runner.leaseMs`). */
   leaseMs: number;
 }
 
@@ -37,22 +37,18 @@ export interface SlotOwner {
   slotReleased(slot: Slot): void;
 }
 
-/** A held slot: a class rather than closures, since every live task holds one (thousands at a time). */
+/** A slot of this runner's block: a class rather than closures, since every live task holds one (thousands at a time). */
 export class Slot implements ChannelLease {
   private released = false;
-  refreshedAt = Date.now();
 
   constructor(
-    readonly held: HeldSlot,
+    readonly channel: string,
+    readonly account: string,
     private readonly pool: SlotOwner,
   ) {}
 
-  get channel(): string {
-    return this.held.channel;
-  }
-
   get provider(): VideoProvider {
-    return this.pool.provider(this.held.channel) as VideoProvider;
+    return this.pool.provider(this.channel) as VideoProvider;
   }
 
   async submitTurn(signal: AbortSignal): Promise<void> {

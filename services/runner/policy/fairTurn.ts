@@ -1,3 +1,4 @@
+import type { ChannelBlock } from "./channelBlock.ts";
 import type { FleetChannels } from "./fleetChannels.ts";
 
 /** One channel as the fleet sees it at one moment: its free slots, who holds the others, who waits since when. */
@@ -29,11 +30,8 @@ export function fairTurn(turns: ChannelTurns, account: string, now: number): boo
   return ranked.indexOf(account) < turns.free;
 }
 
-/** A channel's turns from the fleet's view and this runner's own waiting accounts (`local`). */
-export function channelTurns(fleet: FleetChannels, channel: string, max: number, local: ReadonlyMap<string, { since: number; servedAt: number }>, now: number): ChannelTurns {
-  const held = fleet.held(channel, max, now);
-  const heldBy = new Map<string, number>();
-  for (const { account } of held.values()) heldBy.set(account, (heldBy.get(account) ?? 0) + 1);
+/** A channel's turns from this runner's block of it, the fleet's view and this runner's own waiting accounts (`local`): free is the block's room and what the fleet leaves. */
+export function channelTurns(block: ChannelBlock, fleet: FleetChannels, local: ReadonlyMap<string, { since: number; servedAt: number }>, now: number): ChannelTurns {
   const waitingSince = new Map<string, number>();
   const servedAt = new Map<string, number>();
   const wait = (account: string, since: number, served: number) => {
@@ -41,6 +39,17 @@ export function channelTurns(fleet: FleetChannels, channel: string, max: number,
     if (served > 0) servedAt.set(account, Math.max(servedAt.get(account) ?? served, served));
   };
   for (const [account, { since, servedAt: served }] of local) wait(account, since, served);
-  for (const record of fleet.waitingElsewhere(channel, now)) wait(record.account, record.since, record.servedAt);
-  return { free: max - held.size, heldBy, waitingSince, servedAt };
+  for (const record of fleet.waitingElsewhere(block.channel, now)) wait(record.account, record.since, record.servedAt);
+  return { free: block.room + block.fleetFree(now), heldBy: block.heldBy(now), waitingSince, servedAt };
+}
+
+/** One of `choices` at random, in proportion to its weight (the first when there is one). */
+export function byWeight(choices: readonly string[], weight: (name: string) => number, random: () => number): string | undefined {
+  if (choices.length <= 1) return choices[0];
+  let point = random() * choices.reduce((sum, name) => sum + weight(name), 0);
+  for (const name of choices) {
+    point -= weight(name);
+    if (point < 0) return name;
+  }
+  return choices[choices.length - 1];
 }

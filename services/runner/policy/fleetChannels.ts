@@ -1,41 +1,38 @@
-import { CooldownRecord, ErrorsRecord, fleetKeys, fleetToken, SlotRecord, SubmitsRecord, WaitRecord, type PolicyRecord } from "../../../contracts/fleet.ts";
+import { BlocksRecord, CooldownRecord, ErrorsRecord, fleetKeys, fleetToken, SubmitsRecord, WaitRecord, type Block, type PolicyRecord } from "../../../contracts/fleet.ts";
 import { ConcurrencyError } from "../../shared/errors.ts";
 import type { FleetStore, Versioned } from "../../shared/fleetStore.ts";
 import type { KvMirror } from "../../shared/kvMirror.ts";
 import type { Logger } from "../../shared/log.ts";
 
-/** A slot this runner holds: which one, and the revision its next refresh or release must expect. */
-export interface HeldSlot {
-  channel: string;
-  n: number;
-  revision: number;
-  account: string;
-  taskId: number | undefined;
+/** This runner's block as it wants it written: its size and what its tasks hold of it. */
+export interface BlockWish {
+  size: number;
+  inUse: number;
+  byAccount: Record<string, number>;
 }
-
-type HeldRecord = Extract<SlotRecord, { state: "held" }>;
 
 const RECENT_ERRORS = 5;
 /** Submits remembered for the observed rate (`reelay channels`). */
 const RECENT_SUBMITS = 50;
-/** Races lost in a row before a write gives up (each lost race means another runner moved on). */
-const MAX_RACES = 20;
 
 /**
  * The fleet's view of each channel, mirrored from bucket `fleet` (contracts/fleet.ts), and the guarded writes
- * that change it. No runner's memory decides a limit: a slot is one key, taken only by a write that expects
- * the revision its taker saw free, so at most `maxInFlight` tasks hold a channel's slots whatever the number
- * of runners; a holder refreshes its slot every third of the lease, and a holder that dies stops doing so, so
- * its slot counts as free one lease after its last refresh.
+ * that change it. No runner's memory decides a limit: a channel's slots are dealt in blocks, one per runner,
+ * all in one record (`chan.<c>.blocks`) changed only by a write that expects the revision its writer read, and
+ * no write makes the live blocks sum to more than `maxInFlight`; so whatever the number of runners, at most
+ * `maxInFlight` tasks hold a channel. A runner refreshes its block every third of the lease; one that dies
+ * stops doing so, and its block counts as free one lease after its last refresh.
  */
 export class FleetChannels {
   private readonly view = new Map<string, Versioned>();
-  /** Each channel's held slot records by slot number, and its waiting records by key (by channel token): kept as the view changes. */
-  private readonly slotsOf = new Map<string, Map<number, HeldRecord>>();
+  /** Each channel's blocks record, and its waiting records by key (by channel token): kept as the view changes. */
+  private readonly blocksOf = new Map<string, BlocksRecord>();
   private readonly waitsOf = new Map<string, Map<string, WaitRecord>>();
   private readonly parsed = new WeakMap<Versioned, unknown>();
   /** The last submit reservation per channel: the next one starts after it. */
   private readonly submitQueues = new Map<string, Promise<number>>();
+  /** Submit turns reserved for this runner and not yet used, per channel: `next` is the next one's time, none from `end` on. */
+  private readonly submitBatches = new Map<string, { next: number; end: number }>();
   private mirror: KvMirror<Versioned> | undefined;
 
   constructor(
@@ -67,11 +64,11 @@ export class FleetChannels {
     this.mirror?.stop();
   }
 
-  /** Slots held now (by their records' `until`), by slot number. */
-  held(channel: string, max: number, now = Date.now()): Map<number, HeldRecord> {
-    const held = new Map<number, HeldRecord>();
-    for (const [n, record] of this.slotsOf.get(fleetToken(channel)) ?? []) if (n < max && record.until > now) held.set(n, record);
-    return held;
+  /** The channel's blocks counting now (by their `until`), by runner. */
+  blocks(channel: string, now = Date.now()): Map<string, Block> {
+    const live = new Map<string, Block>();
+    for (const [runner, block] of Object.entries(this.blocksOf.get(fleetToken(channel))?.blocks ?? {})) if (block.until > now) live.set(runner, block);
+    return live;
   }
 
   coolingUntil(channel: string): CooldownRecord | undefined {
@@ -84,48 +81,33 @@ export class FleetChannels {
   }
 
   /**
-   * Takes a free slot among `max` for `account`'s task: a guarded write per try, on a slot the view shows free;
-   * a lost race rereads that slot and tries another. Undefined when none is free.
+   * Writes this runner's block of `channel` as `wish(free)` asks, where `free` is what the other runners' live
+   * blocks leave of `max`; the size written is cut to `free` (so the sum stays within `max`), 0 removes the
+   * block. One guarded write on the channel's record (dead runners' blocks pruned); a lost race rereads it
+   * and asks again. Returns the size written.
    */
-  async claim(channel: string, max: number, account: string, taskId: number | undefined): Promise<HeldSlot | undefined> {
-    for (let races = 0; races < MAX_RACES; races++) {
+  async writeBlock(channel: string, max: number, wish: (free: number) => BlockWish): Promise<number> {
+    const key = fleetKeys.blocks(channel);
+    for (;;) {
       const now = Date.now();
-      const held = this.held(channel, max, now);
-      if (held.size >= max) return undefined;
-      // From a random slot on, the first free one: runners that see the same free slots mostly try different ones.
-      let n = Math.floor(Math.random() * max);
-      while (held.has(n)) n = (n + 1) % max;
-      const key = fleetKeys.slot(channel, n);
-      const record: SlotRecord = { state: "held", channel, runner: this.runner, account, ...(taskId === undefined ? {} : { taskId }), until: now + this.leaseMs };
+      const blocks: Record<string, Block> = {};
+      let others = 0;
+      for (const [runner, block] of this.blocks(channel, now)) {
+        if (runner === this.runner) continue;
+        blocks[runner] = block;
+        others += block.size;
+      }
+      const free = Math.max(0, max - others);
+      const wanted = wish(free);
+      const size = Math.min(wanted.size, free);
+      if (size > 0 || wanted.inUse > 0) blocks[this.runner] = { size, inUse: wanted.inUse, byAccount: wanted.byAccount, until: now + this.leaseMs };
       try {
-        const revision = await this.writeAt(key, record, this.view.get(key)?.revision ?? 0, this.leaseMs * 2);
-        return { channel, n, revision, account, taskId };
+        await this.writeAt(key, { channel, blocks } satisfies BlocksRecord, this.view.get(key)?.revision ?? 0, this.leaseMs * 2);
+        return size;
       } catch (error) {
         if (!(error instanceof ConcurrencyError)) throw error;
         await this.reread(key);
       }
-    }
-    return undefined;
-  }
-
-  /** Extends a held slot by one lease; false when another runner took it (it had expired). */
-  async refresh(slot: HeldSlot): Promise<boolean> {
-    const record: SlotRecord = { state: "held", channel: slot.channel, runner: this.runner, account: slot.account, ...(slot.taskId === undefined ? {} : { taskId: slot.taskId }), until: Date.now() + this.leaseMs };
-    try {
-      slot.revision = await this.writeAt(fleetKeys.slot(slot.channel, slot.n), record, slot.revision, this.leaseMs * 2);
-      return true;
-    } catch (error) {
-      if (error instanceof ConcurrencyError) return false;
-      throw error;
-    }
-  }
-
-  /** Gives a held slot back (unless someone took it meanwhile: then it is theirs already). */
-  async release(slot: HeldSlot): Promise<void> {
-    try {
-      await this.writeAt(fleetKeys.slot(slot.channel, slot.n), { state: "free", channel: slot.channel } satisfies SlotRecord, slot.revision, this.leaseMs * 2);
-    } catch (error) {
-      if (!(error instanceof ConcurrencyError)) throw error;
     }
   }
 
@@ -136,29 +118,47 @@ export class FleetChannels {
   }
 
   /**
-   * The time this submit may go under the channel's `submitsPerSecond`, reserved for it: the channel's next
-   * free time moves on by one interval with a guarded write, so submits of every runner are spaced as one.
-   * This runner's submits on a channel reserve one at a time (only runners race each other); a lost race
-   * means another runner's submit got that turn, so it is tried again, never given up (a ConcurrencyError
-   * here would read as a lost race on the task's log).
+   * The time this submit may go under the channel's `submitsPerSecond`. Turns are reserved for the fleet in
+   * batches of 100 ms of the rate (at least one turn): the channel's next free time moves on by the batch with
+   * one guarded write, so submits of every runner are spaced as one, and this runner spaces its own within the
+   * batch. A turn not used before the batch ends is lost (the rate is a ceiling). This runner's reservations
+   * on a channel go one at a time (only runners race each other); a lost race means another runner got those
+   * turns, so it is tried again, never given up (a ConcurrencyError here would read as a lost race on the
+   * task's log).
    */
   submitAt(channel: string, perSecond: number): Promise<number> {
-    const turn = (this.submitQueues.get(channel) ?? Promise.resolve(0)).catch(() => 0).then(() => this.reserveSubmit(channel, perSecond));
+    const turn = (this.submitQueues.get(channel) ?? Promise.resolve(0)).catch(() => 0).then(() => this.nextSubmit(channel, perSecond));
     this.submitQueues.set(channel, turn);
     return turn;
   }
 
-  private async reserveSubmit(channel: string, perSecond: number): Promise<number> {
+  private async nextSubmit(channel: string, perSecond: number): Promise<number> {
+    const interval = 1000 / perSecond;
+    let batch = this.submitBatches.get(channel);
+    if (batch === undefined || Math.max(batch.next, Date.now()) >= batch.end) {
+      batch = await this.reserveSubmits(channel, perSecond);
+      this.submitBatches.set(channel, batch);
+    }
+    const at = Math.max(batch.next, Date.now());
+    batch.next = at + interval;
+    return Math.ceil(at);
+  }
+
+  private async reserveSubmits(channel: string, perSecond: number): Promise<{ next: number; end: number }> {
     const key = fleetKeys.submits(channel);
+    const turns = Math.max(1, Math.floor(perSecond / 10));
     for (;;) {
       const now = Date.now();
       const last = this.parse(key, SubmitsRecord);
       const at = Math.max(now, last?.nextAt ?? 0);
-      const recent = [...(last?.recent ?? []).filter((time) => time > now - 60_000), at].slice(-RECENT_SUBMITS);
-      const record: SubmitsRecord = { channel, nextAt: Math.ceil(at + 1000 / perSecond), recent };
+      const end = Math.ceil(at + (turns * 1000) / perSecond);
+      // The turns reserved, for the observed rate (`reelay channels`): a turn left unused is counted too.
+      const reserved = Array.from({ length: Math.min(turns, RECENT_SUBMITS) }, (_, i) => Math.ceil(at + (i * 1000) / perSecond));
+      const recent = [...(last?.recent ?? []).filter((time) => time > now - 60_000), ...reserved].slice(-RECENT_SUBMITS);
+      const record: SubmitsRecord = { channel, nextAt: end, recent };
       try {
         await this.writeAt(key, record, this.view.get(key)?.revision ?? 0, 60 * 60_000);
-        return at;
+        return { next: at, end };
       } catch (error) {
         if (!(error instanceof ConcurrencyError)) throw error;
         await this.reread(key);
@@ -202,17 +202,15 @@ export class FleetChannels {
     this.set(key, current.revision === 0 ? undefined : current);
   }
 
-  /** Puts a record in the view (undefined: removes it), and in the channel's slot or waiting index. */
+  /** Puts a record in the view (undefined: removes it), and in the channel's blocks or waiting index. */
   private set(key: string, record: Versioned | undefined): void {
     if (record === undefined) this.view.delete(key);
     else this.view.set(key, record);
-    const [, token = "", kind, ...rest] = key.split(".");
-    if (kind === "slot") {
-      const slots = this.slotsOf.get(token) ?? new Map<number, HeldRecord>();
-      this.slotsOf.set(token, slots);
-      const parsed = SlotRecord.safeParse(record?.value);
-      if (parsed.success && parsed.data.state === "held") slots.set(Number(rest[0]), parsed.data);
-      else slots.delete(Number(rest[0]));
+    const [, token = "", kind] = key.split(".");
+    if (kind === "blocks") {
+      const parsed = BlocksRecord.safeParse(record?.value);
+      if (parsed.success) this.blocksOf.set(token, parsed.data);
+      else this.blocksOf.delete(token);
     } else if (kind === "wait") {
       const waits = this.waitsOf.get(token) ?? new Map<string, WaitRecord>();
       this.waitsOf.set(token, waits);

@@ -9,9 +9,23 @@ export interface LocalWaiting {
   servedAt: number;
 }
 
+/** The accounts of `waiting` (queues per account) waiting for `channel`: how many tasks, since when the oldest waits, when this runner last served the account there (`servedAt` per `channel\naccount`). Pure. */
+export function waitingOn(channel: string, waiting: ReadonlyMap<string, ReadonlyArray<{ candidates: readonly string[]; since: number }>>, servedAt: ReadonlyMap<string, number>): Map<string, { count: number; since: number; servedAt: number }> {
+  const accounts = new Map<string, { count: number; since: number; servedAt: number }>();
+  for (const [account, queue] of waiting) {
+    for (const waiter of queue) {
+      if (!waiter.candidates.includes(channel)) continue;
+      const known = accounts.get(account);
+      accounts.set(account, { count: (known?.count ?? 0) + 1, since: Math.min(known?.since ?? waiter.since, waiter.since), servedAt: servedAt.get(`${channel}\n${account}`) ?? 0 });
+    }
+  }
+  return accounts;
+}
+
 /**
  * What this runner tells the fleet about the tasks it holds waiting (the `chan.<c>.wait.<runner>.<account>`
- * records other runners rank turns by): a record is written when its count or latest service changed, again
+ * records other runners rank turns by; a task served from its runner's block at once never waits, so a runner
+ * whose blocks have room writes none): a record is written when its count or latest service changed, again
  * when it is a third of a lease old (it stops counting one lease after it was written), and once with 0 when
  * the account has nothing waiting here any more.
  */
