@@ -60,7 +60,7 @@ const connection = async (name: string) => {
   return nats;
 };
 
-// The budget off: the same 16 tasks at a time per runner, each awaiting where it would take a slot and a turn.
+// The budget off: the same 16 tasks at a time per runner, each awaiting where it would take a slot and a turn, and holding it across I/O.
 baseline = await measure("task, budget off (no channel pool), 1 runner", tasks, async () => {
   let next = 0;
   await Promise.all(
@@ -95,9 +95,9 @@ for (const [runners, max, rate] of [[1, 64, 0], [3, 64, 0], [1, 64, 2000], [3, 6
             next++;
             const lease = await pool.acquire(`account-${next % 5}`, [channel], never);
             await lease.submitTurn(never);
-            lease.release();
-            // A real task waits on I/O between its steps: without this, one runner's tasks would run in microtasks only and starve the others.
+            // A real task holds its slot across I/O: without this, one runner's tasks would run in microtasks only and starve the others.
             await new Promise(setImmediate);
+            lease.release();
             served[i] = (served[i] ?? 0) + 1;
           }
         }),
