@@ -153,6 +153,21 @@ describe("channel pools of several runners share one budget per channel", () => 
     expect(Math.max(...sums)).toBeLessThanOrEqual(10);
   });
 
+  it("given a runner that stalled past its lease while another took its slot, then its next refresh keeps its block within maxInFlight and logs the loss", async () => {
+    const lines: Array<{ msg?: string; channel?: string }> = [];
+    const recording = pino({ level: "error" }, { write: (line: string) => lines.push(JSON.parse(line) as { msg?: string; channel?: string }) });
+    const stalled = await runner("stalled", { lapse: provider(1) }, 60_000, recording);
+    const internals = stalled as unknown as { tick: NodeJS.Timeout; beat(): Promise<void> };
+    await stalled.acquire("a", ["lapse"], never);
+    internals.tick.close();
+    const other = await runner("other", { lapse: provider(1) });
+    await other.acquire("b", ["lapse"], never);
+    // The stalled runner wakes up: its refresh finds the slot taken.
+    await internals.beat();
+    expect(await blocksOf("lapse")).toMatchObject({ other: { size: 1 }, stalled: { size: 0, inUse: 1 } });
+    expect(lines.some((line) => line.channel === "lapse" && line.msg?.startsWith("lost part of this runner's block"))).toBe(true);
+  });
+
   it("a channel sidelined by one runner is out of rotation for every runner; a pinned task still gets it; the avoided channel is the last resort", async () => {
     const [a, b] = await Promise.all([runner("side-a", { bad: provider(5), good: provider(5) }, 1_000), runner("side-b", { bad: provider(5), good: provider(5) }, 1_000)]);
     a.sideline("bad", "HTTP 401 AuthenticationError");
