@@ -1,3 +1,4 @@
+import { ChannelReport } from "./runnerControl.ts";
 import { z } from "zod";
 import { AccountName } from "./apiKey.ts";
 
@@ -94,6 +95,5 @@ export const StatsAnswer = z.object({
   hours: z.array(z.object({ hour: z.string(), created: z.number().int(), succeeded: z.number().int(), failed: z.number().int(), tokens: z.number().int(), charged: z.string() })),
 });
 
-export const ChannelsAnswer = z.object({
-  runners: z.array(z.object({ runner: z.string(), channels: z.array(z.record(z.string(), z.unknown())) })),
-});
+/** Every channel's fleet-wide use, read from the shared state (services/shared/channelReports.ts). */
+export const ChannelsAnswer = z.object({ channels: z.array(ChannelReport) });

@@ -199,7 +199,7 @@ export const ReelayConfig = z
          * all the same, as far as the account's credit limit allows.
          */
         chatHoldTtlMs: z.number().int().min(1000).default(30 * 60_000),
-        /** Requests per second per API key on each edge (0: no limit); bursts up to `burstPerKey`. */
+        /** Requests per second per API key across every edge (0: no limit); bursts up to `burstPerKey`. */
         requestsPerSecondPerKey: z.number().min(0).default(0),
         burstPerKey: z.number().int().min(1).default(100),
         /** How long create waits for the upstream to accept before answering without provider_task_id. */
@@ -221,6 +221,11 @@ export const ReelayConfig = z
         leaseMs: z.number().int().min(500).default(30_000),
         /** Tasks one runner hosts at once, across providers (each provider also has its own `maxInFlight`). */
         maxConcurrentTasks: z.number().int().min(1).default(2000),
+        /**
+         * Tasks one runner holds waiting for a channel slot. Past it, it fetches no more: new tasks stay in the
+         * task log's queue, where any runner can take them (the fleet's accounts take turns among the tasks held waiting).
+         */
+        maxWaitingTasks: z.number().int().min(1).default(200),
         /** Largest finished video copied into the object store; a larger one fails its task. */
         maxResultBytes: z.number().int().min(1024).default(512 * 1024 * 1024),
         /** Copy results from private or local addresses (tests' fake vendors on loopback); off in production. */

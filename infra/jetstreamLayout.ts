@@ -95,11 +95,13 @@ export const BUCKETS = {
   referenceUsage: "reference_usage",
   /** Keys reelay makes once and keeps: the one stored videos are named with (services/runner/videoNames.ts). */
   secrets: "secrets",
+  /** What the fleet shares: channel slots, cool-downs, submit spacing, waiting accounts, key rate budgets (contracts/fleet.ts). */
+  fleet: "fleet",
 } as const;
 
 
 /** Buckets whose entries carry their own TTL (per-message TTL, nats-server 2.11+): no bucket-wide max age. */
-const BUCKETS_WITH_MESSAGE_TTL: ReadonlySet<string> = new Set([BUCKETS.idempotency]);
+const BUCKETS_WITH_MESSAGE_TTL: ReadonlySet<string> = new Set([BUCKETS.idempotency, BUCKETS.fleet]);
 
 export const deadLetterSubject = (reader: string): string => `deadletter.${reader.replace(/[^A-Za-z0-9_-]/g, "_")}`;
 

@@ -59,7 +59,7 @@ describe("a live task actor on NATS", () => {
 
   /** The job's provider as the runner's only channel. */
   const onlyChannel = (provider: VideoProvider) =>
-    new ChannelPool(new Map([[job.provider, { kind: "custom", provider, weight: 1, coolDownMs: 60_000 }]]), silentLog);
+    new ChannelPool(new Map([[job.provider, { kind: "custom", provider, weight: 1, coolDownMs: 60_000 }]]), { store: nats.fleet, runner: "actor-test", leaseMs: 5_000 }, silentLog);
 
   /** Writes the task's first event, as the edge's create does. */
   async function created(taskId: number, maxTaskMs: number): Promise<TaskSubmittedEvent> {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProviderSettings } from "../contracts/config.ts";
-import { RUNNER_SUBJECTS, RunnerChannels } from "../contracts/runnerControl.ts";
+import { fleetChannelReports } from "../services/shared/channelReports.ts";
 import { FAKE_MP4, OpenAiVideosUpstream } from "./fakes/openAiVideosUpstream.ts";
 import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
@@ -145,8 +145,7 @@ describe("openai video provider", () => {
   });
 
   const channelReport = async () => {
-    const report = RunnerChannels.parse((await app.nats.nc.request(RUNNER_SUBJECTS.channels, "", { timeout: 2_000 })).json());
-    return report.channels.find((channel) => channel.channel === "sora");
+    return (await fleetChannelReports(app.nats)).find((channel) => channel.channel === "sora");
   };
 
   it("an upstream without DELETE (LiteLLM's proxy): the video is ours all the same, and reelay channels shows why its copy stays", async () => {

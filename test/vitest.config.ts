@@ -38,7 +38,8 @@ export default defineConfig({
     projects: [
       // Files share a worker's module cache (each still starts its own nats-server and services): loading
       // the modules again for every file cost more than a third of the run.
-      { extends: true, test: { name: "main", include: ["test/**/*.spec.ts"], exclude: [...CRASH_TESTS, ...CLUSTER_TESTS], isolate: false } },
+      // The fleet test (test/fleet/) runs on its own: `npm run test:fleet` (test/vitest.fleet.config.ts).
+      { extends: true, test: { name: "main", include: ["test/**/*.spec.ts"], exclude: [...CRASH_TESTS, ...CLUSTER_TESTS, "test/fleet/**"], isolate: false } },
       // Each file gets its own nats-server, processes and store; nothing is shared between them.
       { extends: true, test: { name: "crash", include: CRASH_TESTS, isolate: true } },
       ...(clusterRun ? [{ extends: true as const, test: { name: "cluster", include: CLUSTER_TESTS, isolate: true } }] : []),

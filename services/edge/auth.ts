@@ -5,7 +5,7 @@ import { ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
 import { InvalidApiKeyError, MissingApiKeyError } from "../shared/errors.ts";
 import { KvMirror } from "../shared/kvMirror.ts";
 import type { Logger } from "../shared/log.ts";
-import type { RateLimiter } from "./rateLimiter.ts";
+import type { KeyRateLimit } from "./rateLimiter.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -45,7 +45,7 @@ export class ApiKeyDirectory {
   private readonly refused: LRUCache<string, true>;
   private readonly store: ApiKeyStore;
 
-  constructor(bucket: KV, log: Logger, private readonly limiter?: RateLimiter, bounds: KeyCacheBounds = DEFAULT_KEY_CACHE_BOUNDS) {
+  constructor(bucket: KV, log: Logger, private readonly limiter?: KeyRateLimit, bounds: KeyCacheBounds = DEFAULT_KEY_CACHE_BOUNDS) {
     this.store = new ApiKeyStore(bucket);
     this.hashes = new LRUCache({ max: bounds.validKeys });
     this.refused = new LRUCache({ max: bounds.refusedKeys, ttl: bounds.refusedTtlMs });
@@ -100,9 +100,9 @@ export class ApiKeyDirectory {
     return key instanceof Promise ? key.then(then) : then(key);
   }
 
-  /** A valid key within its request rate passes; over it, 429. */
-  private admit(record: ApiKeyRecord): ApiKeyRecord {
-    this.limiter?.take(record.keyId);
-    return record;
+  /** A valid key within its request rate passes (at once while its edge holds a share of the key's budget); over it, 429. */
+  private admit(record: ApiKeyRecord): ApiKeyRecord | Promise<ApiKeyRecord> {
+    const taken = this.limiter?.take(record.keyId);
+    return taken ? taken.then(() => record) : record;
   }
 }

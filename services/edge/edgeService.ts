@@ -7,7 +7,7 @@ import { AccountLedger } from "../billing/accountLedger.ts";
 import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
-import { RateLimiter } from "./rateLimiter.ts";
+import { FleetRateLimiter } from "./rateLimiter.ts";
 import { chatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { environment } from "../shared/environment.ts";
@@ -59,7 +59,7 @@ export class EdgeService {
 
   constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
     const { requestsPerSecondPerKey, burstPerKey } = config.limits;
-    this.keys = new ApiKeyDirectory(nats.apiKeys, log, new RateLimiter(requestsPerSecondPerKey, burstPerKey));
+    this.keys = new ApiKeyDirectory(nats.apiKeys, log, new FleetRateLimiter(requestsPerSecondPerKey, burstPerKey, nats.fleet, log));
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.views = new TaskViewReader(nats.taskViews, this.taskLog);
     this.hub = new TaskEventHub(nats, this.taskLog, log.child({ part: "event streams" }), this.views);

@@ -1,6 +1,7 @@
+import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { channelsOf, isVendorEntry, keyVariablesOf, upstreamPriceOf, type ProviderSettings, type ReelayConfig } from "../../contracts/config.ts";
-import { RUNNER_SUBJECTS, UpstreamNews, type RunnerChannels } from "../../contracts/runnerControl.ts";
+import { RUNNER_SUBJECTS, UpstreamNews } from "../../contracts/runnerControl.ts";
 import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -64,7 +65,7 @@ const usedByEnabledModel = (config: ReelayConfig, provider: string): boolean =>
   Object.values(config.videoModels).some((model) => model.enabled && channelsOf(model).includes(provider));
 
 /** Each provider entry as a channel of the pool, with its weight and cool-down (kinds without them: 1 and 5 min). */
-function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, VideoProvider>, log: Logger): ChannelPool {
+function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, VideoProvider>, nats: Nats, log: Logger): ChannelPool {
   const settings = new Map(
     [...providers].map(([name, provider]) => {
       const entry = config.providers[name];
@@ -73,21 +74,17 @@ function channelPoolOf(config: ReelayConfig, providers: ReadonlyMap<string, Vide
       return [name, { kind: entry?.kind ?? "custom", provider, weight, coolDownMs }] as const;
     }),
   );
-  return new ChannelPool(settings, log.child({ part: "channels" }));
+  const fleet = { store: nats.fleet, runner: `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`, leaseMs: config.runner.leaseMs };
+  return new ChannelPool(settings, fleet, log.child({ part: "channels" }));
 }
 
 /** Starts a runner: hosts video tasks from the task log (their first events) and sweeps orphaned reservations, until `stop`. */
 export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger, providerFactory?: ProviderFactory): Promise<{ stop(): Promise<void> }> {
   const providers = new Map([...createProviders(config, log, providerFactory)].map(([name, provider]) => [name, meteredProvider(name, provider)]));
-  const channels = channelPoolOf(config, providers, log);
+  const channels = channelPoolOf(config, providers, nats, log);
+  await channels.start();
   const runner = new RunnerService(nats, config, channels, log, await videoNameKey(nats.secrets));
-  const runnerName = `${hostname()}:${process.pid}`;
-  // `reelay channels` asks every runner; a callback from an upstream wakes the task it names, if hosted here.
-  const reports = nats.nc.subscribe(RUNNER_SUBJECTS.channels, {
-    callback: (_error, msg) => {
-      msg.respond(JSON.stringify({ runner: runnerName, channels: channels.report() } satisfies RunnerChannels));
-    },
-  });
+  // A callback from an upstream wakes the task it names, if hosted here.
   const news = nats.nc.subscribe(RUNNER_SUBJECTS.upstreamNews, {
     callback: (_error, msg) => {
       const parsed = UpstreamNews.safeParse(parseJsonOrUndefined(msg.string()));
@@ -97,10 +94,9 @@ export async function startRunner(nats: Nats, config: ReelayConfig, log: Logger,
   await runner.start();
   return {
     stop: async () => {
-      reports.unsubscribe();
       news.unsubscribe();
-      channels.close();
       await runner.stop();
+      await channels.close();
       await Promise.all([...providers.values()].map((provider) => provider.close()));
     },
   };

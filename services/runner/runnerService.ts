@@ -32,9 +32,9 @@ const BEAT_CHECKS_PER_PERIOD = 10;
  * Takes new tasks from the task log (the first events, which edges write: consumer `runners`) and hosts a
  * live task actor (liveTask.ts) for each until its task is final. A task's first event stays unacked (and heartbeated) while
  * the task lives, so if this process dies JetStream hands it to another runner after the lease, which
- * rebuilds the task from its log and carries on. A runner holds up to `runner.maxConcurrentTasks` tasks:
- * those beyond its channels' free slots wait in the channel pool, still pending, where accounts take turns
- * (one account's burst cannot starve another's task).
+ * rebuilds the task from its log and carries on. A runner holds up to `runner.maxConcurrentTasks` tasks, of
+ * which at most `runner.maxWaitingTasks` wait for a channel slot in the pool, still pending, where accounts
+ * waiting anywhere in the fleet take turns (one account's burst cannot starve another's task).
  */
 export class RunnerService {
   private readonly held = new Map<number, HeldJob>();
@@ -101,9 +101,16 @@ export class RunnerService {
     this.held.clear();
   }
 
-  /** Jobs to fetch now: up to `maxConcurrentTasks` held, waiting ones included (the pool serves them fairly). */
+  /**
+   * Jobs to fetch now: up to `maxConcurrentTasks` held, of which at most `maxWaitingTasks` wait for a slot (the
+   * fleet serves waiting accounts in turn); the rest stay in the queue for whichever runner has room.
+   */
   private room(): number {
-    return Math.min(this.config.runner.maxConcurrentTasks - this.held.size, 256);
+    const { maxConcurrentTasks, maxWaitingTasks } = this.config.runner;
+    // Jobs held without a slot: waiting in the pool, or just taken and not there yet (counted at once, so a
+    // fetch right after another cannot overshoot the bound before the new tasks reach the pool).
+    const withoutSlot = this.held.size - this.channels.slotsHeld();
+    return Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - withoutSlot, 256);
   }
 
   /** The upstream said there is news about one of its tasks (a callback): the task hosted here asks now. */

@@ -5,6 +5,7 @@ import { connect, type NatsConnection } from "@nats-io/transport-node";
 import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { BUCKETS, ensureJetStreamLayout, OBJECT_STORES, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { environment } from "./environment.ts";
+import { FleetStore } from "./fleetStore.ts";
 import { skipErrorsForSettledRequests } from "./natsSettledRequests.ts";
 import { coalesceWrites } from "./natsWriteCoalescing.ts";
 import { assertSupportedServer } from "./serverCheck.ts";
@@ -25,6 +26,8 @@ export interface Nats {
   taskStats: KV;
   secrets: KV;
   referenceUsage: KV;
+  /** The fleet's shared limits and channel state (bucket `fleet`, contracts/fleet.ts). */
+  fleet: FleetStore;
   videos: ObjectStore;
   references: ObjectStore;
 }
@@ -76,6 +79,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     taskStats: await bucket(BUCKETS.taskStats),
     secrets: await bucket(BUCKETS.secrets),
     referenceUsage: await bucket(BUCKETS.referenceUsage),
+    fleet: new FleetStore(js, await bucket(BUCKETS.fleet)),
     videos: await new Objm(js).open(OBJECT_STORES.videos),
     references: await new Objm(js).open(OBJECT_STORES.references),
   };

@@ -120,6 +120,15 @@ export class ArkUpstream {
   reportUsage = true;
   /** Creates per second before 429 RateLimitExceeded.EndpointRPMExceeded (0: no limit). */
   createsPerSecond = 0;
+  /**
+   * Tasks the account may have queued or running at once; a create beyond it answers 429 (Ark's rate-limit
+   * error shape, as Ark and the other vendors refuse work past an account's concurrency). 0: no cap.
+   */
+  maxConcurrentTasks = 0;
+  /** Creates refused because `maxConcurrentTasks` tasks were in flight. */
+  refusedOverConcurrency = 0;
+  /** When each accepted create arrived (epoch ms), in order. */
+  readonly createTimes: number[] = [];
   /** Tasks created and not final: what this upstream is working on for us. */
   inFlight = 0;
   inFlightPeak = 0;
@@ -278,7 +287,12 @@ export class ArkUpstream {
     if (this.createsPerSecond > 0 && this.recentCreates.length >= this.createsPerSecond) {
       return this.send(res, 429, arkError("RateLimitExceeded.EndpointRPMExceeded", "the request has exceeded the RPM limit of the endpoint.", "TooManyRequests"));
     }
+    if (this.maxConcurrentTasks > 0 && this.inFlight >= this.maxConcurrentTasks) {
+      this.refusedOverConcurrency++;
+      return this.send(res, 429, arkError("RateLimitExceeded", "the request has exceeded the concurrent task limit of the account.", "TooManyRequests"));
+    }
     this.recentCreates.push(now);
+    this.createTimes.push(now);
     this.creates.push(body);
     const task: FakeTask = { id: taskId(), model: body.model, body, createdAt: now, polls: 0, generation: this.generation, status: "queued", runningShape: this.shapes++ };
     this.tasks.set(task.id, task);

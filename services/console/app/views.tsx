@@ -1,7 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import type { z } from "zod";
 import type { AccountSummary, ApiKeySummary, CreatedApiKey, LedgerPage, StatsAnswer, TaskDetail, TaskPage as TaskPageAnswer } from "../../../contracts/adminApi.ts";
-import type { RunnerChannels } from "../../../contracts/runnerControl.ts";
+import type { ChannelReport } from "../../../contracts/runnerControl.ts";
 import { api, followEvents } from "./api.ts";
 
 type Stats = z.infer<typeof StatsAnswer>;
@@ -104,10 +104,14 @@ function BarChart({ title, values, labels, unit }: { title: string; values: numb
 
 export function Dashboard() {
   const stats = useLoaded(() => api<Stats>("/stats"), []);
-  const channels = useLoaded(() => api<{ runners: RunnerChannels[] }>("/channels"), []);
+  const channels = useLoaded(() => api<{ channels: ChannelReport[] }>("/channels"), []);
   useLive(stats.reload);
   const hours = stats.data?.hours ?? [];
-  const failing = (channels.data?.runners ?? []).flatMap((runner) => runner.channels.filter((channel) => channel.state !== "in rotation").map((channel) => ({ runner: runner.runner, ...channel })));
+  const rows = channels.data?.channels ?? [];
+  const byAccount = (counts: Record<string, number>) =>
+    Object.entries(counts)
+      .map(([account, count]) => `${account} ${count}`)
+      .join(", ");
   return (
     <section>
       <h1>Dashboard</h1>
@@ -124,18 +128,20 @@ export function Dashboard() {
         <BarChart title="Tasks created per hour (24 h)" values={hours.map((hour) => hour.created)} labels={hours.map((hour) => hour.hour)} unit="tasks" />
         <BarChart title="Spend per hour, yuan (24 h)" values={hours.map((hour) => Number(hour.charged))} labels={hours.map((hour) => hour.hour)} unit="yuan" />
       </div>
-      <h2>Failing channels</h2>
-      {failing.length === 0 ? (
-        <p class="quiet">Every upstream channel is in rotation.</p>
+      <h2>Channels (whole fleet)</h2>
+      {rows.length === 0 ? (
+        <p class="quiet">No runner has reported a channel yet.</p>
       ) : (
-        <table>
-          <thead><tr><th>Channel</th><th>Runner</th><th>State</th><th>Last error</th></tr></thead>
+        <table data-testid="channels">
+          <thead><tr><th>Channel</th><th>State</th><th>In flight</th><th>Waiting</th><th>Submits/s</th><th>Last error</th></tr></thead>
           <tbody>
-            {failing.map((channel) => (
-              <tr key={`${channel.runner}-${channel.channel}`}>
+            {rows.map((channel) => (
+              <tr key={channel.channel}>
                 <td>{channel.channel}</td>
-                <td>{channel.runner}</td>
                 <td>{channel.state}{channel.backAt ? ` until ${channel.backAt}` : ""}</td>
+                <td title={byAccount(channel.inFlightByAccount)}>{channel.inFlight}/{channel.maxInFlight}</td>
+                <td>{channel.waiting}{channel.waiting > 0 ? ` (${byAccount(channel.waitingByAccount)})` : ""}</td>
+                <td>{channel.submitRate}{channel.submitsPerSecond > 0 ? ` / ${channel.submitsPerSecond}` : ""}</td>
                 <td>{channel.recentErrors.at(-1)?.message ?? ""}</td>
               </tr>
             ))}

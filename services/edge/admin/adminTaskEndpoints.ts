@@ -6,7 +6,7 @@ import type { TaskView } from "../../../contracts/videoTask.ts";
 import { newestTaskId } from "../video/taskIds.ts";
 import { describeLedgerEvent, readAccountHistory } from "../../billing/ledgerReader.ts";
 import { formatYuan } from "../../billing/pricing.ts";
-import { gatherChannels } from "../../shared/channelReports.ts";
+import { fleetChannelReports } from "../../shared/channelReports.ts";
 import { NotFoundError, ValidationError } from "../../shared/errors.ts";
 import { listAccountTasks } from "../../tasks/taskIndex.ts";
 import { endpoint, rawReply, type AdminEndpoint } from "./adminApi.ts";
@@ -178,9 +178,9 @@ export function taskEndpoints(deps: AdminDeps): AdminEndpoint[] {
     endpoint({
       method: "GET",
       path: "/channels",
-      summary: "Each runner's upstream channels: in rotation or cooling down, tasks in flight and waiting, recent errors",
+      summary: "Each upstream channel's fleet-wide use: in rotation or cooling down, tasks in flight and waiting per account, submit rate, recent errors",
       response: ChannelsAnswer,
-      handle: async () => ({ runners: (await gatherChannels(nats)).map((report) => ({ runner: report.runner, channels: report.channels as Array<Record<string, unknown>> })) }),
+      handle: async () => ({ channels: await fleetChannelReports(nats) }),
     }),
   ];
 }

@@ -1,35 +1,15 @@
-import { setTimeout as sleep } from "node:timers/promises";
-import type { ChannelReport } from "../../../contracts/runnerControl.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { VideoProvider } from "../providers/types.ts";
+import { Slot, type ChannelLease, type ChannelSettings, type FleetSettings, type SlotOwner } from "./channelSlot.ts";
+import { ChannelBlock } from "./channelBlock.ts";
+import { FleetChannels } from "./fleetChannels.ts";
+import { byWeight, channelTurns, fairTurn, type ChannelTurns } from "./fairTurn.ts";
+import { WaitingNotices, waitingOn } from "./waitingNotices.ts";
 
-/** One provider entry as a channel: its adapter, its share of new tasks, how long it sits out after refusing us. */
-export interface ChannelSettings {
-  /** The provider entry's kind (`ark`, `openai`, `local`), for reports. */
-  kind: string;
-  provider: VideoProvider;
-  weight: number;
-  coolDownMs: number;
-}
+export type { ChannelLease, ChannelSettings, FleetSettings } from "./channelSlot.ts";
 
-/** A slot on one channel, held from submit until the task is final or handed over. */
-export interface ChannelLease {
-  channel: string;
-  provider: VideoProvider;
-  /** Waits for this submit's turn under the channel's `submitsPerSecond`. */
-  submitTurn(signal: AbortSignal): Promise<void>;
-  release(): void;
-}
-
-interface Channel {
-  name: string;
-  settings: ChannelSettings;
-  inFlight: number;
-  nextSubmitAt: number;
-  sidelinedUntil: number;
-  recentErrors: Array<{ at: string; message: string }>;
-  cleanupFailures?: { count: number; last: { at: string; message: string } };
-}
+/** How long an account's latest slot counts against its turn (a newcomer again after this). */
+const SERVED_MEMORY_MS = 60_000;
 
 interface Waiter {
   account: string;
@@ -38,64 +18,55 @@ interface Waiter {
   pinned: boolean;
   /** Channels to use only when no other candidate has room (the one that just failed this task). */
   avoid: string | undefined;
-  grant(channel: Channel): void;
-}
-
-const RECENT_ERRORS = 5;
-
-/** A held slot: a class rather than closures, since every live task holds one (thousands at a time). */
-class Slot implements ChannelLease {
-  private released = false;
-
-  constructor(
-    private readonly on: Channel,
-    private readonly pool: ChannelPool,
-  ) {}
-
-  get channel(): string {
-    return this.on.name;
-  }
-
-  get provider(): VideoProvider {
-    return this.on.settings.provider;
-  }
-
-  async submitTurn(signal: AbortSignal): Promise<void> {
-    const { submitsPerSecond } = this.on.settings.provider.policy;
-    if (submitsPerSecond <= 0) return;
-    const now = Date.now();
-    const at = Math.max(now, this.on.nextSubmitAt);
-    this.on.nextSubmitAt = at + 1000 / submitsPerSecond;
-    if (at > now) await sleep(at - now, undefined, { signal });
-  }
-
-  release(): void {
-    if (this.released) return;
-    this.released = true;
-    this.pool.slotReleased(this.on);
-  }
+  since: number;
+  grant(channel: string): boolean;
 }
 
 /**
- * The runner's channels and their limits. A task asks for a slot on any of its model's channels: it gets one
- * on a channel in rotation with free capacity, chosen by weight among those; when all are full it waits,
- * still pending. Waiters are served round-robin by account, so one account's burst cannot starve another's
- * single task. A channel whose key, quota or account the upstream refused leaves the rotation for its
- * cool-down (one log line when it leaves, one when it comes back). Pure bookkeeping plus timers: no I/O.
+ * The runner's side of the fleet's channels. A task asks for a slot on any of its model's channels; it gets
+ * one from this runner's block of a channel in rotation (ChannelBlock: no NATS message), the block growing
+ * when the fleet (bucket `fleet`, FleetChannels) has slots free, when it is its account's turn there
+ * (fairTurn: accounts waiting anywhere in the fleet take turns, whichever runner holds what). Tasks that
+ * wait because the fleet had nothing free are published (WaitingNotices), and a runner whose block has room
+ * while others wait gives the room back. A channel whose key, quota or account the upstream refused leaves
+ * the rotation for every runner.
  */
-export class ChannelPool {
-  private readonly channels = new Map<string, Channel>();
+export class ChannelPool implements SlotOwner {
+  readonly fleet: FleetChannels;
   /** Waiters per account; `turns` is the order accounts are served in (an account served goes to the back). */
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly turns: string[] = [];
-  private readonly timers = new Set<NodeJS.Timeout>();
+  private readonly slots = new Set<Slot>();
+  private readonly blocks = new Map<string, ChannelBlock>();
+  /** Channels this runner took out of rotation, until when: known before the shared record comes back. */
+  private readonly sidelined = new Map<string, number>();
+  private readonly notices: WaitingNotices;
+  private readonly cleanupLogged = new Set<string>();
+  /** When this runner last gave an account a slot, per `channel\naccount`: it goes back in line from then. */
+  private readonly servedAt = new Map<string, number>();
+  private tick: NodeJS.Timeout | undefined;
+  private dispatching = false;
+  private beating = false;
+  private again = false;
 
   constructor(
-    settings: ReadonlyMap<string, ChannelSettings>,
+    private readonly channels: ReadonlyMap<string, ChannelSettings>,
+    fleet: FleetSettings,
     private readonly log: Logger,
     private readonly random: () => number = Math.random,
   ) {
-    for (const [name, channel] of settings) this.channels.set(name, { name, settings: channel, inFlight: 0, nextSubmitAt: 0, sidelinedUntil: 0, recentErrors: [] });
+    this.fleet = new FleetChannels(fleet.store, fleet.runner, fleet.leaseMs, log, () => this.dispatch());
+    this.notices = new WaitingNotices(this.fleet);
+    for (const [channel, { provider }] of channels) this.blocks.set(channel, new ChannelBlock(channel, provider.policy.maxInFlight, this.fleet, log));
+  }
+
+  /** Mirrors the fleet's channel records and starts refreshing this runner's blocks; resolves once mirrored. */
+  async start(): Promise<void> {
+    const policies = [...this.channels].map(([channel, { kind, provider, coolDownMs }]) => ({ channel, kind, maxInFlight: provider.policy.maxInFlight, submitsPerSecond: provider.policy.submitsPerSecond, coolDownMs }));
+    await this.fleet.start(policies);
+    const every = Math.max(50, Math.min(1000, Math.floor(this.fleet.leaseMs / 6)));
+    this.tick = setInterval(() => void this.beat(), every);
+    this.tick.unref();
   }
 
   has(channel: string): boolean {
@@ -103,29 +74,31 @@ export class ChannelPool {
   }
 
   provider(channel: string): VideoProvider | undefined {
-    return this.channels.get(channel)?.settings.provider;
+    return this.channels.get(channel)?.provider;
   }
 
-  /** Any of `candidates` that could take a task now or after a wait (it exists and is in rotation). */
+  /** Any of `candidates` that could take a task now or after a wait (it exists and is in rotation fleet-wide). */
   anyInRotation(candidates: readonly string[], now = Date.now()): boolean {
-    return candidates.some((name) => {
-      const channel = this.channels.get(name);
-      return channel !== undefined && channel.sidelinedUntil <= now;
-    });
+    return candidates.some((name) => this.channels.has(name) && !this.cooling(name, now));
   }
 
-  /** Resolves with a slot on one of `candidates` once one is free; rejects when `signal` aborts. */
+  /** Resolves with a slot on one of `candidates` once one is free and it is this account's turn; rejects when `signal` aborts. */
   acquire(account: string, candidates: readonly string[], signal: AbortSignal, options: { pinned?: boolean; avoid?: string } = {}): Promise<ChannelLease> {
     signal.throwIfAborted();
     return new Promise<ChannelLease>((resolve, reject) => {
       const waiter: Waiter = {
         account,
-        candidates,
+        candidates: candidates.filter((name) => this.channels.has(name)),
         pinned: options.pinned ?? false,
         avoid: options.avoid,
+        since: Date.now(),
         grant: (channel) => {
+          if (signal.aborted) return false;
           signal.removeEventListener("abort", abort);
-          resolve(this.lease(channel));
+          const slot = new Slot(channel, account, this);
+          this.slots.add(slot);
+          resolve(slot);
+          return true;
         },
       };
       const abort = () => {
@@ -143,120 +116,175 @@ export class ChannelPool {
     });
   }
 
-  /** Takes a channel out of rotation for its cool-down, after the upstream refused our key, quota or account. */
+  /** Takes a channel out of rotation for every runner, for its cool-down, after the upstream refused our key, quota or account. */
   sideline(name: string, why: string): void {
-    const channel = this.channels.get(name);
-    if (!channel) return;
-    this.noteError(channel, why);
+    const settings = this.channels.get(name);
+    if (!settings) return;
+    this.noteTransient(name, why);
     const now = Date.now();
-    if (channel.sidelinedUntil > now) return;
-    channel.sidelinedUntil = now + channel.settings.coolDownMs;
-    this.log.error({ channel: name, coolDownMs: channel.settings.coolDownMs, why }, "channel out of rotation: the upstream refused our key, quota or account");
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      this.log.info({ channel: name }, "channel back in rotation after its cool-down");
-      this.dispatch();
-    }, channel.settings.coolDownMs);
-    timer.unref();
-    this.timers.add(timer);
+    if (this.cooling(name, now)) return;
+    this.sidelined.set(name, now + settings.coolDownMs);
+    this.log.error({ channel: name, coolDownMs: settings.coolDownMs, why }, "channel out of rotation for the whole fleet: the upstream refused our key, quota or account");
+    this.fleet.sideline(name, settings.coolDownMs, why).catch((error: unknown) => this.log.warn({ err: error, channel: name }, "could not tell the fleet a channel is out of rotation"));
   }
 
   /** A passing error (429, 5xx, timeout), kept for `reelay channels`. */
   noteTransient(name: string, why: string): void {
-    const channel = this.channels.get(name);
-    if (channel) this.noteError(channel, why);
+    if (!this.channels.has(name)) return;
+    this.fleet.noteError(name, why).catch((error: unknown) => this.log.warn({ err: error, channel: name }, "could not record a channel's error"));
+  }
+
+  /** A clean-up after a finished task failed (`deleteAfterCopy`): it would repeat for every task, so one log line per channel and a count. */
+  cleanupFailed(name: string, why: string): void {
+    if (!this.channels.has(name)) return;
+    if (!this.cleanupLogged.has(name)) this.log.warn({ channel: name, why }, "could not clean up after a task at the upstream (its copy stays there); logged once per channel, counted in `reelay channels`");
+    this.cleanupLogged.add(name);
+    this.fleet.cleanupFailed(name, why).catch((error: unknown) => this.log.warn({ err: error, channel: name }, "could not count a failed clean-up"));
+  }
+
+  /** Tasks of this runner waiting for a slot. */
+  waitingCount(): number {
+    return [...this.waiting.values()].reduce((count, queue) => count + queue.length, 0);
+  }
+
+  /** Slots this runner's tasks hold. */
+  slotsHeld(): number {
+    return this.slots.size;
+  }
+
+  /** Stops refreshing; blocks go back to the fleet at once (a stopping runner hands its tasks back). */
+  async close(): Promise<void> {
+    if (this.tick) clearInterval(this.tick);
+    this.slots.clear();
+    await Promise.allSettled([...this.blocks.values()].map((block) => block.close()));
+    this.fleet.stop();
+  }
+
+  /** A slot was given back (its `Slot` calls this): back in the block, for a waiter here or, when another runner waits, for the fleet. */
+  slotReleased(slot: Slot): void {
+    if (!this.slots.delete(slot)) return;
+    this.blocks.get(slot.channel)?.give(slot.account);
+    if (this.turns.length > 0 || this.fleet.waitingElsewhere(slot.channel).length > 0) this.dispatch();
+  }
+
+  private cooling(name: string, now: number): boolean {
+    return (this.sidelined.get(name) ?? 0) > now || (this.fleet.coolingUntil(name)?.until ?? 0) > now;
+  }
+
+  /** Refreshes blocks and waiting records a third of a lease old, gives back what went unused; looks for free slots (a dead runner's block ends unannounced). */
+  private async beat(): Promise<void> {
+    if (this.beating) return;
+    this.beating = true;
+    try {
+      const now = Date.now();
+      await Promise.all([...this.blocks.values()].map((block) => block.beat(now)));
+      for (const [key, at] of this.servedAt) if (at < now - SERVED_MEMORY_MS) this.servedAt.delete(key);
+      await this.publishWaiting(now - this.fleet.leaseMs / 3);
+    } catch (error) {
+      this.log.warn({ err: error }, "could not reach the fleet's channel state; trying again shortly");
+    } finally {
+      this.beating = false;
+    }
+    if (this.turns.length > 0) this.dispatch();
+  }
+
+  /** Grants slots until no local waiter can be served now; one pass at a time, again if asked meanwhile. */
+  private dispatch(): void {
+    if (this.dispatching) {
+      this.again = true;
+      return;
+    }
+    this.dispatching = true;
+    void (async () => {
+      try {
+        do {
+          this.again = false;
+          while (await this.serveOne());
+        } while (this.again);
+        await this.giveBack();
+        await this.publishWaiting();
+      } catch (error) {
+        this.log.warn({ err: error }, "could not reach the fleet's channel state; trying again shortly");
+      } finally {
+        this.dispatching = false;
+      }
+    })();
   }
 
   /**
-   * The clean-up after a finished task failed (the upstream's copy could not be deleted: `deleteAfterCopy`).
-   * Nothing is wrong with the task, and the same reason would repeat for every task of the channel: one log
-   * line per channel, with the reason, and a count in `reelay channels`.
+   * Serves the first account in turn with a waiter that may take a slot now; false when none may. A channel
+   * whose block could not grow (the view was behind) is left out for the rest of the pass.
    */
-  cleanupFailed(name: string, why: string): void {
-    const channel = this.channels.get(name);
-    if (!channel) return;
-    const last = { at: new Date().toISOString(), message: why };
-    if (!channel.cleanupFailures) this.log.warn({ channel: name, why }, "could not clean up after a task at the upstream (its copy stays there); logged once per channel, counted in `reelay channels`");
-    channel.cleanupFailures = { count: (channel.cleanupFailures?.count ?? 0) + 1, last };
-  }
-
-  report(now = Date.now()): ChannelReport[] {
-    let waiting = 0;
-    for (const queue of this.waiting.values()) waiting += queue.length;
-    return [...this.channels.values()].map((channel) => ({
-      channel: channel.name,
-      kind: channel.settings.kind,
-      state: channel.sidelinedUntil > now ? "cooling down" : "in rotation",
-      inFlight: channel.inFlight,
-      maxInFlight: channel.settings.provider.policy.maxInFlight,
-      waiting,
-      ...(channel.sidelinedUntil > now ? { backAt: new Date(channel.sidelinedUntil).toISOString() } : {}),
-      recentErrors: [...channel.recentErrors],
-      ...(channel.cleanupFailures ? { cleanupFailures: { ...channel.cleanupFailures } } : {}),
-    }));
-  }
-
-  close(): void {
-    for (const timer of this.timers) clearTimeout(timer);
-    this.timers.clear();
-  }
-
-  private noteError(channel: Channel, message: string): void {
-    channel.recentErrors.push({ at: new Date().toISOString(), message });
-    if (channel.recentErrors.length > RECENT_ERRORS) channel.recentErrors.shift();
-  }
-
-  private lease(channel: Channel): ChannelLease {
-    channel.inFlight++;
-    return new Slot(channel, this);
-  }
-
-  /** A slot was given back (its `Slot` calls this): a waiter may take it. */
-  slotReleased(channel: Channel): void {
-    channel.inFlight--;
-    this.dispatch();
-  }
-
-  /** Grants free slots to waiters, one per account per round, until no waiter can be served. */
-  private dispatch(): void {
+  private async serveOne(): Promise<boolean> {
     const now = Date.now();
-    for (let served = true; served; ) {
-      served = false;
-      for (let i = 0; i < this.turns.length; i++) {
-        const account = this.turns[i] as string;
-        const queue = this.waiting.get(account) ?? [];
-        const index = queue.findIndex((waiter) => this.pick(waiter, now) !== undefined);
-        if (index < 0) continue;
-        const [waiter] = queue.splice(index, 1) as [Waiter];
-        const channel = this.pick(waiter, now) as Channel;
-        // Served: this account waits behind every other account for its next slot.
-        this.turns.splice(i, 1);
-        if (queue.length > 0) this.turns.push(account);
-        else this.waiting.delete(account);
-        waiter.grant(channel);
-        served = true;
-        break;
+    const full = new Set<string>();
+    const turns = new Map<string, ChannelTurns>();
+    const turnsOf = (channel: string): ChannelTurns => {
+      const known = turns.get(channel);
+      if (known) return known;
+      const fresh = channelTurns(this.blocks.get(channel) as ChannelBlock, this.fleet, this.localWaiting(channel), now);
+      turns.set(channel, fresh);
+      return fresh;
+    };
+    for (const account of [...this.turns]) {
+      for (const waiter of [...(this.waiting.get(account) ?? [])]) {
+        for (let channel = this.pick(waiter, now, full, turnsOf); channel !== undefined; channel = this.pick(waiter, now, full, turnsOf)) {
+          const block = this.blocks.get(channel) as ChannelBlock;
+          if (block.room <= 0 && !(await block.grow(this.step(block, now)))) {
+            full.add(channel);
+            continue;
+          }
+          // A shrink written meanwhile took the room back: look again.
+          if (block.room <= 0) return true;
+          const stillWaiting = this.waiting.get(account)?.includes(waiter) ?? false;
+          this.servedAt.set(`${channel}\n${account}`, Date.now());
+          this.dropWaiter(waiter);
+          // Served: this account waits behind every other account of this runner for its next slot.
+          const at = this.turns.indexOf(account);
+          if (at >= 0) this.turns.push(...this.turns.splice(at, 1));
+          if (!stillWaiting) return true;
+          block.take(account);
+          if (!waiter.grant(channel)) block.give(account);
+          return true;
+        }
       }
     }
+    return false;
   }
 
-  /** A channel with room for `waiter`, by weight among those in rotation; the avoided one only as a last resort. */
-  private pick(waiter: Waiter, now: number): Channel | undefined {
-    const open = waiter.candidates.flatMap((name) => {
-      const channel = this.channels.get(name);
-      if (!channel || channel.inFlight >= channel.settings.provider.policy.maxInFlight) return [];
-      return waiter.pinned || channel.sidelinedUntil <= now ? [channel] : [];
-    });
-    const preferred = open.filter((channel) => channel.name !== waiter.avoid);
+  /** How many slots a full block asks for: an eighth of the channel (at most 64), one while another runner waits for it. */
+  private step(block: ChannelBlock, now: number): number {
+    return this.fleet.waitingElsewhere(block.channel, now).length > 0 ? 1 : Math.min(64, Math.ceil(block.max / 8));
+  }
+
+  /** Blocks with room while another runner waits for the channel give the room back (what is left after this runner's waiters were served). */
+  private async giveBack(): Promise<void> {
+    for (const block of this.blocks.values()) if (block.room > 0 && this.fleet.waitingElsewhere(block.channel).length > 0) await block.giveBack();
+  }
+
+  /** Whether another runner holds an older waiting task of the same account for `channel` (it goes first: a runner with room would otherwise feed only its own). */
+  private olderElsewhere(waiter: Waiter, channel: string, now: number): boolean {
+    return this.fleet.waitingElsewhere(channel, now).some((record) => record.account === waiter.account && record.since < waiter.since);
+  }
+
+  /** A channel with a free slot for `waiter` whose turn it is, by weight; the avoided one only as a last resort. */
+  private pick(waiter: Waiter, now: number, full: ReadonlySet<string>, turnsOf: (channel: string) => ChannelTurns): string | undefined {
+    // A pinned task is already at that upstream (taken over from a runner that died): it needs only a free slot.
+    const open = waiter.candidates.filter((name) => !full.has(name) && (waiter.pinned ? turnsOf(name).free > 0 : !this.cooling(name, now) && fairTurn(turnsOf(name), waiter.account, now) && !this.olderElsewhere(waiter, name, now)));
+    const preferred = open.filter((name) => name !== waiter.avoid);
     const choices = preferred.length > 0 ? preferred : open;
-    if (choices.length <= 1) return choices[0];
-    const total = choices.reduce((sum, channel) => sum + channel.settings.weight, 0);
-    let point = this.random() * total;
-    for (const channel of choices) {
-      point -= channel.settings.weight;
-      if (point < 0) return channel;
-    }
-    return choices[choices.length - 1];
+    return byWeight(choices, (name) => this.channels.get(name)?.weight ?? 1, this.random);
+  }
+
+  /** This runner's waiting accounts on `channel`: how many tasks, since when the oldest waits, when this runner last served the account there. */
+  private localWaiting(channel: string): Map<string, { count: number; since: number; servedAt: number }> {
+    return waitingOn(channel, this.waiting, this.servedAt);
+  }
+
+  /** Tells the fleet what this runner holds waiting (see WaitingNotices). */
+  private publishWaiting(staleBefore?: number): Promise<void> {
+    const current = [...this.channels.keys()].flatMap((channel) => [...this.localWaiting(channel)].map(([account, waiting]) => ({ channel, account, ...waiting })));
+    return this.notices.publish(current, staleBefore);
   }
 
   private dropWaiter(waiter: Waiter): void {
