@@ -16,7 +16,14 @@ describe("a runner's intake", () => {
 
   beforeAll(async () => {
     vendor.generation = { kind: "never" };
-    app = await startTestApp({ providers: () => vendor, tweak: (config) => (config.runner.maxWaitingTasks = 2) });
+    app = await startTestApp({
+      providers: () => vendor,
+      tweak: (config) => {
+        config.runner.maxWaitingTasks = 2;
+        // Seven of the eight creates never hear the upstream's answer: each answers after this wait, not 10 s.
+        config.limits.submitWaitMs = 200;
+      },
+    });
     client = new VideoClient(app.baseUrl, await app.keyFor("intake", 100));
   });
   afterAll(async () => {
