@@ -13,7 +13,6 @@ const CRASH_TESTS = [
   "test/arkCrash.int.spec.ts",
   "test/wholeSystemCrash.int.spec.ts",
   "test/createUnderServerStall.int.spec.ts",
-  "test/runnersThroughServerRestart.int.spec.ts",
 ];
 
 /**

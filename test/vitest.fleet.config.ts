@@ -2,8 +2,10 @@ import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 /**
- * `npm run test:fleet`: the fleet test (issue 35), one nats-server with several edges, runners and a projector
- * as processes. Not part of `npm test` (it takes tens of seconds on its own); `.ci/run` runs it after.
+ * `npm run test:fleet`: the tests of several runners and edges on one nats-server — the fleet test (issue 35:
+ * edges, runners and a projector as processes) and two runners through a restart of the server (issue 34:
+ * nothing rendered twice). Not part of `npm test` (each takes tens of seconds of the two cores, most of it
+ * ffmpeg and child processes); `.ci/run` runs them after it.
  */
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),

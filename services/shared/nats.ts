@@ -48,7 +48,7 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
   const auth = credentials ? { user: credentials.user, pass: credentials.password } : {};
   // Back within a quarter second of the server (the client's default waits 2 s between tries of a server): a
   // runner's first heartbeat after a restart must reach the server before its held jobs' leases run out (5 s
-  // leases were lost with 2 s waits, issue 34; test/runnersThroughServerRestart.int.spec.ts).
+  // leases were lost with 2 s waits, issue 34; test/fleet/runnersThroughServerRestart.fleet.spec.ts).
   const nc = await connect({ servers: url.split(","), name, maxReconnectAttempts: -1, reconnectTimeWait: 250, noAsyncTraces: true, ...auth });
   try {
     assertSupportedServer(nc, url);

@@ -2,20 +2,20 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { ProviderSettings } from "../contracts/config.ts";
-import { FFMPEG, locateProgram } from "../infra/binaries.ts";
-import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
-import { AccountLedger } from "../services/billing/accountLedger.ts";
-import { startEdge } from "../services/edge/main.ts";
-import { auditCharges } from "../services/billing/wholeLog.ts";
-import { startProjector } from "../services/projector/main.ts";
-import { LocalProvider } from "../services/runner/providers/local/localProvider.ts";
-import type { AcceptedTask, ProviderTask, VideoProvider } from "../services/runner/providers/types.ts";
-import { startRunner } from "../services/runner/main.ts";
-import { ApiKeyStore } from "../services/shared/apiKeys.ts";
-import { connectNats, type Nats } from "../services/shared/nats.ts";
-import { silentLog, testConfig } from "./helpers/testApp.ts";
-import { VideoClient } from "./helpers/videoClient.ts";
+import type { ProviderSettings } from "../../contracts/config.ts";
+import { FFMPEG, locateProgram } from "../../infra/binaries.ts";
+import { startNatsServer, type RunningNatsServer } from "../../infra/natsServer.ts";
+import { AccountLedger } from "../../services/billing/accountLedger.ts";
+import { startEdge } from "../../services/edge/main.ts";
+import { auditCharges } from "../../services/billing/wholeLog.ts";
+import { startProjector } from "../../services/projector/main.ts";
+import { LocalProvider } from "../../services/runner/providers/local/localProvider.ts";
+import type { AcceptedTask, ProviderTask, VideoProvider } from "../../services/runner/providers/types.ts";
+import { startRunner } from "../../services/runner/main.ts";
+import { ApiKeyStore } from "../../services/shared/apiKeys.ts";
+import { connectNats, type Nats } from "../../services/shared/nats.ts";
+import { silentLog, testConfig } from "../helpers/testApp.ts";
+import { VideoClient } from "../helpers/videoClient.ts";
 
 // The fault it guards against rendered 14 of 49 tasks twice (a task's chance about 0.29, so 16 tasks all escaping it: 0.4%); few
 // enough renders for the suite's 90 s on two cores.
