@@ -61,7 +61,7 @@ const abortedUpload = (port: number, head: string) =>
 
 /**
  * One bounded hostile mix against a real `reelay serve` (edge, runner and projector in one process): the
- * attacks issue 8 found, thousands of requests. The process must stay up, healthy and under 512 MiB.
+ * attacks issue 8 found, thousands of requests. The process must stay up, healthy and under 640 MiB.
  */
 describe("hostile mix", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
@@ -95,7 +95,7 @@ describe("hostile mix", () => {
     await stopUpstream?.();
   });
 
-  it("stays up and under 512 MiB through thousands of hostile requests", async () => {
+  it("stays up and under 640 MiB through thousands of hostile requests", async () => {
     const base = `http://127.0.0.1:${port}`;
     const created = await fetch(`${base}/api/compat/videosGenerations`, {
       method: "POST",
@@ -143,7 +143,10 @@ describe("hostile mix", () => {
     // 2 s without a heartbeat handled), and /healthz says so with a 503 until the next heartbeat is taken.
     await expect.poll(async () => (await fetch(`${base}/healthz`)).status, { timeout: 10_000 }).toBe(200);
     const memory = memoryOf(child.pid as number);
-    expect(memory.peakMiB, `peak RSS ${memory.peakMiB.toFixed(0)} MiB`).toBeLessThan(512);
+    // What it guards against is hundreds of MiB per echo stream (5 GiB for these 24). The process itself peaks at
+    // about 340 MiB on Node 20 and 460 MiB on Node 24 run alone (2026-11-27: Node 24's heap grows before it
+    // collects), 519 MiB on Node 24 inside the whole suite, where collection lags on two busy cores.
+    expect(memory.peakMiB, `peak RSS ${memory.peakMiB.toFixed(0)} MiB`).toBeLessThan(640);
     if (process.env.SHOW_MEMORY) process.stdout.write(`hostile mix: peak RSS ${memory.peakMiB.toFixed(0)} MiB, now ${memory.nowMiB.toFixed(0)} MiB\n`);
   });
 });
