@@ -1,6 +1,7 @@
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+import { expectReadyAgain } from "./helpers/readiness.ts";
 
 /**
  * Bad input on the chat endpoints never crashes the edge or leaks internals: every refusal is OpenAI's
@@ -68,6 +69,6 @@ describe("chat endpoints under arbitrary input", () => {
     const ok = await post(JSON.stringify({ model: "echo", messages: [{ role: "user", content: "still here" }] }));
     expect(ok.status).toBe(200);
     expect(JSON.parse(ok.text)).toMatchObject({ choices: [{ message: { content: "still here" } }] });
-    expect((await fetch(`${app.baseUrl}/healthz`)).status).toBe(200);
+    await expectReadyAgain(app.baseUrl);
   });
 });

@@ -10,6 +10,7 @@ import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 import { readTask } from "./helpers/taskReads.ts";
+import { expectReadyAgain } from "./helpers/readiness.ts";
 
 /**
  * The OpenAI Videos API under /api/compat, driven by the official Node SDK (`openai`) as a new user would:
@@ -296,7 +297,7 @@ describe("OpenAI Videos API through the official Node SDK", () => {
         }),
         { numRuns: 40 },
       );
-      expect((await fetch(`${app.baseUrl}/healthz`)).status).toBe(200);
+      await expectReadyAgain(app.baseUrl);
     });
   });
 });
