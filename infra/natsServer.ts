@@ -43,7 +43,7 @@ export async function freeLoopbackPort(): Promise<number> {
   }
 }
 
-async function waitUntilReady(child: ChildProcess, port: number, logFile: string): Promise<void> {
+async function waitUntilReady(child: ChildProcess, monitorPort: number, logFile: string): Promise<void> {
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) {
@@ -56,7 +56,7 @@ async function waitUntilReady(child: ChildProcess, port: number, logFile: string
       })();
       throw new Error(`nats-server exited with code ${child.exitCode}; last lines of ${logFile}:\n  ${tail}`);
     }
-    const monitor = await fetch(`http://127.0.0.1:${port + 1}/healthz?js-enabled-only=true`).catch(() => undefined);
+    const monitor = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`).catch(() => undefined);
     if (monitor?.ok) return;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -85,16 +85,18 @@ export async function startNatsServer(options: {
   const logFile = join(options.storeDir, "..", "nats-server.log");
   const configFile = options.credentials ? serverConfigWith(options.credentials, join(options.storeDir, "..")) : SINGLE_NODE_CONFIG;
   // The monitor port is port + 1 (it answers /healthz once JetStream is up). Either may be taken between
-  // our probe and the server's bind; then the server exits and we try other ports.
+  // our probe and the server's bind; then the server exits and we try other ports. A server restarted on its
+  // fixed port keeps that port and tries another monitor port (an outgoing connection may hold port + 1 now).
   for (let attempt = 1; ; attempt++) {
     let port = options.port ?? (await freeLoopbackPort());
     while (port >= 65534) port = await freeLoopbackPort();
-    const child = spawnWatched(binary.path, configFile, port, options.storeDir, logFile);
+    const monitorPort = options.port !== undefined && attempt > 1 ? ((await probePort(0)) ?? port + 1) : port + 1;
+    const child = spawnWatched(binary.path, configFile, port, monitorPort, options.storeDir, logFile);
     try {
-      await waitUntilReady(child, port, logFile);
+      await waitUntilReady(child, monitorPort, logFile);
       return running(child, port, binary.version);
     } catch (error) {
-      if (options.port !== undefined || attempt >= 5 || child.exitCode === null) throw error;
+      if (attempt >= 5 || child.exitCode === null) throw error;
     }
   }
 }
@@ -118,9 +120,9 @@ function serverConfigWith(credentials: NatsCredentials, dir: string): string {
   return path;
 }
 
-function spawnWatched(bin: string, configFile: string, port: number, storeDir: string, logFile: string): ChildProcess {
+function spawnWatched(bin: string, configFile: string, port: number, monitorPort: number, storeDir: string, logFile: string): ChildProcess {
   const out = openSync(logFile, "a");
-  const args = ["-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(port + 1), "-sd", resolve(storeDir)];
+  const args = ["-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", resolve(storeDir)];
   // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
   // outlive reelay's own shutdown (which still needs it to drain), not race it.
   return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
