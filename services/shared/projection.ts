@@ -99,16 +99,7 @@ export class ProjectionRunner<Event, Doc> {
    * the promise resolves once the events given here are kept (for a batch acknowledged only then).
    */
   holdEvents(events: ReadonlyArray<{ event: Event; seq: number }>, behind: { soon(): Promise<void>; last: Promise<void> }): Promise<void> {
-    let held = false;
-    for (const entry of events) {
-      const key = this.projection.keyOf(entry.event);
-      if (key === undefined) continue;
-      const same = this.held.get(key);
-      if (same) same.push(entry);
-      else this.held.set(key, [entry]);
-      held = true;
-    }
-    return held ? behind.soon() : behind.last;
+    return this.groupByDocument(events, this.held) ? behind.soon() : behind.last;
   }
 
   /** Takes every document held by `holdEvents`, for the WriteBehind that writes them (again, until kept). */
@@ -121,14 +112,22 @@ export class ProjectionRunner<Event, Doc> {
   /** Applies events already decoded (in stream order), for a reactor that decodes once for several read models. */
   async handleEvents(events: ReadonlyArray<{ event: Event; seq: number }>): Promise<void> {
     const byKey = new Map<string, Array<{ event: Event; seq: number }>>();
+    this.groupByDocument(events, byKey);
+    await this.applyAll(byKey);
+  }
+
+  /** Adds each event this read model keeps to its document's list in `byKey`; whether any was added. */
+  private groupByDocument(events: ReadonlyArray<{ event: Event; seq: number }>, byKey: Map<string, Array<{ event: Event; seq: number }>>): boolean {
+    let added = false;
     for (const entry of events) {
       const key = this.projection.keyOf(entry.event);
       if (key === undefined) continue;
       const same = byKey.get(key);
       if (same) same.push(entry);
       else byKey.set(key, [entry]);
+      added = true;
     }
-    await this.applyAll(byKey);
+    return added;
   }
 
   private async applyAll(byKey: ReadonlyMap<string, ReadonlyArray<{ event: Event; seq: number }>>): Promise<void> {

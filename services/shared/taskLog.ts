@@ -30,12 +30,6 @@ export interface TaskLogEntry {
   msg: JsMsg;
 }
 
-/** Decodes a task log message as the whole-log readers get it. */
-export function taskLogEntries(msg: JsMsg): TaskLogEntry[] {
-  const account = accountOfSubject(msg.subject);
-  return taskEventCodec.decode(msg.json()).map((event) => ({ event, account, seq: msg.seq, msg }));
-}
-
 export interface TaskHistory {
   events: TaskEvent[];
   /**
