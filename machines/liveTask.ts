@@ -1,7 +1,31 @@
-import { assign } from "xstate";
+import { and, assign } from "xstate";
 import type { LiveTaskExit } from "./liveTaskTypes.ts";
-import { failureOf, finishedOf, liveTaskSetup, message } from "./liveTaskSetup.ts";
+import { failureOf, finishedOf, initialContext, liveTaskSetup, message } from "./liveTaskSetup.ts";
 import { acceptedChannelOf, MISCONFIGURED, providerTaskIdOf, successReport } from "./liveTaskRules.ts";
+
+const RELEASE = { type: "effect", params: { do: "release" } } as const;
+
+/**
+ * What the log says comes next: the `deciding` state's choice, made at once by the transitions that bring the
+ * log's new state (its guards judge the task the event carries, taskIn) and keep it. A slot already held goes
+ * straight to the submit, after a look for an earlier one when there may be one.
+ */
+const whatNext = (keep?: "keepLog" | "keepAppended") => {
+  const keeping = keep === undefined ? [] : [keep];
+  return [
+    // A log without the task's first event (a read that came back empty) is no ground to submit on.
+    { guard: "noTaskInLog", target: "#liveTask.steppedAside", actions: [...keeping, { type: "effect", params: { do: "warn", message: "the task's log read back without its first event; leaving the task" } }] },
+    { guard: "timedOutHere", target: "#liveTask.cancelling", actions: keeping },
+    // The final event is in the log (settlement reacts to it): the slot goes back, the provider may free what it keeps.
+    { guard: and(["final", "nothingToForget"]), target: "#liveTask.done", actions: [...keeping, RELEASE] },
+    { guard: "final", target: "#liveTask.forgetting", actions: [...keeping, RELEASE] },
+    { guard: "acceptedWithSlot", target: "#liveTask.polling", actions: keeping },
+    { guard: "accepted", target: "#liveTask.pinnedSlot", actions: keeping },
+    { guard: and(["holdsSlot", "mayHaveEarlierSubmit"]), target: "#liveTask.submitting.finding", actions: keeping },
+    { guard: "holdsSlot", target: "#liveTask.submitting.calling", actions: keeping },
+    { target: "#liveTask.submitting", actions: keeping },
+  ] as const;
+};
 
 /**
  * How the runner carries one live video task, from its first delivery to its end here: a slot on a channel,
@@ -11,58 +35,28 @@ import { acceptedChannelOf, MISCONFIGURED, providerTaskIdOf, successReport } fro
  * (services/runner/liveTask.ts) runs and answers with an event; the clock is injected. The task's own states
  * and what may be written stay the task machine's (videoTask.ts): `append` goes through its decider.
  */
-/** Shared by every task that has no channel to doubt (most): an empty array each is 16 bytes a task. */
-const NO_CHANNELS: readonly string[] = [];
-
 export const liveTaskMachine = liveTaskSetup.createMachine({
   id: "liveTask",
-  context: ({ input }) => ({
-    ...input,
-    sequence: 0,
-    firstHolder: !input.redelivered,
-    attempt: 0,
-    unsure: NO_CHANNELS,
-    submitting: false,
-    submitCutShort: false,
-    polls: 0,
-    lastAskedAt: 0,
-    retryAfterMs: 0,
-    copyAttempts: 0,
-    copyStarted: false,
-    askedForFreshResult: false,
-    appendAttempts: 0,
-    cancelAfter: false,
-  }),
+  context: ({ input }) => initialContext(input),
   initial: "starting",
   // The exit its final state names (xstate hands a final state's output to the machine's through this event).
   output: ({ event }) => ("output" in event ? (event.output as LiveTaskExit | undefined) : undefined) ?? "stopped",
   on: { STOP: ".stopped" },
   states: {
-    starting: { always: [{ guard: "redelivered", target: "restoring" }, { target: "deciding" }] },
+    starting: { always: [{ guard: "redelivered", target: "restoring" }, ...whatNext()] },
     // Another runner may have held the task: its log says where it stands.
     restoring: {
       entry: { type: "effect", params: { do: "readLog" } },
       on: {
-        LOG_READ: { target: "deciding", actions: "keepLog" },
+        LOG_READ: whatNext("keepLog"),
         FAILED: { target: "appendPause", actions: "countFailedWrite" },
       },
     },
-    // The log says what comes next.
-    deciding: {
-      always: [
-        // A log without the task's first event (a read that came back empty) is no ground to submit on.
-        { guard: "noTaskInLog", target: "steppedAside", actions: { type: "effect", params: { do: "warn", message: "the task's log read back without its first event; leaving the task" } } },
-        { guard: "timedOutHere", target: "cancelling" },
-        { guard: "final", target: "finishing" },
-        { guard: "acceptedWithSlot", target: "polling" },
-        { guard: "accepted", target: "pinnedSlot" },
-        { guard: "holdsSlot", target: "submitting.checking" },
-        { target: "submitting" },
-      ],
-    },
+    // The log's state came with a slot or a read that keeps something else: it says what comes next.
+    deciding: { always: whatNext() },
     // Accepted by a channel before (a restored task): polled there, in rotation or not.
     pinnedSlot: {
-      entry: { type: "effect", params: ({ context }) => ({ do: "acquire", on: acceptedChannelOf(context) ?? context.job.provider }) },
+      entry: { type: "effect", params: ({ context }) => ({ do: "acquire", on: acceptedChannelOf(context) ?? context.given.job.provider }) },
       on: {
         SLOT: [
           { guard: "waitedForSlot", target: "rereading", actions: "keepSlot" },
@@ -75,7 +69,7 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
     rereading: {
       entry: { type: "effect", params: { do: "readLog" } },
       on: {
-        LOG_READ: { target: "deciding", actions: "keepLog" },
+        LOG_READ: whatNext("keepLog"),
         FAILED: { target: "appendPause", actions: "countFailedWrite" },
       },
     },
@@ -87,7 +81,8 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
           on: {
             SLOT: [
               { guard: "waitedForSlot", target: "#liveTask.rereading", actions: "keepSlot" },
-              { target: "checking", actions: "keepSlot" },
+              { guard: "mayHaveEarlierSubmit", target: "finding", actions: "keepSlot" },
+              { target: "calling", actions: "keepSlot" },
             ],
             NO_CHANNEL: {
               target: "#liveTask.appending",
@@ -99,9 +94,8 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
             DEADLINE: "#liveTask.timingOut",
           },
         },
-        checking: { always: [{ guard: "mayHaveEarlierSubmit", target: "finding" }, { target: "calling" }] },
         finding: {
-          entry: { type: "effect", params: ({ context }) => ({ do: "find", ...(context.firstHolder ? { channels: context.unsure } : {}) }) },
+          entry: { type: "effect", params: ({ context }) => ({ do: "find", ...(context.given.firstHolder ? { channels: context.unsure } : {}) }) },
           on: {
             FOUND: [
               { guard: "foundElsewhere", target: "moving", actions: [{ type: "effect", params: { do: "release" } }, assign({ channel: undefined }), "recordAcceptance"] },
@@ -118,8 +112,7 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
           on: { SLOT: { target: "#liveTask.appending", actions: "keepSlot" }, DEADLINE: "#liveTask.timingOut" },
         },
         calling: {
-          entry: [assign({ submitting: true }), { type: "effect", params: { do: "submit" } }],
-          exit: assign({ submitting: false }),
+          entry: { type: "effect", params: { do: "submit" } },
           on: {
             SUBMITTED: { target: "#liveTask.appending", actions: "recordAcceptance" },
             FAILED: "judging",
@@ -154,19 +147,17 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
           ],
         },
         // The slot is given back while the task backs off: another task (or channel) can use it.
-        backingOff: { after: { submitRetry: "pausedEnough" } },
-        pausedEnough: { always: [{ guard: "pastDeadline", target: "#liveTask.timingOut" }, { target: "slot" }] },
+        backingOff: { after: { submitRetry: [{ guard: "pastDeadline", target: "#liveTask.timingOut" }, { target: "slot" }] } },
       },
     },
     polling: {
       initial: "waiting",
       states: {
         // A waiting task is a snapshot and one timer in the interpreter: no call chain.
-        waiting: { after: { nextPoll: "due" }, on: { POKE: { guard: "mayAskNow", target: "asking" } } },
-        due: { always: [{ guard: "pastDeadline", target: "#liveTask.timingOut" }, { target: "asking" }] },
+        waiting: { after: { nextPoll: [{ guard: "pastDeadline", target: "#liveTask.timingOut" }, { target: "asking" }] }, on: { POKE: { guard: "mayAskNow", target: "asking" } } },
         asking: {
           entry: [
-            assign(({ context }) => ({ polls: context.polls + 1, lastAskedAt: context.now(), retryAfterMs: 0 })),
+            assign(({ context }) => ({ polls: context.polls + 1, lastAskedAt: context.given.now(), retryAfterMs: 0 })),
             { type: "effect", params: ({ context }) => ({ do: "status", providerTaskId: providerTaskIdOf(context) ?? "" }) },
           ],
           on: {
@@ -218,13 +209,13 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
         },
         copying: {
           entry: [
-            { type: "effect", params: ({ context }) => ({ do: "copy", status: finishedOf(context), isNew: context.firstHolder && !context.copyStarted }) },
-            assign({ copyStarted: true }),
+            // A first copy writes a new object; after a failed one (or an expired address) it may be there already.
+            { type: "effect", params: ({ context }) => ({ do: "copy", status: finishedOf(context), isNew: context.given.firstHolder && context.copyAttempts === 0 && !context.askedForFreshResult }) },
           ],
           on: {
             COPIED: {
               target: "#liveTask.appending",
-              actions: assign(({ context, event }) => (event.type === "COPIED" ? { command: { type: "RecordReport" as const, report: successReport(finishedOf(context), event.video, context.job) } } : {})),
+              actions: assign(({ context, event }) => (event.type === "COPIED" ? { command: { type: "RecordReport" as const, report: successReport(finishedOf(context), event.video, context.given.job) } } : {})),
             },
             FAILED: [
               { guard: "pastDeadline", target: "#liveTask.timingOut" },
@@ -242,14 +233,14 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
     timingOut: {
       always: {
         target: "appending",
-        actions: assign(({ context }) => ({ cancelAfter: true, command: { type: "CheckDeadline", now: new Date(Math.max(context.now(), context.deadlineAt)), maxTaskMs: context.maxTaskMs } })),
+        actions: assign(({ context }) => ({ cancelAfter: true, command: { type: "CheckDeadline", now: new Date(Math.max(context.given.now(), context.given.deadlineAt)), maxTaskMs: context.given.maxTaskMs } })),
       },
     },
     // Writes `command` through the task's decider; the log's new state says what comes next.
     appending: {
       entry: { type: "effect", params: ({ context }) => ({ do: "append", command: context.command ?? { type: "RecordReport", report: { state: "queued" } } }) },
       on: {
-        APPENDED: { target: "deciding", actions: assign(({ event }) => (event.type === "APPENDED" ? { task: event.task, sequence: event.sequence, appendAttempts: 0, command: undefined } : {})) },
+        APPENDED: whatNext("keepAppended"),
         LOST_RACE: "steppingAside",
         FAILED: { target: "appendPause", actions: "countFailedWrite" },
       },
@@ -279,12 +270,7 @@ export const liveTaskMachine = liveTaskSetup.createMachine({
             const channel = context.channel ?? acceptedChannelOf(context);
             return { do: "cancel", ...(providerTaskId === undefined ? {} : { providerTaskId }), ...(channel === undefined ? {} : { channel }), submitCutShort: context.submitCutShort };
           } }],
-      on: { DONE: "finishing" },
-    },
-    // The final event is in the log (settlement reacts to it); the provider may free what it keeps for the task.
-    finishing: {
-      entry: { type: "effect", params: { do: "release" } },
-      always: [{ guard: "nothingToForget", target: "done" }, { target: "forgetting" }],
+      on: { DONE: [{ guard: "nothingToForget", target: "done", actions: RELEASE }, { target: "forgetting", actions: RELEASE }] },
     },
     forgetting: {
       entry: {

@@ -1,5 +1,5 @@
 import { estimateVideoTokens, type StoredVideo, type VideoJobSpec } from "../contracts/videoTask.ts";
-import type { LiveTaskContext, UpstreamSuccess } from "./liveTaskTypes.ts";
+import type { LiveTaskContext, LiveTaskEvent, UpstreamSuccess } from "./liveTaskTypes.ts";
 import { pollDelay, retryDelay } from "./liveTaskSchedule.ts";
 import { isFinal, type ProviderReport, type TaskState } from "./videoTask.ts";
 import { taskOf } from "./videoTaskDecider.ts";
@@ -16,13 +16,20 @@ export const REREAD_AFTER_WAIT_MS = 20;
 /** At most one upstream call a second on news: callbacks are unsigned, a flood of them must not become a flood of calls. */
 export const POKE_EVERY_MS = 1_000;
 
-export const taskIn = (context: LiveTaskContext): TaskState => taskOf(context.task);
+/**
+ * The task as the event being handled leaves it. A log read or an append carries the log's new state, and the
+ * guards of the transition that keeps it judge that state already: the machine goes from the answer to what it
+ * means in one step, without a transient state between (each costs xstate a microstep and a snapshot).
+ */
+export function taskIn(context: LiveTaskContext, event?: LiveTaskEvent): TaskState {
+  return taskOf(event?.type === "LOG_READ" || event?.type === "APPENDED" ? event.task : context.task);
+}
 
-export const pastDeadline = (context: LiveTaskContext): boolean => context.now() >= context.deadlineAt;
+export const pastDeadline = ({ given }: LiveTaskContext): boolean => given.now() >= given.deadlineAt;
 
 /** The upstream's id for the task, once one accepted it. */
-export function providerTaskIdOf(context: LiveTaskContext): string | undefined {
-  const task = taskIn(context);
+export function providerTaskIdOf(context: LiveTaskContext, event?: LiveTaskEvent): string | undefined {
+  const task = taskIn(context, event);
   return task.status === "unsubmitted" ? undefined : task.providerTaskId;
 }
 
@@ -30,33 +37,33 @@ export function providerTaskIdOf(context: LiveTaskContext): string | undefined {
 export function acceptedChannelOf(context: LiveTaskContext): string | undefined {
   const task = taskIn(context);
   if (task.status === "unsubmitted" || task.providerTaskId === undefined) return undefined;
-  return task.channel ?? context.job.provider;
+  return task.channel ?? context.given.job.provider;
 }
 
-export const isFinalTask = (context: LiveTaskContext): boolean => isFinal(taskIn(context));
+export const isFinalTask = (context: LiveTaskContext, event?: LiveTaskEvent): boolean => isFinal(taskIn(context, event));
 
 /**
  * An earlier submit may exist: after a hand-over or a crash (not the first holder) on every channel, otherwise
  * on those where a submit got no answer. A task whose log names no client reference was never looked up by one.
  */
-export function mayHaveEarlierSubmit(context: LiveTaskContext): boolean {
-  const task = taskIn(context);
+export function mayHaveEarlierSubmit(context: LiveTaskContext, event?: LiveTaskEvent): boolean {
+  const task = taskIn(context, event);
   if (task.status !== "pending" || task.clientReference === undefined) return false;
-  return !context.firstHolder || context.unsure.length > 0;
+  return !context.given.firstHolder || context.unsure.length > 0;
 }
 
 /** A wait that ends at the deadline at the latest (one millisecond past it: the wake must see the deadline passed). */
-const untilDeadline = (context: LiveTaskContext, ms: number): number => Math.max(0, Math.min(ms, context.deadlineAt - context.now() + 1));
+const untilDeadline = ({ given }: LiveTaskContext, ms: number): number => Math.max(0, Math.min(ms, given.deadlineAt - given.now() + 1));
 
 export const delays = {
   /** The next poll by the provider's schedule, later when the upstream asked for it (Retry-After). */
   nextPoll: ({ context }: { context: LiveTaskContext }) =>
     untilDeadline(context, Math.max(context.policy ? pollDelay(context.policy, context.polls) : 0, context.retryAfterMs)),
   /** Back-off before the next submit attempt, never shorter than the upstream's Retry-After. */
-  submitRetry: ({ context }: { context: LiveTaskContext }) => untilDeadline(context, retryDelay(context.attempt - 1, context.retryAfterMs, () => context.jitter)),
-  copyRetry: ({ context }: { context: LiveTaskContext }) => untilDeadline(context, retryDelay(context.copyAttempts - 1, undefined, () => context.jitter)),
+  submitRetry: ({ context }: { context: LiveTaskContext }) => untilDeadline(context, retryDelay(context.attempt - 1, context.retryAfterMs, () => context.given.jitter)),
+  copyRetry: ({ context }: { context: LiveTaskContext }) => untilDeadline(context, retryDelay(context.copyAttempts - 1, undefined, () => context.given.jitter)),
   /** Our own log could not be written (NATS away): tried again past the deadline too, the timeout itself is a write. */
-  appendRetry: ({ context }: { context: LiveTaskContext }) => retryDelay(context.appendAttempts - 1, undefined, () => context.jitter),
+  appendRetry: ({ context }: { context: LiveTaskContext }) => retryDelay(context.appendAttempts - 1, undefined, () => context.given.jitter),
 };
 
 /**

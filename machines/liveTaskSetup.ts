@@ -14,10 +14,35 @@ const failed =
   };
 /** The upstream's "done" being copied: set on the way into `copying`. */
 export function finishedOf(context: LiveTaskContext): UpstreamSuccess {
-  if (context.finished === undefined) throw new Error(`task ${context.taskId}: copying without the upstream's result`);
+  if (context.finished === undefined) throw new Error(`task ${context.given.taskId}: copying without the upstream's result`);
   return context.finished;
 }
 export const message = (event: LiveTaskEvent): string => failureOf(event)?.message ?? event.type;
+
+/** Shared by every task that has no channel to doubt (most): an empty array each is 16 bytes a task. */
+const NO_CHANNELS: readonly string[] = [];
+
+/** A task's context when its machine starts: every key set, so that every task's context has the same shape. */
+export const initialContext = (input: LiveTaskInput): LiveTaskContext => ({
+  given: { taskId: input.taskId, account: input.account, job: input.job, deadlineAt: input.deadlineAt, maxTaskMs: input.maxTaskMs, firstHolder: !input.redelivered, now: input.now, jitter: input.jitter },
+  task: input.task,
+  sequence: 0,
+  channel: undefined,
+  policy: undefined,
+  attempt: 0,
+  avoid: undefined,
+  unsure: NO_CHANNELS,
+  submitCutShort: false,
+  polls: 0,
+  lastAskedAt: 0,
+  retryAfterMs: 0,
+  finished: undefined,
+  copyAttempts: 0,
+  askedForFreshResult: false,
+  command: undefined,
+  appendAttempts: 0,
+  cancelAfter: false,
+});
 
 /** The live task machine's vocabulary: its types, its named actions and guards, its delays (liveTask.ts uses them). */
 export const liveTaskSetup = setup({
@@ -26,6 +51,7 @@ export const liveTaskSetup = setup({
     // Run by the interpreter, which reads the params; nothing to do inside the machine.
     effect: (_: unknown, _params: LiveTaskEffect) => undefined,
     keepLog: assign(({ event }) => (event.type === "LOG_READ" ? { task: event.task, sequence: event.sequence } : {})),
+    keepAppended: assign(({ event }) => (event.type === "APPENDED" ? { task: event.task, sequence: event.sequence, appendAttempts: 0, command: undefined } : {})),
     keepSlot: assign(({ event }) => (event.type === "SLOT" ? { channel: event.channel, policy: event.policy } : {})),
     recordAcceptance: assign(({ context, event }) => {
       const accepted = event.type === "FOUND" ? { providerTaskId: event.providerTaskId, channel: event.channel } : event.type === "SUBMITTED" ? { providerTaskId: event.providerTaskId, channel: context.channel } : undefined;
@@ -35,19 +61,19 @@ export const liveTaskSetup = setup({
     countFailedWrite: assign({ appendAttempts: ({ context }) => context.appendAttempts + 1 }),
   },
   guards: {
-    redelivered: ({ context }) => context.redelivered,
-    final: ({ context }) => isFinalTask(context),
-    noTaskInLog: ({ context }) => taskIn(context).status === "unsubmitted",
-    timedOutHere: ({ context }) => context.cancelAfter && taskIn(context).status === "failed",
-    acceptedWithSlot: ({ context }) => providerTaskIdOf(context) !== undefined && context.channel !== undefined,
-    accepted: ({ context }) => providerTaskIdOf(context) !== undefined,
+    redelivered: ({ context }) => !context.given.firstHolder,
+    final: ({ context, event }) => isFinalTask(context, event),
+    noTaskInLog: ({ context, event }) => taskIn(context, event).status === "unsubmitted",
+    timedOutHere: ({ context, event }) => context.cancelAfter && taskIn(context, event).status === "failed",
+    acceptedWithSlot: ({ context, event }) => providerTaskIdOf(context, event) !== undefined && context.channel !== undefined,
+    accepted: ({ context, event }) => providerTaskIdOf(context, event) !== undefined,
     holdsSlot: ({ context }) => context.channel !== undefined,
     pastDeadline: ({ context }) => pastDeadline(context),
     waitedForSlot: ({ event }) => event.type === "SLOT" && event.waitedMs >= REREAD_AFTER_WAIT_MS,
-    mayHaveEarlierSubmit: ({ context }) => mayHaveEarlierSubmit(context),
+    mayHaveEarlierSubmit: ({ context, event }) => mayHaveEarlierSubmit(context, event),
     foundElsewhere: ({ context, event }) => event.type === "FOUND" && event.channel !== context.channel,
     succeeded: ({ event }) => event.type === "STATUS" && event.status.state === "succeeded",
-    mayAskNow: ({ context }) => context.now() - context.lastAskedAt >= POKE_EVERY_MS,
+    mayAskNow: ({ context }) => context.given.now() - context.lastAskedAt >= POKE_EVERY_MS,
     firstExpiry: ({ context, event }) => failureOf(event)?.kind === "gone" && !context.askedForFreshResult,
     rejected: failed("rejected"),
     misconfigured: failed("misconfigured"),
@@ -55,7 +81,7 @@ export const liveTaskSetup = setup({
     unusable: failed("unusable", "gone"),
     ourInfrastructure: failed("infrastructure"),
     logSaysFinal: ({ event }) => event.type === "LOG_READ" && isFinal(taskOf(event.task)),
-    nothingToForget: ({ context }) => providerTaskIdOf(context) === undefined,
+    nothingToForget: ({ context, event }) => providerTaskIdOf(context, event) === undefined,
     nothingToWrite: ({ context }) => context.command === undefined,
   },
   delays,

@@ -82,33 +82,49 @@ export interface LiveTaskInput {
   jitter: number;
 }
 
-export interface LiveTaskContext extends LiveTaskInput {
-  /** The log position of the task's last event (the append fence). */
-  sequence: number;
+/**
+ * What the machine keeps of its input: fixed for the task's life, so every snapshot shares this one object.
+ * It is kept apart because xstate's `assign` copies the whole context on every update, and a context of more
+ * than 19 keys leaves V8's fast properties (bench/tools/liveTaskMachineCost.ts).
+ */
+export interface LiveTaskGiven {
+  taskId: number;
+  account: string;
+  job: VideoJobSpec;
+  deadlineAt: number;
+  maxTaskMs: number;
   /** The first delivery of the task: nothing can have been submitted for it before this runner's first try. */
   firstHolder: boolean;
+  now: () => number;
+  jitter: number;
+}
+
+/** Every key is always present (undefined when unset): one shape for every task, so V8 keeps one map for them. */
+export interface LiveTaskContext {
+  given: LiveTaskGiven;
+  /** The task's log as the machine last knew it, and the log position of its last event (the append fence). */
+  task: TaskDeciderState;
+  sequence: number;
   /** The channel of the slot held, and its polling policy. */
-  channel?: string;
-  policy?: PollPolicy;
+  channel: string | undefined;
+  policy: PollPolicy | undefined;
   /** Submit attempts so far, and the channel to avoid on the next (the one that just failed). */
   attempt: number;
-  avoid?: string;
+  avoid: string | undefined;
   /** Channels where a submit got no answer: they may have the task. */
   unsure: readonly string[];
-  /** A submit was sent and not answered (the deadline may cut it short: then it is looked up to cancel). */
-  submitting: boolean;
+  /** The deadline cut a submit short: the upstream is looked up to cancel what it may have created. */
   submitCutShort: boolean;
   polls: number;
   lastAskedAt: number;
   /** The upstream's Retry-After on the last failed poll. */
   retryAfterMs: number;
-  /** The upstream's "done" being copied, and copy attempts so far. */
-  finished?: UpstreamSuccess;
+  /** The upstream's "done" being copied, and failed copy attempts so far. */
+  finished: UpstreamSuccess | undefined;
   copyAttempts: number;
-  copyStarted: boolean;
   askedForFreshResult: boolean;
   /** What is being written to the log (kept across a retry: a result is copied once, whatever the log does). */
-  command?: TaskCommand;
+  command: TaskCommand | undefined;
   appendAttempts: number;
   /** The task timed out here: its upstream task is cancelled before the actor ends. */
   cancelAfter: boolean;

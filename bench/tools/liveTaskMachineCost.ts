@@ -6,7 +6,8 @@
  * stepped as the interpreter steps it (services/runner/liveTask.ts): `getInitialSnapshot` and `transition`
  * with one shared scope that collects the actions instead of running them, a delayed event delivered at once.
  * The answers are built once, so what is timed is the machine: its transitions, guards, assigns and snapshots.
- * Prints µs and bytes allocated per life for each round (bytes: the heap's growth plus what each collection in
+ * Prints µs (wall clock, and the process's CPU time, collector threads included) and bytes allocated per life
+ * for each round (bytes: the heap's growth plus what each collection in
  * the round freed, from v8.GCProfiler), then the median round.
  */
 import { GCProfiler, getHeapStatistics } from "node:v8";
@@ -46,6 +47,7 @@ const DONE: LiveTaskEvent = { type: "DONE" };
 
 let collected: Action[] = [];
 let scope: ActorScope<Snapshot, LiveTaskEvent> | undefined;
+/** The interpreter's one scope for every task (made with the first task's input: the machine's `self` needs one). */
 function scopeFor(input: LiveTaskInput): ActorScope<Snapshot, LiveTaskEvent> {
   if (scope) return scope;
   const self = createActor(liveTaskMachine, { input });
@@ -87,7 +89,8 @@ function answer(action: Action, state: TaskDeciderState): LiveTaskEvent | undefi
 function life(): number {
   const input: LiveTaskInput = { taskId: 7, account: "acme", job: opening.data.job, deadlineAt: Date.parse(opening.data.deadlineAt), maxTaskMs: 15 * 60_000, redelivered: false, task: firstState, now: Date.now, jitter: Math.random() };
   collected = [];
-  let snapshot = liveTaskMachine.getInitialSnapshot(scopeFor(input), input);
+  const lifeScope = scopeFor(input);
+  let snapshot = liveTaskMachine.getInitialSnapshot(lifeScope, input);
   let steps = 1;
   const pending: LiveTaskEvent[] = [];
   for (;;) {
@@ -99,31 +102,39 @@ function life(): number {
     }
     const next = pending.shift();
     if (next === undefined || snapshot.status !== "active") break;
-    snapshot = liveTaskMachine.transition(snapshot, next, scopeFor(snapshot.context));
+    snapshot = liveTaskMachine.transition(snapshot, next, lifeScope);
     steps++;
   }
   if (snapshot.status !== "done" || snapshot.output !== "final") throw new Error(`a life ended ${snapshot.status} in ${JSON.stringify(snapshot.value)}, not final`);
   return steps;
 }
 
-function round(count: number): { usPerLife: number; bytesPerLife: number; steps: number } {
+interface Round {
+  usPerLife: number;
+  cpuUsPerLife: number;
+  bytesPerLife: number;
+  steps: number;
+}
+
+function round(count: number): Round {
   const profiler = new GCProfiler();
   profiler.start();
   const heapBefore = getHeapStatistics().used_heap_size;
+  const cpuBefore = process.cpuUsage();
   const started = process.hrtime.bigint();
   let steps = 0;
   for (let i = 0; i < count; i++) steps = life();
   const elapsedNs = Number(process.hrtime.bigint() - started);
+  const cpu = process.cpuUsage(cpuBefore);
   const heapAfter = getHeapStatistics().used_heap_size;
   const collections = profiler.stop()?.statistics ?? [];
   const freed = collections.reduce((sum, gc) => sum + gc.beforeGC.heapStatistics.usedHeapSize - gc.afterGC.heapStatistics.usedHeapSize, 0);
-  return { usPerLife: elapsedNs / 1000 / count, bytesPerLife: (heapAfter - heapBefore + freed) / count, steps };
+  return { usPerLife: elapsedNs / 1000 / count, cpuUsPerLife: (cpu.user + cpu.system) / count, bytesPerLife: (heapAfter - heapBefore + freed) / count, steps };
 }
 
 round(WARM_UP_LIVES);
 const results = Array.from({ length: rounds }, () => round(lives));
-for (const [i, result] of results.entries()) {
-  process.stdout.write(`round ${i + 1}: ${result.usPerLife.toFixed(2)} µs, ${Math.round(result.bytesPerLife)} bytes allocated per life (${result.steps} steps)\n`);
-}
+const describe = (r: Round) => `${r.usPerLife.toFixed(2)} µs (CPU ${r.cpuUsPerLife.toFixed(2)} µs), ${Math.round(r.bytesPerLife)} bytes allocated per life`;
+for (const [i, result] of results.entries()) process.stdout.write(`round ${i + 1}: ${describe(result)} (${result.steps} steps)\n`);
 const median = [...results].sort((a, b) => a.usPerLife - b.usPerLife)[Math.floor(rounds / 2)];
-if (median) process.stdout.write(`median of ${rounds} rounds of ${lives} lives: ${median.usPerLife.toFixed(2)} µs and ${Math.round(median.bytesPerLife)} bytes allocated per life\n`);
+if (median) process.stdout.write(`median of ${rounds} rounds of ${lives} lives: ${describe(median)}\n`);

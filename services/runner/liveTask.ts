@@ -27,11 +27,17 @@ const CLOCK = (): number => Date.now();
  */
 let collected: Action[] = [];
 let scope: ActorScope<Snapshot, LiveTaskEvent> | undefined;
+/** The scope's actor (the machine's `self`, which it never uses) needs an input: the first task's. */
 function scopeFor(input: LiveTaskInput): ActorScope<Snapshot, LiveTaskEvent> {
   if (scope) return scope;
   const self = createActor(liveTaskMachine, { input });
   const ignore = () => undefined;
   scope = { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: (action) => void collected.push(action as Action) };
+  return scope;
+}
+/** A task steps only after its start, which made the scope. */
+function startedScope(): ActorScope<Snapshot, LiveTaskEvent> {
+  if (scope === undefined) throw new Error("a live task stepped before any task started");
   return scope;
 }
 
@@ -119,7 +125,7 @@ export class LiveTaskActor implements TaskCalls {
     this.queue = [event];
     for (let next = this.queue.shift(); next !== undefined && this.snapshot?.status === "active"; next = this.queue.shift()) {
       collected = [];
-      this.snapshot = liveTaskMachine.transition(this.snapshot, next, scopeFor(this.snapshot.context));
+      this.snapshot = liveTaskMachine.transition(this.snapshot, next, startedScope());
       this.settle();
     }
     this.queue = undefined;
