@@ -1,8 +1,8 @@
-import type { ActorScope, ExecutableActionsFrom, SnapshotFrom } from "xstate";
+import type { ActorScope, ExecutableActionsFrom, SnapshotFrom, StateValue } from "xstate";
 import { createActor } from "xstate";
 import type { TaskSubmittedEvent, VideoJobSpec } from "../../contracts/videoTask.ts";
 import { liveTaskMachine } from "../../machines/liveTask.ts";
-import type { LiveTaskEffect, LiveTaskEvent, LiveTaskExit, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
+import type { LiveTaskContext, LiveTaskEffect, LiveTaskEvent, LiveTaskExit, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
 import { isFinal } from "../../machines/videoTask.ts";
 import { foldTask, initialTaskState, taskOf, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import type { Logger } from "../shared/log.ts";
@@ -12,10 +12,12 @@ import type { ChannelLease } from "./policy/channelPool.ts";
 
 type Snapshot = SnapshotFrom<typeof liveTaskMachine>;
 type Action = ExecutableActionsFrom<typeof liveTaskMachine>;
+/** What a task waiting long keeps of its snapshot: xstate's `resolveState` makes the snapshot again when it wakes. */
+type Parked = { value: StateValue; context: LiveTaskContext };
 
 /** The reason the calls of an actor that ended are aborted with (one object: nothing is built per task). */
 const ACTOR_ENDED = new Error("the task's actor ended");
-/** A wait at least this long drops the actor's call signal (thousands of waiting tasks would each hold one). */
+/** A wait at least this long parks the task (thousands of waiting tasks would each hold a snapshot and a call signal). */
 const LONG_PAUSE_MS = 1_000;
 const RANDOM_JITTER = (): number => Math.random();
 const CLOCK = (): number => Date.now();
@@ -54,14 +56,16 @@ export interface LiveTaskHooks {
 /**
  * The interpreter of one live task's machine (machines/liveTask.ts) on NATS: it keeps the machine's snapshot,
  * runs the effects it asks for (log reads and guarded appends, provider calls, the channel pool) and answers
- * with their events. A waiting task is its snapshot and one timer: no call chain, no promise, no signal.
+ * with their events. A waiting task is its state value, its context and one timer: no call chain, no promise, no signal.
  */
 export class LiveTaskActor implements TaskCalls {
   readonly taskId: number;
   readonly account: string;
   readonly job: VideoJobSpec;
   lease: ChannelLease | undefined;
+  /** The machine's snapshot, undefined before the start and while the task is parked. */
   private snapshot: Snapshot | undefined;
+  private parked: Parked | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** The signal of the task's calls (one at a time), renewed after a timeout fired it or a long wait dropped it. */
   private calls: AbortController | undefined;
@@ -90,11 +94,11 @@ export class LiveTaskActor implements TaskCalls {
   }
 
   get decided(): TaskDeciderState {
-    return this.snapshot?.context.task ?? this.first ?? initialTaskState();
+    return (this.snapshot ?? this.parked)?.context.task ?? this.first ?? initialTaskState();
   }
 
   get sequence(): number {
-    return this.snapshot?.context.sequence ?? 0;
+    return (this.snapshot ?? this.parked)?.context.sequence ?? 0;
   }
 
   /** Starts the machine: `redelivered` when another runner may have held the task (its log is read first). */
@@ -123,9 +127,11 @@ export class LiveTaskActor implements TaskCalls {
       return;
     }
     this.queue = [event];
-    for (let next = this.queue.shift(); next !== undefined && this.snapshot?.status === "active"; next = this.queue.shift()) {
+    for (let next = this.queue.shift(); next !== undefined; next = this.queue.shift()) {
+      const snapshot = this.awake();
+      if (snapshot?.status !== "active") break;
       collected = [];
-      this.snapshot = liveTaskMachine.transition(this.snapshot, next, startedScope());
+      this.snapshot = liveTaskMachine.transition(snapshot, next, startedScope());
       this.settle();
     }
     this.queue = undefined;
@@ -177,7 +183,7 @@ export class LiveTaskActor implements TaskCalls {
     try {
       return await call(calls.signal);
     } catch (error) {
-      if (this.snapshot?.status !== "active" || Date.now() < this.deadlineAt) throw error;
+      if (!this.active() || Date.now() < this.deadlineAt) throw error;
       return undefined;
     } finally {
       clearTimeout(timer);
@@ -185,14 +191,29 @@ export class LiveTaskActor implements TaskCalls {
   }
 
   /**
-   * A task that waits long keeps no signal meanwhile (the next call makes a new one), and its context is copied
-   * into a compact object: xstate's `assign` leaves it in V8's dictionary mode, 1.6 KB a task instead of 0.3
-   * (thousands of tasks wait at once: bench/tools/waitingTaskHeap.ts).
+   * A task that waits long keeps no signal and no snapshot meanwhile (the next call makes a new signal; the next
+   * event, the snapshot): thousands of tasks wait at once, and a snapshot's own objects (its state nodes, tags,
+   * history) are a seventh of a waiting task's heap (bench/tools/waitingTaskHeap.ts).
    */
-  private compact(): void {
+  private park(): void {
     this.calls = undefined;
     const snapshot = this.snapshot;
-    if (snapshot?.status === "active") this.snapshot = liveTaskMachine.resolveState({ value: snapshot.value, context: { ...snapshot.context } });
+    if (snapshot?.status !== "active") return;
+    this.parked = { value: snapshot.value, context: snapshot.context };
+    this.snapshot = undefined;
+  }
+
+  /** The snapshot, made again from the parked state when the task was waiting. */
+  private awake(): Snapshot | undefined {
+    if (this.parked !== undefined) {
+      this.snapshot = liveTaskMachine.resolveState(this.parked);
+      this.parked = undefined;
+    }
+    return this.snapshot;
+  }
+
+  private active(): boolean {
+    return this.parked !== undefined || this.snapshot?.status === "active";
   }
 
   /** Runs what the last transition asked for; a machine that reached its end hands the task back to the runner. */
@@ -222,7 +243,7 @@ export class LiveTaskActor implements TaskCalls {
       // Due now (an instant provider's first poll): no timer's millisecond; an event the state left meanwhile is ignored.
       if (delay <= 0) return queueMicrotask(() => this.timerFired(event));
       this.timer = setTimeout(fire, delay, this, event);
-      if (delay >= LONG_PAUSE_MS) this.compact();
+      if (delay >= LONG_PAUSE_MS) this.park();
       return;
     }
     if (type === "xstate.cancel") {
