@@ -34,7 +34,7 @@ const whatNext = (keep?: "keepLog" | "keepAppended") => {
  * on. Pure: every call (log reads and appends, provider calls, the channel pool) is an `effect` the interpreter
  * (services/runner/liveTask.ts) runs and answers with an event; the clock is injected. The task's own states
  * and what may be written stay the task machine's (videoTask.ts): `append` goes through its decider.
- * Its states are flat, with few transient ones, and each transition assigns at most once: xstate rebuilds the
+ * Its states are flat, few are transient, and a transition assigns once where it can: xstate rebuilds the
  * snapshot (state value, tags) on every microstep and every assign, for every task (liveTaskMachineCost.ts).
  */
 export const liveTaskMachine = liveTaskSetup.createMachine({
