@@ -29,17 +29,13 @@ const CLOCK = (): number => Date.now();
  */
 let collected: Action[] = [];
 let scope: ActorScope<Snapshot, LiveTaskEvent> | undefined;
-/** The scope's actor (the machine's `self`, which it never uses) needs an input: the first task's. */
-function scopeFor(input: LiveTaskInput): ActorScope<Snapshot, LiveTaskEvent> {
+/** The scope's actor (the machine's `self`, which it never uses) needs an input: the first task's start makes it. */
+function scopeFor(input?: LiveTaskInput): ActorScope<Snapshot, LiveTaskEvent> {
   if (scope) return scope;
+  if (input === undefined) throw new Error("a live task stepped before any task started");
   const self = createActor(liveTaskMachine, { input });
   const ignore = () => undefined;
   scope = { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: (action) => void collected.push(action as Action) };
-  return scope;
-}
-/** A task steps only after its start, which made the scope. */
-function startedScope(): ActorScope<Snapshot, LiveTaskEvent> {
-  if (scope === undefined) throw new Error("a live task stepped before any task started");
   return scope;
 }
 
@@ -56,7 +52,8 @@ export interface LiveTaskHooks {
 /**
  * The interpreter of one live task's machine (machines/liveTask.ts) on NATS: it keeps the machine's snapshot,
  * runs the effects it asks for (log reads and guarded appends, provider calls, the channel pool) and answers
- * with their events. A waiting task is its state value, its context and one timer: no call chain, no promise, no signal.
+ * with their events. A waiting task is its state value, its context and one timer: no call chain, no promise,
+ * no signal.
  */
 export class LiveTaskActor implements TaskCalls {
   readonly taskId: number;
@@ -131,7 +128,7 @@ export class LiveTaskActor implements TaskCalls {
       const snapshot = this.awake();
       if (snapshot?.status !== "active") break;
       collected = [];
-      this.snapshot = liveTaskMachine.transition(snapshot, next, startedScope());
+      this.snapshot = liveTaskMachine.transition(snapshot, next, scopeFor());
       this.settle();
     }
     this.queue = undefined;
