@@ -7,8 +7,8 @@
  * with one shared scope that collects the actions instead of running them, a delayed event delivered at once.
  * The answers are built once, so what is timed is the machine: its transitions, guards, assigns and snapshots.
  * Prints µs (wall clock, and the process's CPU time, collector threads included) and bytes allocated per life
- * for each round (bytes: the heap's growth plus what each collection in
- * the round freed, from v8.GCProfiler), then the median round.
+ * for each round (the heap's growth plus what each collection in the round freed, from v8.GCProfiler), then
+ * the median round.
  */
 import { GCProfiler, getHeapStatistics } from "node:v8";
 import { createActor, type ActorScope, type ExecutableActionsFrom, type SnapshotFrom } from "xstate";
