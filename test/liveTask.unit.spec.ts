@@ -203,6 +203,17 @@ describe("the live task machine (no NATS: given a log, when the provider answers
     expect(spec.exit()).toBe("steppedAside");
   });
 
+  it("keeps one small context shape through a task's life: xstate copies the whole context on every assign, and V8 keeps a copy of more than 19 keys in dictionary mode", () => {
+    const spec = givenLiveTask().start();
+    const keys = Object.keys(spec.actor.getSnapshot().context);
+    expect(keys.length).toBeLessThanOrEqual(19);
+    spec.when(slot()).when({ type: "SUBMITTED", providerTaskId: "up-1" });
+    spec.when(spec.appended(appendOf(spec.effects())));
+    vi.advanceTimersByTime(POLICY.pollFirstAfterMs);
+    spec.when({ type: "STATUS", status: DONE_UPSTREAM }).when({ type: "COPIED", video: VIDEO });
+    expect(Object.keys(spec.actor.getSnapshot().context)).toEqual(keys);
+  });
+
   it("given any step, when another writer moved the log on (the append's fence), then the task steps aside", () => {
     const spec = givenLiveTask().start();
     spec.when(slot()).when({ type: "SUBMITTED", providerTaskId: "up-1" }).when({ type: "LOST_RACE" });
