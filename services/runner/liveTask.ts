@@ -66,7 +66,9 @@ export class LiveTaskActor implements TaskCalls {
   private timer: NodeJS.Timeout | undefined;
   /** The signal of the task's calls (one at a time), renewed after a timeout fired it or a long wait dropped it. */
   private calls: AbortController | undefined;
+  /** Events sent while one is being handled (rare: most events arrive from timers and calls, one at a time). */
   private queue: LiveTaskEvent[] | undefined;
+  private stepping = false;
   private exited = false;
   private taskLogger: Logger | undefined;
   /** The task's first event folded, until the machine holds the task's state (then only the snapshot keeps it). */
@@ -100,38 +102,32 @@ export class LiveTaskActor implements TaskCalls {
 
   /** Starts the machine: `redelivered` when another runner may have held the task (its log is read first). */
   start(redelivered: boolean): void {
-    const input: LiveTaskInput = {
-      taskId: this.taskId,
-      account: this.account,
-      job: this.job,
-      deadlineAt: this.deadlineAt,
-      maxTaskMs: this.deps.maxTaskMs,
-      redelivered,
-      task: this.decided,
-      now: CLOCK,
-      jitter: RANDOM_JITTER(),
-    };
+    const { taskId, account, job, deadlineAt } = this;
+    const input: LiveTaskInput = { taskId, account, job, deadlineAt, maxTaskMs: this.deps.maxTaskMs, redelivered, task: this.decided, now: CLOCK, jitter: RANDOM_JITTER() };
     this.first = undefined;
-    collected = [];
+    if (collected.length > 0) collected = [];
     this.snapshot = liveTaskMachine.getInitialSnapshot(scopeFor(input), input);
     this.settle();
   }
 
   /** Feeds one event to the machine (queued when it arrives while another is being handled). */
   send(event: LiveTaskEvent): void {
-    if (this.queue !== undefined) {
-      this.queue.push(event);
+    if (this.stepping) {
+      (this.queue ??= []).push(event);
       return;
     }
-    this.queue = [event];
-    for (let next = this.queue.shift(); next !== undefined; next = this.queue.shift()) {
+    // Left set when a transition throws: the actor is dead then, and what it is sent stays queued.
+    this.stepping = true;
+    for (let next: LiveTaskEvent | undefined = event; next !== undefined; next = this.queue?.shift()) {
       const snapshot = this.awake();
       if (snapshot?.status !== "active") break;
-      collected = [];
+      // What a transition that threw collected (another task's) is not this one's to run.
+      if (collected.length > 0) collected = [];
       this.snapshot = liveTaskMachine.transition(snapshot, next, scopeFor());
       this.settle();
     }
     this.queue = undefined;
+    this.stepping = false;
   }
 
   /** Ends the task's waits and calls at once (the runner calls it on shutdown). */
