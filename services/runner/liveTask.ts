@@ -66,6 +66,8 @@ export class LiveTaskActor implements TaskCalls {
   private timer: NodeJS.Timeout | undefined;
   /** The signal of the task's calls (one at a time), renewed after a timeout fired it or a long wait dropped it. */
   private calls: AbortController | undefined;
+  /** Calls under way: at the end the signal is aborted only when one is (an abort builds and dispatches an event). */
+  private running = 0;
   /** Events sent while one is being handled (rare: most events arrive from timers and calls, one at a time). */
   private queue: LiveTaskEvent[] | undefined;
   private stepping = false;
@@ -173,12 +175,15 @@ export class LiveTaskActor implements TaskCalls {
     }
     const calls = this.calls;
     const timer = setTimeout(() => calls.abort(new DOMException("the call took too long", "TimeoutError")), Math.min(remaining, limitMs));
+    this.running++;
     try {
       return await call(calls.signal);
     } catch (error) {
-      if (!this.active() || Date.now() < this.deadlineAt) throw error;
+      const active = this.parked !== undefined || this.snapshot?.status === "active";
+      if (!active || Date.now() < this.deadlineAt) throw error;
       return undefined;
     } finally {
+      this.running--;
       clearTimeout(timer);
     }
   }
@@ -205,10 +210,6 @@ export class LiveTaskActor implements TaskCalls {
     return this.snapshot;
   }
 
-  private active(): boolean {
-    return this.parked !== undefined || this.snapshot?.status === "active";
-  }
-
   /** Runs what the last transition asked for; a machine that reached its end hands the task back to the runner. */
   private settle(): void {
     const actions = collected;
@@ -220,7 +221,9 @@ export class LiveTaskActor implements TaskCalls {
       clearTimeout(this.timer);
       this.lease?.release();
       this.lease = undefined;
-      this.calls?.abort(ACTOR_ENDED);
+      if (this.running > 0) this.calls?.abort(ACTOR_ENDED);
+      // A call made from here on gets a signal aborted at once (bounded).
+      this.calls = undefined;
       this.hooks.exited(this, snapshot.output ?? "stopped");
     }
   }
