@@ -2,7 +2,7 @@ import { estimateVideoTokens, type StoredVideo, type VideoJobSpec } from "../con
 import type { LiveTaskContext, LiveTaskEvent, UpstreamSuccess } from "./liveTaskTypes.ts";
 import { pollDelay, retryDelay } from "./liveTaskSchedule.ts";
 import { isFinal, type ProviderReport, type TaskState } from "./videoTask.ts";
-import { taskOf } from "./videoTaskDecider.ts";
+import { taskOf, type TaskDeciderState } from "./videoTaskDecider.ts";
 
 /** What a customer reads when no channel of the model can take the task (the operator reads the detail). */
 export const MISCONFIGURED = "this model is not available right now; no charge was made";
@@ -22,8 +22,16 @@ export const POKE_EVERY_MS = 1_000;
  * means in one step, without a transient state between (each costs xstate a microstep and a snapshot).
  */
 export function taskIn(context: LiveTaskContext, event?: LiveTaskEvent): TaskState {
-  return taskOf(event?.type === "LOG_READ" || event?.type === "APPENDED" ? event.task : context.task);
+  const state = event?.type === "LOG_READ" || event?.type === "APPENDED" ? event.task : context.task;
+  let task = viewed.get(state);
+  if (task === undefined) {
+    task = taskOf(state);
+    viewed.set(state, task);
+  }
+  return task;
 }
+/** Each log state's view, made once: a transition's guards ask for it up to eight times. */
+const viewed = new WeakMap<TaskDeciderState, TaskState>();
 
 export const pastDeadline = ({ given }: LiveTaskContext): boolean => given.now() >= given.deadlineAt;
 
