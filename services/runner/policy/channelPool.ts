@@ -200,13 +200,19 @@ export class ChannelPool implements SlotOwner {
         do {
           this.again = false;
           while (await this.serveOne());
+          // A task that asked meanwhile (during a write) is served before anything is given back or announced.
+          if (this.again) continue;
+          await this.giveBack();
+          if (this.again) continue;
+          await this.publishWaiting();
         } while (this.again);
-        await this.giveBack();
-        await this.publishWaiting();
       } catch (error) {
         this.log.warn({ err: error }, "could not reach the fleet's channel state; trying again shortly");
+        this.again = false; // the next beat tries again: no pass right after a failed one
       } finally {
         this.dispatching = false;
+        // Asked during the last write of the pass: another pass, or that task would wait for the next ask.
+        if (this.again) this.dispatch();
       }
     })();
   }
