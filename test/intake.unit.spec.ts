@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { admit, handBackDelayMs, TasksByAccount, waitingShare } from "../services/runner/intake.ts";
+import { admit, HandBackPace, handBackDelayMs, TasksByAccount, waitingShare } from "../services/runner/intake.ts";
 
+/** A waiting set so large that refilling it never bounds the pause. */
+const UNBOUNDED = 1e9;
 const waiting = (entries: Record<string, number>) => new Map(Object.entries(entries));
 
 /** How a full runner shares its waiting set among accounts (services/runner/intake.ts). */
@@ -29,9 +31,57 @@ describe("fair intake", () => {
     expect(admit("a", waiting({ a: 1, b: 2, c: 1 }), 4)).toEqual({ verdict: "handBack" });
   });
 
-  it("a handed-back opening waits 0.5 s, doubling with each delivery, up to half a lease", () => {
-    expect([1, 2, 3, 4, 5, 6, 7, 100].map((deliveries) => handBackDelayMs(deliveries, 30_000))).toEqual([500, 1_000, 2_000, 4_000, 8_000, 15_000, 15_000, 15_000]);
+  it("an opening below its share handed back (nothing could make room) waits 0.5 s, doubling with each delivery, up to the longest pause", () => {
+    expect([1, 2, 3, 4, 5, 6, 7, 100].map((deliveries) => handBackDelayMs(deliveries, 15_000))).toEqual([500, 1_000, 2_000, 4_000, 8_000, 15_000, 15_000, 15_000]);
     expect(handBackDelayMs(3, 500)).toBe(500);
+  });
+
+  it("given a runner that hands back far more openings than it starts, then the pause of a burst's tail doubles each second up to its longest", () => {
+    const pace = new HandBackPace(15_000, UNBOUNDED, 0);
+    const pauses: number[] = [];
+    for (let second = 0; second < 7; second++) {
+      for (let i = 0; i < 100; i++) pace.handBack(second * 1_000 + i, true);
+      pace.hostedOne(second * 1_000 + 500);
+      pauses.push(pace.handBack(second * 1_000 + 999, true));
+    }
+    expect(pauses).toEqual([500, 1_000, 2_000, 4_000, 8_000, 15_000, 15_000]);
+  });
+
+  it("given a long pause, when the runner starts more openings than half of those it hands back (the tail is short now), then the pause shrinks by half each second, down to 0.5 s", () => {
+    const pace = new HandBackPace(15_000, UNBOUNDED, 0);
+    for (let second = 0; second < 6; second++) for (let i = 0; i < 100; i++) pace.handBack(second * 1_000 + i, true);
+    const pauses: number[] = [];
+    for (let second = 6; second < 12; second++) {
+      for (let i = 0; i < 10; i++) pace.hostedOne(second * 1_000 + i);
+      pauses.push(pace.handBack(second * 1_000 + 999, true));
+    }
+    expect(pauses).toEqual([15_000, 7_500, 3_750, 1_875, 938, 500]);
+  });
+
+  it("given hand-backs at twice the starts, then the pause holds", () => {
+    const pace = new HandBackPace(15_000, UNBOUNDED, 0);
+    for (let i = 0; i < 40; i++) pace.handBack(i, true);
+    for (let second = 1; second < 4; second++) {
+      for (let i = 0; i < 10; i++) pace.hostedOne(second * 1_000 + i);
+      for (let i = 0; i < 20; i++) pace.handBack(second * 1_000 + 100 + i, true);
+    }
+    expect(pace.handBack(4_000, true)).toBe(1_000);
+  });
+
+  it("given a runner that starts 500 openings a second and holds 1,000 waiting, then a tail's pause is at most the 2 s its set takes to refill, however much it hands back", () => {
+    const pace = new HandBackPace(15_000, 1_000, 0);
+    let pause = 0;
+    for (let second = 0; second < 8; second++) {
+      for (let i = 0; i < 500; i++) pace.hostedOne(second * 1_000 + i);
+      for (let i = 0; i < 5_000; i++) pause = pace.handBack(second * 1_000 + 500 + i / 10, true);
+    }
+    expect(pause).toBe(2_000);
+  });
+
+  it("given a burst still arriving, when its openings are handed back the first time, then the pause does not grow", () => {
+    const pace = new HandBackPace(15_000, UNBOUNDED, 0);
+    for (let second = 0; second < 3; second++) for (let i = 0; i < 100; i++) pace.handBack(second * 1_000 + i, false);
+    expect(pace.handBack(3_000, false)).toBe(500);
   });
 
   it("the newest task that may go back is the one handed back, from the first account that has one", () => {

@@ -41,6 +41,9 @@ async function run(maxWaitingTasks: number): Promise<{ messages: number; extraDe
   const finals = await watchFinals(nc);
   const before = await varz(server.url);
   const started = performance.now();
+  // Tasks final by each second since the burst began: where a slow end shows.
+  const timeline: number[] = [];
+  const sampler = setInterval(() => timeline.push(finals.succeeded), 1000);
   await createConcurrently(tasks, 64, videoCreator(reelay.baseUrl, [big], REQUEST));
   const smallAt = performance.now();
   const smallDone = finals.succeeded;
@@ -53,6 +56,7 @@ async function run(maxWaitingTasks: number): Promise<{ messages: number; extraDe
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   const elapsed = performance.now() - started;
+  clearInterval(sampler);
   const delta = varzDelta(before, await varz(server.url));
   const consumer = await jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners);
   const extraDeliveries = consumer.delivered.consumer_seq - (tasks + 1);
@@ -60,7 +64,8 @@ async function run(maxWaitingTasks: number): Promise<{ messages: number; extraDe
   process.stdout.write(
     `maxWaitingTasks ${maxWaitingTasks}: ${tasks} + 1 tasks in ${(elapsed / 1000).toFixed(1)} s, ${finals.failed} failed; ` +
       `${messages} NATS messages (${(messages / (tasks + 1)).toFixed(1)} per task); ${extraDeliveries} openings delivered again (handed back); ` +
-      `the other account's task final after ${(smallMs / 1000).toFixed(2)} s (${tasks - smallDone} of the burst not final when it was created)\n`,
+      `the other account's task final after ${(smallMs / 1000).toFixed(2)} s (${tasks - smallDone} of the burst not final when it was created)\n` +
+      `  final by each second: ${timeline.join(" ")}\n`,
   );
   finals.stop();
   await nc.close();

@@ -35,17 +35,80 @@ export function admit(account: string, waiting: ReadonlyMap<string, number>, max
   return over.length === 0 ? HAND_BACK : { verdict: "replace", from: over.map(([name]) => name) };
 }
 
-/** First pause before a handed-back opening is delivered again. */
+/** Shortest pause before a handed-back opening is delivered again. */
 export const FIRST_HAND_BACK_MS = 500;
 
 /**
- * How long a handed-back opening stays out of the queue: 0.5 s, doubling with each delivery up to half a lease.
- * New openings pass it meanwhile (JetStream delivers a message whose delay has not run out to nobody), and a
- * burst's tail handed back again and again costs fewer deliveries the longer it waits.
+ * How long an opening handed back although its account is below its share (no waiting task could make room)
+ * stays out of the queue: 0.5 s, doubling with each delivery up to `maxMs`. New openings pass it meanwhile
+ * (JetStream delivers a message whose delay has not run out to nobody).
  */
-export function handBackDelayMs(deliveryCount: number, leaseMs: number): number {
+export function handBackDelayMs(deliveryCount: number, maxMs: number): number {
   const doublings = Math.min(30, Math.max(0, deliveryCount - 1));
-  return Math.min(Math.max(FIRST_HAND_BACK_MS, Math.floor(leaseMs / 2)), FIRST_HAND_BACK_MS * 2 ** doublings);
+  return Math.min(Math.max(FIRST_HAND_BACK_MS, maxMs), FIRST_HAND_BACK_MS * 2 ** doublings);
+}
+
+/** How often the pause of openings over their share is adjusted. */
+const PACE_WINDOW_MS = 1_000;
+
+/**
+ * The pause of openings handed back because their account is at its share: a burst's tail waiting in the queue.
+ * A tail of N openings paused C each comes back N / C times a second: too short a pause spins the queue, too
+ * long a one leaves a runner with room and nothing due (the burst's last tasks sit out their pauses). So the
+ * pause follows what this runner sees, once a second: when it handed back again more than twice as many
+ * openings as it started, it grows (at most twofold), when fewer it shrinks (at most by half), between 0.5 s
+ * and `maxMs`; and it is never longer than the runner takes to start a whole waiting set at its recent pace,
+ * so that the set refills from openings coming back before it runs dry. At a real vendor's pace (minutes a
+ * task) the first rule governs: about two deliveries again per task started. Each runner sees its part of the
+ * tail and of the starts, so the fleet's ratio is the same.
+ */
+export class HandBackPace {
+  private pauseMs = FIRST_HAND_BACK_MS;
+  private handedBack = 0;
+  private hosted = 0;
+  /** Openings hosted per second: the last window's, or a tenth less each window while that is higher. */
+  private hostRate = 0;
+  private since: number;
+
+  constructor(
+    readonly maxMs: number,
+    /** The waiting set's size: at `hostRate` it refills in `setSize / hostRate` seconds, the longest useful pause. */
+    private readonly setSize: number,
+    now: number,
+  ) {
+    this.since = now;
+  }
+
+  /** An opening was hosted (it will start, now or after its turn). */
+  hostedOne(now: number): void {
+    this.roll(now);
+    this.hosted++;
+  }
+
+  /**
+   * An opening over its account's share goes back now: its pause. Only one handed back before counts: every
+   * opening is delivered once however long the tail, and a burst still being created would otherwise push
+   * the pause up for openings that are due long before it ends.
+   */
+  handBack(now: number, again: boolean): number {
+    this.roll(now);
+    if (again) this.handedBack++;
+    const refillMs = this.hostRate > 0 ? (1000 * this.setSize) / this.hostRate : this.maxMs;
+    return Math.round(Math.max(FIRST_HAND_BACK_MS, Math.min(this.pauseMs, refillMs)));
+  }
+
+  /** Ends the window once a second has passed since it began, adjusting the pause by what it counted. */
+  private roll(now: number): void {
+    if (now - this.since < PACE_WINDOW_MS) return;
+    this.hostRate = Math.max((1000 * this.hosted) / (now - this.since), 0.9 * this.hostRate);
+    if (this.handedBack + this.hosted > 0) {
+      const ratio = this.handedBack / Math.max(1, 2 * this.hosted);
+      this.pauseMs = Math.round(Math.min(this.maxMs, Math.max(FIRST_HAND_BACK_MS, this.pauseMs * Math.min(2, Math.max(0.5, ratio)))));
+    }
+    this.handedBack = 0;
+    this.hosted = 0;
+    this.since = now;
+  }
 }
 
 /** A hosted task as the intake sees it. */

@@ -10,7 +10,7 @@ import { ReferenceUsage } from "../shared/referenceUsage.ts";
 import { TaskLog, taskMessageBody } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
 import { HeldJob, HeldJobs } from "./heldJob.ts";
-import { admit, handBackDelayMs, TasksByAccount } from "./intake.ts";
+import { admit, FIRST_HAND_BACK_MS, HandBackPace, handBackDelayMs, TasksByAccount } from "./intake.ts";
 import type { LiveTaskExit } from "../../machines/liveTaskTypes.ts";
 import { LiveTaskActor, type LiveTaskHooks } from "./liveTask.ts";
 import type { LiveTaskDeps } from "./liveTaskDeps.ts";
@@ -22,8 +22,6 @@ interface HostedTask {
   taskId: number;
   account: string;
   actor: LiveTaskActor;
-  /** Its opening's deliveries so far: a task handed back waits longer the more often it was. */
-  deliveries: number;
   span: PiecewiseSpan;
   /** The name of the task's uploaded reference (bucket `references`), if it has one: removed once the task is final. */
   upload: string | undefined;
@@ -50,6 +48,7 @@ export class RunnerService {
   /** Live tasks by id. */
   private readonly hosted = new Map<number, HostedTask>();
   private readonly byAccount = new TasksByAccount<HostedTask>();
+  private readonly pace: HandBackPace;
   /** What every actor gets (one object for all of them). */
   private readonly actorDeps: LiveTaskDeps;
   private stopReporting: (() => void) | undefined;
@@ -67,6 +66,7 @@ export class RunnerService {
     videoNameKey: Buffer,
   ) {
     this.held = new HeldJobs(config.runner.leaseMs);
+    this.pace = new HandBackPace(Math.max(FIRST_HAND_BACK_MS, Math.floor(config.runner.leaseMs / 2)), config.runner.maxWaitingTasks, performance.now());
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.referenceUsage = new ReferenceUsage(nats.referenceUsage);
     this.actorDeps = {
@@ -177,17 +177,22 @@ export class RunnerService {
   /** Whether this runner hosts `submitted` now, after handing back a waiting task of an account over its share if need be (intake.ts). */
   private admitted(msg: JsMsg, submitted: TaskSubmittedEvent): boolean {
     const { account } = submitted.data;
-    const { maxWaitingTasks, leaseMs } = this.config.runner;
     if (!this.full()) return true;
-    const admission = admit(account, this.byAccount.waiting((name) => this.channels.slotsHeld(name)), maxWaitingTasks);
-    const victim = admission.verdict === "replace" ? this.byAccount.newestEvictable(admission.from) : undefined;
+    const now = performance.now();
+    const admission = admit(account, this.byAccount.waiting((name) => this.channels.slotsHeld(name)), this.config.runner.maxWaitingTasks);
+    if (admission.verdict === "handBack") {
+      msg.nak(this.pace.handBack(now, msg.info.deliveryCount > 1));
+      return false;
+    }
+    const victim = this.byAccount.newestEvictable(admission.from);
     if (victim === undefined) {
-      msg.nak(handBackDelayMs(msg.info.deliveryCount, leaseMs));
+      // Below its share, but no waiting task may go back (each made an upstream call): soon again.
+      msg.nak(handBackDelayMs(msg.info.deliveryCount, this.pace.maxMs));
       return false;
     }
     // Its actor ends at once (no slot, no upstream call made): the job goes back to the queue for a while.
     victim.actor.stop();
-    this.held.get(victim.taskId)?.nak(handBackDelayMs(victim.deliveries, leaseMs));
+    this.held.get(victim.taskId)?.nak(this.pace.handBack(now, false));
     this.held.delete(victim.taskId);
     this.log.debug({ taskId: victim.taskId, account: victim.account, for: account }, "handed a waiting task back to the queue: its account is over its share of the waiting set");
     return true;
@@ -212,17 +217,17 @@ export class RunnerService {
       return;
     }
     if (!this.admitted(msg, submitted)) return;
+    this.pace.hostedOne(performance.now());
     this.held.hold(taskId, HeldJob.of(this.nats.nc, msg));
     const actor = new LiveTaskActor(submitted, this.actorDeps, this.hooks);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
     const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
-    const deliveries = msg.info.deliveryCount;
-    const task: HostedTask = { taskId, account: submitted.data.account, actor, deliveries, span, upload: submitted.data.job.uploadedReference };
+    const task: HostedTask = { taskId, account: submitted.data.account, actor, span, upload: submitted.data.job.uploadedReference };
     this.hosted.set(taskId, task);
     this.byAccount.add(task);
     try {
       // Delivered before, it may have been held (and run) elsewhere: its log says where it stands.
-      actor.start(deliveries > 1);
+      actor.start(msg.info.deliveryCount > 1);
     } catch (error) {
       this.crashed(task, error);
     }
