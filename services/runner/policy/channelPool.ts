@@ -28,8 +28,7 @@ interface Waiter {
  * when the fleet (bucket `fleet`, FleetChannels) has slots free, when it is its account's turn there
  * (fairTurn: accounts waiting anywhere in the fleet take turns, whichever runner holds what). Tasks that
  * wait because the fleet had nothing free are published (WaitingNotices), and a runner whose block has room
- * while others wait gives the room back. A channel whose key, quota or account the upstream refused leaves
- * the rotation for every runner.
+ * while others wait gives the room back. A channel whose key, quota or account the upstream refused leaves the rotation for every runner.
  */
 export class ChannelPool implements SlotOwner {
   readonly fleet: FleetChannels;
