@@ -222,8 +222,9 @@ export const ReelayConfig = z
         /** Tasks one runner hosts at once, across providers (each provider also has its own `maxInFlight`). */
         maxConcurrentTasks: z.number().int().min(1).default(2000),
         /**
-         * Tasks one runner holds waiting for a channel slot. Past it, it fetches no more: new tasks stay in the
-         * task log's queue, where any runner can take them (the fleet's accounts take turns among the tasks held waiting).
+         * Tasks one runner holds waiting for a channel slot, shared among the accounts waiting there. Once full,
+         * an account below its share takes the place of a task of the account furthest over it, and other new
+         * tasks go back to the task log's queue at once, where any runner can take them (services/runner/intake.ts).
          */
         maxWaitingTasks: z.number().int().min(1).default(200),
         /** Largest finished video copied into the object store; a larger one fails its task. */

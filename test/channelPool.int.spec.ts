@@ -77,6 +77,31 @@ describe("channel pools of several runners share one budget per channel", () => 
     expect(order[0]).toBe("small");
   });
 
+  it("given a slot freed while the pool is writing its waiting notice, then the waiting task gets it as that write ends, not at the next beat", async () => {
+    // A long lease: the next beat (which would find the task anyway) is a second away.
+    let noticeStarted: () => void = () => undefined;
+    const noticeWriting = new Promise<void>((resolve) => (noticeStarted = resolve));
+    const slowNotices = Object.create(nats.fleet) as typeof nats.fleet;
+    slowNotices.write = async (key, value, options) => {
+      if (key.includes(".wait.")) {
+        noticeStarted();
+        await new Promise((resolve) => setTimeout(resolve, 300));
+      }
+      return nats.fleet.write(key, value, options);
+    };
+    const settings = new Map([["wake", { kind: "test", provider: provider(1), weight: 1, coolDownMs: 60_000 }]]);
+    const pool = new ChannelPool(settings, { store: slowNotices, runner: "waker", leaseMs: 30_000 }, log, () => 0);
+    await pool.start();
+    pools.push(pool);
+    const holder = await pool.acquire("a", ["wake"], never);
+    const askedAt = performance.now();
+    const next = pool.acquire("b", ["wake"], never);
+    await noticeWriting;
+    holder.release();
+    (await next).release();
+    expect(performance.now() - askedAt).toBeLessThan(700);
+  });
+
   it("an abandoned wait leaves the queue; a release twice frees one slot", async () => {
     const pool = await runner("abandon", { once: provider(1) });
     const lease = await pool.acquire("a", ["once"], never);
@@ -84,9 +109,11 @@ describe("channel pools of several runners share one budget per channel", () => 
     const abandoned = pool.acquire("b", ["once"], aborter.signal);
     aborter.abort(new Error("deadline"));
     await expect(abandoned).rejects.toThrow("deadline");
-    expect(pool.waitingCount()).toBe(0);
     lease.release();
     lease.release();
+    // Had the abandoned wait stayed in the queue, it would hold the freed slot now.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(pool.slotsHeld()).toBe(0);
     await expect.poll(async () => (await report("once"))?.inFlight, { timeout: 5_000 }).toBe(0);
   });
 

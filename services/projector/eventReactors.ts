@@ -93,7 +93,7 @@ export async function startEventReactors(nats: Nats, ledger: AccountLedger, log:
     stats,
     new Settlement(ledger, taskLog, log.child({ reactor: "settlement" })),
     new IdempotencyIndexer(new IdempotencyIndex(nats.js, nats.idempotency)),
-    new WebhookOutbox(nats.js, directory),
+    new WebhookOutbox(nats.js, directory, taskLog),
   ];
   const reactor = await startBatchReactor(nats, {
     stream: STREAMS.events.name,

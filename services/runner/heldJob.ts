@@ -50,3 +50,33 @@ export class HeldJob {
     this.nc.publish(this.reply, payload);
   }
 }
+
+/**
+ * The jobs a runner holds, by task id, with their heartbeats: each job's lease is renewed a third of a lease
+ * after it was last renewed, so a live runner never loses a task it is working on.
+ */
+export class HeldJobs extends Map<number, HeldJob> {
+  constructor(private readonly leaseMs: number) {
+    super();
+  }
+
+  get beatEveryMs(): number {
+    return Math.max(100, Math.floor(this.leaseMs / 3));
+  }
+
+  /** Holds `job` for `taskId`, its lease just renewed (delivered, or heartbeated, now). */
+  hold(taskId: number, job: HeldJob): void {
+    this.set(taskId, job);
+    job.beatDue = performance.now() + this.beatEveryMs;
+  }
+
+  /** Heartbeats the held jobs that are due (all of them with `all`). */
+  beat(all = false): void {
+    const now = performance.now();
+    for (const job of this.values()) {
+      if (!all && job.beatDue > now) continue;
+      job.working();
+      job.beatDue = now + this.beatEveryMs;
+    }
+  }
+}

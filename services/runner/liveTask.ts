@@ -143,6 +143,15 @@ export class LiveTaskActor implements TaskCalls {
     this.send({ type: "POKE" });
   }
 
+  /**
+   * Whether the runner may hand the task back to the queue now with nothing lost or done twice: it waits for
+   * its first slot here, holds none and has made no upstream call (services/runner/intake.ts).
+   */
+  evictable(): boolean {
+    const snapshot = this.snapshot;
+    return snapshot?.status === "active" && this.lease === undefined && snapshot.context.attempt === 0 && snapshot.matches({ submitting: "slot" });
+  }
+
   /** Where the task stands, for metrics ("unsubmitted" counts as pending: that is what its customer sees). */
   progress(now: number): { state: "pending" | "running"; pastDeadline: boolean } {
     const task = taskOf(this.decided);
@@ -274,6 +283,11 @@ export class LiveTaskActor implements TaskCalls {
   }
 
   private answered(event: LiveTaskEvent | undefined): void {
+    // A slot granted just before the actor ended (handed back, stopped) goes straight back to the pool.
+    if (this.exited && this.lease !== undefined) {
+      this.lease.release();
+      this.lease = undefined;
+    }
     if (event !== undefined && !this.deps.shutdown.aborted) this.guarded(event);
   }
 

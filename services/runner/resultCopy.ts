@@ -5,6 +5,7 @@ import { request } from "undici";
 import { SERVABLE_VIDEO_NAME } from "../../contracts/storedObjects.ts";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
 import { BlockedAddressError, publicOnly } from "../shared/publicAddressGuard.ts";
+import { isStoreFull } from "../shared/infrastructureErrors.ts";
 import { putNewObject, type ObjectBucket } from "./newObject.ts";
 import type { VideoResult } from "./providers/types.ts";
 
@@ -53,7 +54,7 @@ export async function copyResult(result: VideoResult, name: string, options: Res
     ).catch((error: unknown) => {
       // The store is at its max_bytes (discard new): this copy is refused, nothing stored is touched, and
       // waiting for the deadline would only hold the task; it fails now, free.
-      if (error instanceof Error && /maximum bytes/i.test(error.message)) throw new ResultUnusable("reelay's video store is full, so the video could not be kept; no charge was made");
+      if (isStoreFull(error)) throw new ResultUnusable("reelay's video store is full, so the video could not be kept; no charge was made");
       throw error;
     });
     if (!guarded.checked()) {

@@ -9,7 +9,8 @@ import { pullLoop } from "../shared/pullLoop.ts";
 import { ReferenceUsage } from "../shared/referenceUsage.ts";
 import { TaskLog, taskMessageBody } from "../shared/taskLog.ts";
 import type { ChannelPool } from "./policy/channelPool.ts";
-import { HeldJob } from "./heldJob.ts";
+import { HeldJob, HeldJobs } from "./heldJob.ts";
+import { admit, FIRST_HAND_BACK_MS, HandBackPace, handBackDelayMs, TasksByAccount } from "./intake.ts";
 import type { LiveTaskExit } from "../../machines/liveTaskTypes.ts";
 import { LiveTaskActor, type LiveTaskHooks } from "./liveTask.ts";
 import type { LiveTaskDeps } from "./liveTaskDeps.ts";
@@ -19,14 +20,17 @@ import { SpanKind, startPiecewiseSpan, type PiecewiseSpan } from "../shared/trac
 /** A task this runner hosts. */
 interface HostedTask {
   taskId: number;
+  account: string;
   actor: LiveTaskActor;
   span: PiecewiseSpan;
-  /** The task's uploaded reference (bucket `references`), if it has one: removed once the task is final. */
-  upload: { account: string; name: string } | undefined;
+  /** The name of the task's uploaded reference (bucket `references`), if it has one: removed once the task is final. */
+  upload: string | undefined;
 }
 
 /** How often per heartbeat period the runner looks for held jobs due for one. */
 const BEAT_CHECKS_PER_PERIOD = 10;
+/** Openings fetched at a time while the waiting set is full, looking for an account below its share. */
+const FULL_BATCH = 32;
 
 /**
  * Takes new tasks from the task log (the first events, which edges write: consumer `runners`) and hosts a
@@ -34,12 +38,17 @@ const BEAT_CHECKS_PER_PERIOD = 10;
  * the task lives, so if this process dies JetStream hands it to another runner after the lease, which
  * rebuilds the task from its log and carries on. A runner holds up to `runner.maxConcurrentTasks` tasks, of
  * which at most `runner.maxWaitingTasks` wait for a channel slot in the pool, still pending, where accounts
- * waiting anywhere in the fleet take turns (one account's burst cannot starve another's task).
+ * waiting anywhere in the fleet take turns. That waiting set is shared among accounts (intake.ts): once it is
+ * full the runner keeps reading the queue, an account below its share takes the place of the newest waiting
+ * task of the account furthest over it, and every other opening goes straight back to the queue for a while,
+ * so a later account's task is never trapped behind another's burst, whichever runner holds what.
  */
 export class RunnerService {
-  private readonly held = new Map<number, HeldJob>();
+  private readonly held: HeldJobs;
   /** Live tasks by id. */
   private readonly hosted = new Map<number, HostedTask>();
+  private readonly byAccount = new TasksByAccount<HostedTask>();
+  private readonly pace: HandBackPace;
   /** What every actor gets (one object for all of them). */
   private readonly actorDeps: LiveTaskDeps;
   private stopReporting: (() => void) | undefined;
@@ -56,6 +65,8 @@ export class RunnerService {
     private readonly log: Logger,
     videoNameKey: Buffer,
   ) {
+    this.held = new HeldJobs(config.runner.leaseMs);
+    this.pace = new HandBackPace(Math.max(FIRST_HAND_BACK_MS, Math.floor(config.runner.leaseMs / 2)), config.runner.maxWaitingTasks, performance.now());
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.referenceUsage = new ReferenceUsage(nats.referenceUsage);
     this.actorDeps = {
@@ -77,7 +88,7 @@ export class RunnerService {
     // Heartbeats well inside the lease, so a live runner never loses a task it is working on: each held job
     // every third of the lease, checked ten times as often so that thousands of held jobs are beaten a few at
     // a time (all at once, 8,000 parked jobs stalled this thread for tens of milliseconds every 10 s).
-    this.heartbeat = setInterval(() => this.beat(), Math.max(50, Math.floor(this.beatEveryMs() / BEAT_CHECKS_PER_PERIOD)));
+    this.heartbeat = setInterval(() => this.beat(), Math.max(50, Math.floor(this.held.beatEveryMs / BEAT_CHECKS_PER_PERIOD)));
     runnerHeartbeat.setToCurrentTime();
     this.stopReporting = reportLiveTasks(() => this.liveTasks());
     void this.beatAfterReconnects();
@@ -103,14 +114,22 @@ export class RunnerService {
 
   /**
    * Jobs to fetch now: up to `maxConcurrentTasks` held, of which at most `maxWaitingTasks` wait for a slot (the
-   * fleet serves waiting accounts in turn); the rest stay in the queue for whichever runner has room.
+   * fleet serves waiting accounts in turn). Jobs held without a slot are counted from the moment they are taken,
+   * so a fetch right after another cannot overshoot the bound before the new tasks reach the pool. Once full,
+   * small batches still, for a task of an account below its share of the waiting set: the server delivers only
+   * openings that are new or whose hand-back pause ran out, so a full runner whose queue holds nothing else
+   * waits in the fetch and costs nothing more.
    */
   private room(): number {
     const { maxConcurrentTasks, maxWaitingTasks } = this.config.runner;
-    // Jobs held without a slot: waiting in the pool, or just taken and not there yet (counted at once, so a
-    // fetch right after another cannot overshoot the bound before the new tasks reach the pool).
     const withoutSlot = this.held.size - this.channels.slotsHeld();
-    return Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - withoutSlot, 256);
+    const room = Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - withoutSlot, 256);
+    return room > 0 ? room : withoutSlot > 0 ? FULL_BATCH : 0;
+  }
+
+  private full(): boolean {
+    const { maxConcurrentTasks, maxWaitingTasks } = this.config.runner;
+    return this.held.size >= maxConcurrentTasks || this.held.size - this.channels.slotsHeld() >= maxWaitingTasks;
   }
 
   /** The upstream said there is news about one of its tasks (a callback): the task hosted here asks now. */
@@ -125,23 +144,9 @@ export class RunnerService {
     return false;
   }
 
-  private beatEveryMs(): number {
-    return Math.max(100, Math.floor(this.config.runner.leaseMs / 3));
-  }
-
-  /** `job`'s lease was just renewed: its next heartbeat is due a third of the lease from `now`. */
-  private beatLater(job: HeldJob, now = performance.now()): void {
-    job.beatDue = now + this.beatEveryMs();
-  }
-
   /** Heartbeats the held jobs that are due (all of them with `all`). */
   private beat(all = false): void {
-    const now = performance.now();
-    for (const job of this.held.values()) {
-      if (!all && job.beatDue > now) continue;
-      job.working();
-      this.beatLater(job, now);
-    }
+    this.held.beat(all);
     runnerHeartbeat.setToCurrentTime();
   }
 
@@ -166,19 +171,42 @@ export class RunnerService {
       msg.term("not a readable TaskSubmitted");
       return;
     }
-    this.host(msg, parsed.data, msg.info.deliveryCount > 1);
+    this.host(msg, parsed.data);
+  }
+
+  /** Whether this runner hosts `submitted` now, after handing back a waiting task of an account over its share if need be (intake.ts). */
+  private admitted(msg: JsMsg, submitted: TaskSubmittedEvent): boolean {
+    const { account } = submitted.data;
+    if (!this.full()) return true;
+    const now = performance.now();
+    const admission = admit(account, this.byAccount.waiting((name) => this.channels.slotsHeld(name)), this.config.runner.maxWaitingTasks);
+    if (admission.verdict === "handBack") {
+      msg.nak(this.pace.handBack(now, msg.info.deliveryCount > 1));
+      return false;
+    }
+    const victim = this.byAccount.newestEvictable(admission.from);
+    if (victim === undefined) {
+      // Below its share, but no waiting task may go back (each made an upstream call): soon again.
+      msg.nak(handBackDelayMs(msg.info.deliveryCount, this.pace.maxMs));
+      return false;
+    }
+    // Its actor ends at once (no slot, no upstream call made): the job goes back to the queue for a while.
+    victim.actor.stop();
+    this.held.get(victim.taskId)?.nak(this.pace.handBack(now, false));
+    this.held.delete(victim.taskId);
+    this.log.debug({ taskId: victim.taskId, account: victim.account, for: account }, "handed a waiting task back to the queue: its account is over its share of the waiting set");
+    return true;
   }
 
   /** Runs the task until it is final, holding `msg` (its opening) meanwhile. */
-  private host(msg: JsMsg, submitted: TaskSubmittedEvent, redelivered: boolean): void {
+  private host(msg: JsMsg, submitted: TaskSubmittedEvent): void {
     const { taskId } = submitted.meta;
     if (this.held.has(taskId)) {
       // Redelivered while we still work on it (its lease ran out during a NATS outage): keep working,
       // now holding (and heartbeating) the newer delivery. A second actor would do the work twice.
       const job = HeldJob.of(this.nats.nc, msg);
-      this.held.set(taskId, job);
       job.working();
-      this.beatLater(job);
+      this.held.hold(taskId, job);
       return;
     }
     const candidates = jobChannels(submitted.data.job);
@@ -188,18 +216,18 @@ export class RunnerService {
       msg.nak(5000);
       return;
     }
-    const job = HeldJob.of(this.nats.nc, msg);
-    this.held.set(taskId, job);
-    // Just delivered: its lease is fresh.
-    this.beatLater(job);
+    if (!this.admitted(msg, submitted)) return;
+    this.pace.hostedOne(performance.now());
+    this.held.hold(taskId, HeldJob.of(this.nats.nc, msg));
     const actor = new LiveTaskActor(submitted, this.actorDeps, this.hooks);
     // The task's span continues the trace of the request that created it (its headers ride on the job).
     const span = startPiecewiseSpan("video task", { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": taskId, "reelay.provider": candidates.join(",") } });
-    const name = submitted.data.job.uploadedReference;
-    const task: HostedTask = { taskId, actor, span, upload: name === undefined ? undefined : { account: submitted.data.account, name } };
+    const task: HostedTask = { taskId, account: submitted.data.account, actor, span, upload: submitted.data.job.uploadedReference };
     this.hosted.set(taskId, task);
+    this.byAccount.add(task);
     try {
-      actor.start(redelivered);
+      // Delivered before, it may have been held (and run) elsewhere: its log says where it stands.
+      actor.start(msg.info.deliveryCount > 1);
     } catch (error) {
       this.crashed(task, error);
     }
@@ -226,17 +254,17 @@ export class RunnerService {
     task.span.end(error as Error);
     this.log.error({ err: error, taskId: task.taskId }, "task actor failed; retrying the task shortly");
     this.hosted.delete(task.taskId);
+    this.byAccount.delete(task);
     if (this.shutdown.signal.aborted) return;
     this.held.get(task.taskId)?.nak(1000);
     this.held.delete(task.taskId);
   }
 
-
   /**
    * A final task needs its uploaded reference no more: it leaves the store and the account's quota. Should
    * this fail (or this process die first), the store's max age removes it and the quota stops counting it then.
    */
-  private async forgetUpload(taskId: number, { account, name }: { account: string; name: string }): Promise<void> {
+  private async forgetUpload({ taskId, account }: HostedTask, name: string): Promise<void> {
     try {
       await this.nats.references.delete(name);
       await this.referenceUsage.release(account, name);
@@ -245,15 +273,17 @@ export class RunnerService {
     }
   }
 
-  private finish({ taskId, actor, span, upload }: HostedTask, exit: LiveTaskExit): void {
+  private finish(task: HostedTask, exit: LiveTaskExit): void {
+    const { taskId, actor, span, upload } = task;
     span.end();
     this.hosted.delete(taskId);
+    this.byAccount.delete(task);
     if (exit === "stopped") return; // stop() hands the job back
     if (exit === "final") {
       this.held.get(taskId)?.ack();
       const outcome = actor.outcome();
       if (outcome) tasksFinished.inc({ provider: actor.channel(), outcome });
-      if (upload) void this.forgetUpload(taskId, upload);
+      if (upload !== undefined) void this.forgetUpload(task, upload);
     } else this.log.info({ taskId }, "left the task to its other runner");
     this.held.delete(taskId);
   }

@@ -31,3 +31,12 @@ export function asServiceUnavailable(error: unknown): ServiceUnavailableError | 
   }
   return undefined;
 }
+
+/**
+ * Whether a put into a JetStream store (an object store) was refused because the store is at its
+ * `max_bytes` with discard-new. The server answers with a generic store-failure code whose only telling
+ * part is its description, so that is what is matched, here only.
+ */
+export function isStoreFull(error: unknown): boolean {
+  return error instanceof Error && /maximum bytes/i.test(error.message);
+}

@@ -1,9 +1,18 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
+import { LRUCache } from "lru-cache";
+import type { TaskEvent } from "../../contracts/videoTask.ts";
 import type { WebhookJob } from "../../contracts/webhookJob.ts";
-import { webhookJobSubject } from "../../infra/jetstreamLayout.ts";
-import type { TaskLogEntry } from "../shared/taskLog.ts";
+import { DUPLICATE_WINDOW_MS, webhookJobSubject } from "../../infra/jetstreamLayout.ts";
+import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
 import { statusChangeOf } from "../tasks/statusChanges.ts";
 import type { TaskDirectory } from "../tasks/taskDirectory.ts";
+
+/**
+ * An earlier status change is queued again (deduplicated by its msgID) only while the server's duplicate
+ * window surely still holds its first job's id: an older one was published long ago, since a reactor that
+ * dies with it unacknowledged hands it to the next within a lease.
+ */
+const REPUBLISH_WITHIN_MS = DUPLICATE_WINDOW_MS - 15_000;
 
 /**
  * Turns each status change of a task with a callback URL into a webhook job on WEBHOOK_JOBS, where the
@@ -11,28 +20,67 @@ import type { TaskDirectory } from "../tasks/taskDirectory.ts";
  * task log is read once for every reactor, and a task without a callback URL costs no message at all.
  * A webhook being retried for hours holds its job, never the task log.
  *
- * Jobs of a batch are published in log order on one connection, so they queue in that order. A batch handed
- * over again publishes them again: the msgID (the webhook-id) stores each once within the stream's duplicate
- * window; a repeat after it is delivered again under the same webhook-id, which receivers drop.
+ * Jobs of a task are queued in the order of its log, which the dispatcher keeps when it delivers them. The
+ * reactors' consumer does not always deliver in that order: after a projector dies, its unacknowledged
+ * events come back a lease later, while the task's newer events go to the next projector at once. So the
+ * outbox remembers the last event of each task it saw, and a status change after a gap (a task first met
+ * mid-way, or events another projector took) first queues the task's earlier status changes from its log;
+ * the ones already queued are dropped by their msgID (the webhook-id) within the stream's duplicate window.
+ * A repeat after that window is delivered again under the same webhook-id, which receivers drop.
  */
 export class WebhookOutbox {
+  /** Task (with a callback URL) → version of its last event seen here. */
+  private readonly lastSeen = new LRUCache<number, number>({ max: 100_000 });
+
   /** `directory` learns each task's owner from the batches before this one sees them. */
-  constructor(private readonly js: JetStreamClient, private readonly directory: TaskDirectory) {}
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly directory: TaskDirectory,
+    private readonly taskLog: TaskLog,
+  ) {}
 
   async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
     const jobs: WebhookJob[] = [];
     for (const { event, account } of entries) {
+      const { taskId, version } = event.meta;
       const status = statusChangeOf(event);
-      if (status === undefined) continue;
-      const taskId = event.meta.taskId;
+      if (status === undefined) {
+        // No I/O for events that change no status: only the run of versions is kept.
+        if (this.directory.known(taskId)?.callbackUrl !== undefined && this.lastSeen.get(taskId) === version - 1) this.lastSeen.set(taskId, version);
+        continue;
+      }
       const owner = this.directory.known(taskId) ?? (await this.directory.ownerOf(account, taskId));
-      if (!owner?.callbackUrl) continue;
-      jobs.push({ taskId, version: event.meta.version, status, account: owner.account, callbackUrl: owner.callbackUrl, at: event.meta.at });
+      const callbackUrl = owner?.callbackUrl;
+      if (!owner || !callbackUrl) continue;
+      const target = { account: owner.account, callbackUrl };
+      if (version > 1 && this.lastSeen.get(taskId) !== version - 1) jobs.push(...(await this.earlierChanges(target, event)));
+      jobs.push(jobOf(event, status, target));
+      this.lastSeen.set(taskId, version);
     }
     await Promise.all(
       jobs.map((job) => this.js.publish(webhookJobSubject(job.taskId), JSON.stringify(job), { msgID: webhookIdOf(job) })),
     );
   }
+
+  /** The task's status changes before `event`, from its log, recent enough to be deduplicated if already queued. */
+  private async earlierChanges(target: JobTarget, event: TaskEvent): Promise<WebhookJob[]> {
+    const { events } = await this.taskLog.read(target.account, event.meta.taskId);
+    const since = Date.now() - REPUBLISH_WITHIN_MS;
+    const jobs: WebhookJob[] = [];
+    for (const earlier of events) {
+      if (earlier.meta.version >= event.meta.version) break;
+      const status = statusChangeOf(earlier);
+      if (status !== undefined && Date.parse(earlier.meta.at) > since) jobs.push(jobOf(earlier, status, target));
+    }
+    return jobs;
+  }
+}
+
+/** Where a task's webhooks go. */
+type JobTarget = Pick<WebhookJob, "account" | "callbackUrl">;
+
+function jobOf(event: TaskEvent, status: WebhookJob["status"], { account, callbackUrl }: JobTarget): WebhookJob {
+  return { taskId: event.meta.taskId, version: event.meta.version, status, account, callbackUrl, at: event.meta.at };
 }
 
 /** Stable per status change: the Standard Webhooks `webhook-id`, and the job's msgID. */

@@ -24,14 +24,16 @@ const RATE = 20;
 const BURST = 10;
 const BIG = 56;
 const SMALL = 4;
+/** Each runner's waiting set: the big burst (56) is far larger than all three runners hold (3 × 3 waiting + 4 at the vendor). */
+const MAX_WAITING = 3;
 const KEY = "ark-fleet-key";
 
 /**
  * The fleet acts as one (issue 35): one nats-server, 2 edges, 3 runners and a projector as separate processes,
  * against a fake Ark account that accepts 4 tasks at once and answers 429 beyond. 60 tasks never put more than
  * `maxInFlight` at the vendor nor submit faster than `submitsPerSecond`; one API key's rate limit holds across
- * both edges; a small account's tasks finish before most of a big account's burst; a runner killed with SIGKILL
- * gives its slots back within one lease.
+ * both edges; a small account's tasks, created after a big account's burst larger than every runner's waiting
+ * set together, finish before most of that burst; a runner killed with SIGKILL gives its slots back within one lease.
  */
 describe("a fleet of edges and runners shares one budget per channel and per key", () => {
   const dir = mkdtempSync(join(tmpdir(), "reelay-fleet-"));
@@ -51,6 +53,7 @@ describe("a fleet of edges and runners shares one budget per channel and per key
     server = await startNatsServer({ storeDir: join(dir, "store"), say: () => {} });
     const config = testConfig((c) => {
       c.runner.leaseMs = LEASE_MS;
+      c.runner.maxWaitingTasks = MAX_WAITING;
       c.limits.requestsPerSecondPerKey = RATE;
       c.limits.burstPerKey = BURST;
       c.limits.submitWaitMs = 200;

@@ -5,6 +5,7 @@ import { InsufficientBalanceError } from "../../billing/account.ts";
 import { costMicros, formatYuan } from "../../billing/pricing.ts";
 import { ServiceUnavailableError, ValidationError } from "../../shared/errors.ts";
 import { imageSizeProblem } from "../../shared/imageDimensions.ts";
+import { isStoreFull } from "../../shared/infrastructureErrors.ts";
 import { IMAGE_FORMATS_TEXT, sniffImage } from "../../shared/imageKind.ts";
 import type { ReferenceUsage } from "../../shared/referenceUsage.ts";
 
@@ -57,7 +58,7 @@ export async function keepReferenceImage(deps: ReferenceKeeping, account: string
   } catch (error) {
     await deps.usage.release(account, upload.name).catch(() => undefined);
     // The store is full (max_bytes, discard new): refused, and nothing else in JetStream is touched.
-    if (/maximum bytes/i.test((error as Error).message)) throw new ServiceUnavailableError("reelay's store for uploaded references is full: try again later", 60, { cause: error });
+    if (isStoreFull(error)) throw new ServiceUnavailableError("reelay's store for uploaded references is full: try again later", 60, { cause: error });
     throw error;
   }
 }

@@ -1,6 +1,6 @@
 import type { Logger } from "../../shared/log.ts";
 import type { VideoProvider } from "../providers/types.ts";
-import { Slot, type ChannelLease, type ChannelSettings, type FleetSettings, type SlotOwner } from "./channelSlot.ts";
+import { HeldSlots, Slot, type ChannelLease, type ChannelSettings, type FleetSettings, type SlotOwner } from "./channelSlot.ts";
 import { ChannelBlock } from "./channelBlock.ts";
 import { FleetChannels } from "./fleetChannels.ts";
 import { byWeight, channelTurns, fairTurn, type ChannelTurns } from "./fairTurn.ts";
@@ -28,15 +28,14 @@ interface Waiter {
  * when the fleet (bucket `fleet`, FleetChannels) has slots free, when it is its account's turn there
  * (fairTurn: accounts waiting anywhere in the fleet take turns, whichever runner holds what). Tasks that
  * wait because the fleet had nothing free are published (WaitingNotices), and a runner whose block has room
- * while others wait gives the room back. A channel whose key, quota or account the upstream refused leaves
- * the rotation for every runner.
+ * while others wait gives the room back. A channel whose key, quota or account the upstream refused leaves the rotation for every runner.
  */
 export class ChannelPool implements SlotOwner {
   readonly fleet: FleetChannels;
   /** Waiters per account; `turns` is the order accounts are served in (an account served goes to the back). */
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly turns: string[] = [];
-  private readonly slots = new Set<Slot>();
+  private readonly slots = new HeldSlots();
   private readonly blocks = new Map<string, ChannelBlock>();
   /** Channels this runner took out of rotation, until when: known before the shared record comes back. */
   private readonly sidelined = new Map<string, number>();
@@ -142,14 +141,9 @@ export class ChannelPool implements SlotOwner {
     this.fleet.cleanupFailed(name, why).catch((error: unknown) => this.log.warn({ err: error, channel: name }, "could not count a failed clean-up"));
   }
 
-  /** Tasks of this runner waiting for a slot. */
-  waitingCount(): number {
-    return [...this.waiting.values()].reduce((count, queue) => count + queue.length, 0);
-  }
-
-  /** Slots this runner's tasks hold. */
-  slotsHeld(): number {
-    return this.slots.size;
+  /** Slots this runner's tasks hold (those of `account`'s tasks with it). */
+  slotsHeld(account?: string): number {
+    return account === undefined ? this.slots.size : this.slots.of(account);
   }
 
   /** Stops refreshing; blocks go back to the fleet at once (a stopping runner hands its tasks back). */
@@ -200,13 +194,19 @@ export class ChannelPool implements SlotOwner {
         do {
           this.again = false;
           while (await this.serveOne());
+          // A task that asked meanwhile (during a write) is served before anything is given back or announced.
+          if (this.again) continue;
+          await this.giveBack();
+          if (this.again) continue;
+          await this.publishWaiting();
         } while (this.again);
-        await this.giveBack();
-        await this.publishWaiting();
       } catch (error) {
         this.log.warn({ err: error }, "could not reach the fleet's channel state; trying again shortly");
+        this.again = false; // the next beat tries again: no pass right after a failed one
       } finally {
         this.dispatching = false;
+        // Asked during the last write of the pass: another pass, or that task would wait for the next ask.
+        if (this.again) this.dispatch();
       }
     })();
   }

@@ -1,0 +1,100 @@
+import type { JsMsg } from "@nats-io/jetstream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
+import { WebhookJob } from "../contracts/webhookJob.ts";
+import { STREAMS, webhookJobSubject } from "../infra/jetstreamLayout.ts";
+import { AccountLedger } from "../services/billing/accountLedger.ts";
+import { connectNats, type Nats } from "../services/shared/nats.ts";
+import { TaskLog, type TaskLogEntry } from "../services/shared/taskLog.ts";
+import { TaskDirectory } from "../services/tasks/taskDirectory.ts";
+import { WebhookOutbox } from "../services/webhooks/webhookOutbox.ts";
+import { openTask } from "./helpers/openTask.ts";
+import { startTestNats } from "./helpers/testNats.ts";
+
+/**
+ * Webhook jobs queue in the order of the task's log, even when the reactors' consumer hands a task's events
+ * out of order: after a projector dies, its unacknowledged events come back a lease later, while the task's
+ * newer events go to the next projector at once.
+ */
+describe("webhook outbox order", () => {
+  let server: Awaited<ReturnType<typeof startTestNats>>;
+  let nats: Nats;
+  let taskLog: TaskLog;
+  let ledger: AccountLedger;
+  const callbackUrl = "https://hooks.example.com/reelay";
+  const later: NewTaskEvent[] = [
+    { type: "UpstreamAccepted", data: { providerTaskId: "up-1" } },
+    { type: "GenerationStarted", data: {} },
+    { type: "GenerationSucceeded", data: { video: { object: "v", bytes: 1, contentType: "video/mp4" }, durationSeconds: 5, resolution: "1280*720", totalTokens: 1 } },
+  ];
+
+  beforeAll(async () => {
+    server = await startTestNats();
+    nats = await connectNats(server.url, "outbox-test", { replicas: 1, leaseMs: 5_000 });
+    taskLog = new TaskLog(nats.js, nats.jsm);
+    ledger = new AccountLedger(nats);
+  });
+  afterAll(async () => {
+    await nats?.nc.close();
+    await server?.stop();
+  });
+
+  /** Task `taskId` of `account` with a callback URL: opened, accepted, running, succeeded (versions 1–4). */
+  async function taskThatSucceeded(account: string, taskId: number): Promise<TaskEvent[]> {
+    const opening = await openTask(ledger, account, taskId, { callbackUrl });
+    const events: TaskEvent[] = [opening];
+    let sequence = 0;
+    for (const [index, event] of later.entries()) {
+      const written = await taskLog.append(account, taskId, event, index + 2, sequence);
+      events.push(written.event);
+      sequence = written.sequence;
+    }
+    return events;
+  }
+
+  const entry = (account: string, event: TaskEvent): TaskLogEntry => ({ event, account, seq: 0, msg: { headers: undefined } as unknown as JsMsg });
+
+  async function queuedJobs(taskId: number): Promise<Array<Pick<WebhookJob, "version" | "status">>> {
+    const jobs: Array<Pick<WebhookJob, "version" | "status">> = [];
+    for (let seq = 0; ; ) {
+      const msg = await nats.jsm.direct.getMessage(STREAMS.webhookJobs.name, { seq: seq + 1, next_by_subj: webhookJobSubject(taskId) });
+      if (!msg) return jobs;
+      const { version, status } = WebhookJob.parse(msg.json());
+      jobs.push({ version, status });
+      seq = msg.seq;
+    }
+  }
+
+  it("given a projector that saw the opening but not the start (another took it and died), when the success comes first, then the start's job is queued before it and the start's late batch adds nothing", async () => {
+    const [opening, accepted, started, succeeded] = await taskThatSucceeded("acme", 11);
+    const outbox = new WebhookOutbox(nats.js, new TaskDirectory(taskLog), taskLog);
+    await outbox.handleEntries([entry("acme", opening!)]);
+    // The dead projector's batch (accepted, started) is handed over only after its lease.
+    await outbox.handleEntries([entry("acme", succeeded!)]);
+    await outbox.handleEntries([entry("acme", accepted!), entry("acme", started!)]);
+    expect(await queuedJobs(11)).toEqual([
+      { version: 1, status: "pending" },
+      { version: 3, status: "running" },
+      { version: 4, status: "success" },
+    ]);
+  });
+
+  it("given a projector that meets a task only at its success (a restart), then the earlier status changes are queued first, each once", async () => {
+    const [opening, , , succeeded] = await taskThatSucceeded("acme", 12);
+    await new WebhookOutbox(nats.js, new TaskDirectory(taskLog), taskLog).handleEntries([entry("acme", opening!)]);
+    await new WebhookOutbox(nats.js, new TaskDirectory(taskLog), taskLog).handleEntries([entry("acme", succeeded!)]);
+    expect((await queuedJobs(12)).map((job) => job.version)).toEqual([1, 3, 4]);
+  });
+
+  it("given a projector that saw every event in order, then no status change reads the task's log", async () => {
+    const events = await taskThatSucceeded("acme", 13);
+    let reads = 0;
+    const countingLog = Object.assign(Object.create(taskLog) as TaskLog, { read: (...args: Parameters<TaskLog["read"]>) => (reads++, taskLog.read(...args)) });
+    const directory = new TaskDirectory(countingLog);
+    directory.learn(events[0]!);
+    const inOrder = new WebhookOutbox(nats.js, directory, countingLog);
+    for (const event of events) await inOrder.handleEntries([entry("acme", event)]);
+    expect(reads).toBe(0);
+    expect((await queuedJobs(13)).map((job) => job.version)).toEqual([1, 3, 4]);
+  });
+});
