@@ -146,6 +146,34 @@ describe("a live task actor on NATS", () => {
     expect(events[1]?.data).toEqual({ reason: "timed out: not finished within 1.5 seconds", stage: "timeout" });
   });
 
+  it("may be handed back while it waits for its first slot, and not once it holds one or the upstream has it", async () => {
+    const upstream = { ...hangingStatusUpstream(), policy: { pollFirstAfterMs: 0, pollEveryMs: 20, pollMaxEveryMs: 20, maxInFlight: 1, submitsPerSecond: 0, timeoutMs: 60_000 } };
+    const deps: LiveTaskDeps = {
+      videos: nats.videos,
+      videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+      videoNameKey: Buffer.alloc(32, 7),
+      log: silentLog,
+      taskLog: new TaskLog(nats.js, nats.jsm),
+      channels: onlyChannel(upstream),
+      maxTaskMs: 10_000,
+      maxResultBytes: 1_000_000,
+      allowPrivateResultAddresses: true,
+      shutdown: new AbortController().signal,
+    };
+    const polled = new LiveTaskActor(await created(44, 10_000), deps, hooks);
+    const polledExit = runToExit(polled, false);
+    await expect.poll(() => polled.providerTaskId()).toBe("hung-1");
+    const waiting = new LiveTaskActor(await created(45, 10_000), deps, hooks);
+    const waitingExit = runToExit(waiting, false);
+
+    await expect.poll(() => waiting.evictable()).toBe(true);
+    expect(polled.evictable()).toBe(false);
+
+    polled.stop();
+    waiting.stop();
+    expect([await polledExit, await waitingExit]).toEqual(["stopped", "stopped"]);
+  });
+
   it("cancels the upstream task once when the deadline cuts a status call short", async () => {
     const upstream = hangingStatusUpstream();
     const actor = actorFor(await created(43, 400), upstream, new AbortController().signal, 400);

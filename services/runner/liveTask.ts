@@ -1,5 +1,4 @@
-import type { ActorScope, ExecutableActionsFrom, SnapshotFrom, StateValue } from "xstate";
-import { createActor } from "xstate";
+import type { StateValue } from "xstate";
 import type { TaskSubmittedEvent, VideoJobSpec } from "../../contracts/videoTask.ts";
 import { liveTaskMachine } from "../../machines/liveTask.ts";
 import type { LiveTaskContext, LiveTaskEffect, LiveTaskEvent, LiveTaskExit, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
@@ -8,10 +7,9 @@ import { foldTask, initialTaskState, taskOf, type TaskDeciderState } from "../..
 import type { Logger } from "../shared/log.ts";
 import { runCall, type TaskCalls } from "./liveTaskCalls.ts";
 import type { LiveTaskDeps } from "./liveTaskDeps.ts";
+import { firstStep, nextStep, takeActions, type LiveTaskAction, type LiveTaskSnapshot as Snapshot } from "./liveTaskStep.ts";
 import type { ChannelLease } from "./policy/channelPool.ts";
 
-type Snapshot = SnapshotFrom<typeof liveTaskMachine>;
-type Action = ExecutableActionsFrom<typeof liveTaskMachine>;
 /** What a task waiting long keeps of its snapshot: xstate's `resolveState` makes the snapshot again when it wakes. */
 type Parked = { value: StateValue; context: LiveTaskContext };
 
@@ -21,23 +19,6 @@ const ACTOR_ENDED = new Error("the task's actor ended");
 const LONG_PAUSE_MS = 1_000;
 const RANDOM_JITTER = (): number => Math.random();
 const CLOCK = (): number => Date.now();
-
-/**
- * One transition scope for every live task: `machine.transition` with it computes the next snapshot and hands
- * the actions to `collect` instead of running them (xstate's `transition()` would build an actor per call).
- * The machine's only actions are its effects, delayed events and their cancels, all run by the interpreter.
- */
-let collected: Action[] = [];
-let scope: ActorScope<Snapshot, LiveTaskEvent> | undefined;
-/** The scope's actor (the machine's `self`, which it never uses) needs an input: the first task's start makes it. */
-function scopeFor(input?: LiveTaskInput): ActorScope<Snapshot, LiveTaskEvent> {
-  if (scope) return scope;
-  if (input === undefined) throw new Error("a live task stepped before any task started");
-  const self = createActor(liveTaskMachine, { input });
-  const ignore = () => undefined;
-  scope = { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: (action) => void collected.push(action as Action) };
-  return scope;
-}
 
 /** What the runner hears from its live tasks: one object for all of them (no closures per task). */
 export interface LiveTaskHooks {
@@ -107,8 +88,7 @@ export class LiveTaskActor implements TaskCalls {
     const { taskId, account, job, deadlineAt } = this;
     const input: LiveTaskInput = { taskId, account, job, deadlineAt, maxTaskMs: this.deps.maxTaskMs, redelivered, task: this.decided, now: CLOCK, jitter: RANDOM_JITTER() };
     this.first = undefined;
-    if (collected.length > 0) collected = [];
-    this.snapshot = liveTaskMachine.getInitialSnapshot(scopeFor(input), input);
+    this.snapshot = firstStep(input);
     this.settle();
   }
 
@@ -123,9 +103,7 @@ export class LiveTaskActor implements TaskCalls {
     for (let next: LiveTaskEvent | undefined = event; next !== undefined; next = this.queue?.shift()) {
       const snapshot = this.awake();
       if (snapshot?.status !== "active") break;
-      // What a transition that threw collected (another task's) is not this one's to run.
-      if (collected.length > 0) collected = [];
-      this.snapshot = liveTaskMachine.transition(snapshot, next, scopeFor());
+      this.snapshot = nextStep(snapshot, next);
       this.settle();
     }
     this.queue = undefined;
@@ -149,7 +127,7 @@ export class LiveTaskActor implements TaskCalls {
    */
   evictable(): boolean {
     const snapshot = this.snapshot;
-    return snapshot?.status === "active" && this.lease === undefined && snapshot.context.attempt === 0 && snapshot.matches({ submitting: "slot" });
+    return snapshot?.status === "active" && this.lease === undefined && snapshot.context.attempt === 0 && snapshot.matches("slot");
   }
 
   /** Where the task stands, for metrics ("unsubmitted" counts as pending: that is what its customer sees). */
@@ -221,9 +199,7 @@ export class LiveTaskActor implements TaskCalls {
 
   /** Runs what the last transition asked for; a machine that reached its end hands the task back to the runner. */
   private settle(): void {
-    const actions = collected;
-    collected = [];
-    for (const action of actions) this.execute(action);
+    for (const action of takeActions()) this.execute(action);
     const snapshot = this.snapshot;
     if (snapshot?.status === "done" && !this.exited) {
       this.exited = true;
@@ -237,7 +213,7 @@ export class LiveTaskActor implements TaskCalls {
     }
   }
 
-  private execute(action: Action): void {
+  private execute(action: LiveTaskAction): void {
     // Builtin actions' types are not all in xstate's union of executable actions.
     const type: string = action.type;
     if (type === "xstate.raise") {
