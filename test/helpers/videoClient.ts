@@ -30,7 +30,9 @@ export class VideoClient {
     for (;;) {
       const answer = await this.query(id);
       const status = answer.body.data?.status;
-      if (answer.status !== 200 || status === "success" || status === "failed") return answer;
+      // 503 says "try again shortly" (NATS reconnecting after a server restart): a client polls on.
+      const passing = answer.status === 503 && Date.now() < deadline;
+      if (!passing && (answer.status !== 200 || status === "success" || status === "failed")) return answer;
       if (Date.now() > deadline) throw new Error(`task ${id} still ${String(status)} after ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, intervalMs));
     }
