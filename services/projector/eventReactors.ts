@@ -61,7 +61,7 @@ function decodeEventsMessage(msg: JsMsg): EventsMessage {
  */
 export async function startEventReactors(nats: Nats, ledger: AccountLedger, log: Logger): Promise<{ stop(): Promise<void> }> {
   const taskLog = new TaskLog(nats.js, nats.jsm);
-  const directory = new TaskDirectory(taskLog);
+  const directory = new TaskDirectory();
   // The account of each task in the batch at hand: a view met mid-way is folded from its task's log, read under it.
   const accounts = new Map<number, string>();
   const views = new ProjectionRunner(

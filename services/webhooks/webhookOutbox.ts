@@ -49,11 +49,17 @@ export class WebhookOutbox {
         if (this.directory.known(taskId)?.callbackUrl !== undefined && this.lastSeen.get(taskId) === version - 1) this.lastSeen.set(taskId, version);
         continue;
       }
-      const owner = this.directory.known(taskId) ?? (await this.directory.ownerOf(account, taskId));
-      const callbackUrl = owner?.callbackUrl;
-      if (!owner || !callbackUrl) continue;
-      const target = { account: owner.account, callbackUrl };
-      if (version > 1 && this.lastSeen.get(taskId) !== version - 1) jobs.push(...(await this.earlierChanges(target, event)));
+      const gap = version > 1 && this.lastSeen.get(taskId) !== version - 1;
+      let history: readonly TaskEvent[] = [];
+      if (gap || this.directory.known(taskId) === undefined) {
+        // One read of the task's log serves both: its owner (a task first met here) and the status changes missed.
+        history = (await this.taskLog.read(account, taskId)).events;
+        if (history[0]) this.directory.learn(history[0]);
+      }
+      const owner = this.directory.known(taskId);
+      if (!owner?.callbackUrl) continue;
+      const target = { account: owner.account, callbackUrl: owner.callbackUrl };
+      if (gap) jobs.push(...earlierChanges(history, target, event));
       jobs.push(jobOf(event, status, target));
       this.lastSeen.set(taskId, version);
     }
@@ -62,18 +68,18 @@ export class WebhookOutbox {
     );
   }
 
-  /** The task's status changes before `event`, from its log, recent enough to be deduplicated if already queued. */
-  private async earlierChanges(target: JobTarget, event: TaskEvent): Promise<WebhookJob[]> {
-    const { events } = await this.taskLog.read(target.account, event.meta.taskId);
-    const since = Date.now() - REPUBLISH_WITHIN_MS;
-    const jobs: WebhookJob[] = [];
-    for (const earlier of events) {
-      if (earlier.meta.version >= event.meta.version) break;
-      const status = statusChangeOf(earlier);
-      if (status !== undefined && Date.parse(earlier.meta.at) > since) jobs.push(jobOf(earlier, status, target));
-    }
-    return jobs;
+}
+
+/** The status changes before `event` in its task's log (`events`), recent enough to be deduplicated if already queued. */
+function earlierChanges(events: readonly TaskEvent[], target: JobTarget, event: TaskEvent): WebhookJob[] {
+  const since = Date.now() - REPUBLISH_WITHIN_MS;
+  const jobs: WebhookJob[] = [];
+  for (const earlier of events) {
+    if (earlier.meta.version >= event.meta.version) break;
+    const status = statusChangeOf(earlier);
+    if (status !== undefined && Date.parse(earlier.meta.at) > since) jobs.push(jobOf(earlier, status, target));
   }
+  return jobs;
 }
 
 /** Where a task's webhooks go. */
