@@ -121,15 +121,15 @@ export class RunnerService {
    * waits in the fetch and costs nothing more.
    */
   private room(): number {
-    const { maxConcurrentTasks, maxWaitingTasks } = this.config.runner;
-    const withoutSlot = this.held.size - this.channels.slotsHeld();
-    const room = Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - withoutSlot, 256);
-    return room > 0 ? room : withoutSlot > 0 ? FULL_BATCH : 0;
+    const spare = this.spare();
+    return spare > 0 ? Math.min(spare, 256) : this.held.size > this.channels.slotsHeld() ? FULL_BATCH : 0;
   }
 
-  private full(): boolean {
+  /** Tasks this runner may still take within both bounds (0 or less: it is full). */
+  private spare(): number {
     const { maxConcurrentTasks, maxWaitingTasks } = this.config.runner;
-    return this.held.size >= maxConcurrentTasks || this.held.size - this.channels.slotsHeld() >= maxWaitingTasks;
+    const withoutSlot = this.held.size - this.channels.slotsHeld();
+    return Math.min(maxConcurrentTasks - this.held.size, maxWaitingTasks - withoutSlot);
   }
 
   /** The upstream said there is news about one of its tasks (a callback): the task hosted here asks now. */
@@ -177,7 +177,7 @@ export class RunnerService {
   /** Whether this runner hosts `submitted` now, after handing back a waiting task of an account over its share if need be (intake.ts). */
   private admitted(msg: JsMsg, submitted: TaskSubmittedEvent): boolean {
     const { account } = submitted.data;
-    if (!this.full()) return true;
+    if (this.spare() > 0) return true;
     const now = performance.now();
     const admission = admit(account, this.byAccount.waiting((name) => this.channels.slotsHeld(name)), this.config.runner.maxWaitingTasks);
     if (admission.verdict === "handBack") {
