@@ -38,6 +38,11 @@ export class ChannelBlock {
     return Math.max(0, this.max - taken);
   }
 
+  /** Slots of this block that `account`'s tasks hold. */
+  heldHere(account: string): number {
+    return this.byAccount.get(account) ?? 0;
+  }
+
   /** Slots held per account on the channel: other runners' as of their last refresh, this runner's now. */
   heldBy(now: number): Map<string, number> {
     const held = new Map(this.byAccount);

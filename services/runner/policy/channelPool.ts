@@ -1,6 +1,6 @@
 import type { Logger } from "../../shared/log.ts";
 import type { VideoProvider } from "../providers/types.ts";
-import { HeldSlots, Slot, type ChannelLease, type ChannelSettings, type FleetSettings, type SlotOwner } from "./channelSlot.ts";
+import { Slot, type ChannelLease, type ChannelSettings, type FleetSettings, type SlotOwner } from "./channelSlot.ts";
 import { ChannelBlock } from "./channelBlock.ts";
 import { FleetChannels } from "./fleetChannels.ts";
 import { byWeight, channelTurns, fairTurn, type ChannelTurns } from "./fairTurn.ts";
@@ -35,7 +35,7 @@ export class ChannelPool implements SlotOwner {
   /** Waiters per account; `turns` is the order accounts are served in (an account served goes to the back). */
   private readonly waiting = new Map<string, Waiter[]>();
   private readonly turns: string[] = [];
-  private readonly slots = new HeldSlots();
+  private readonly slots = new Set<Slot>();
   private readonly blocks = new Map<string, ChannelBlock>();
   /** Channels this runner took out of rotation, until when: known before the shared record comes back. */
   private readonly sidelined = new Map<string, number>();
@@ -143,7 +143,7 @@ export class ChannelPool implements SlotOwner {
 
   /** Slots this runner's tasks hold (those of `account`'s tasks with it). */
   slotsHeld(account?: string): number {
-    return account === undefined ? this.slots.size : this.slots.of(account);
+    return account === undefined ? this.slots.size : [...this.blocks.values()].reduce((held, block) => held + block.heldHere(account), 0);
   }
 
   /** Stops refreshing; blocks go back to the fleet at once (a stopping runner hands its tasks back). */

@@ -64,36 +64,3 @@ export class Slot implements ChannelLease {
     this.pool.slotReleased(this);
   }
 }
-
-/** The slots this runner's tasks hold, counted per account too (the runner shares its waiting set by account). */
-export class HeldSlots {
-  private readonly all = new Set<Slot>();
-  private readonly perAccount = new Map<string, number>();
-
-  get size(): number {
-    return this.all.size;
-  }
-
-  of(account: string): number {
-    return this.perAccount.get(account) ?? 0;
-  }
-
-  add(slot: Slot): void {
-    if (this.all.has(slot)) return;
-    this.all.add(slot);
-    this.perAccount.set(slot.account, this.of(slot.account) + 1);
-  }
-
-  delete(slot: Slot): boolean {
-    if (!this.all.delete(slot)) return false;
-    const left = this.of(slot.account) - 1;
-    if (left > 0) this.perAccount.set(slot.account, left);
-    else this.perAccount.delete(slot.account);
-    return true;
-  }
-
-  clear(): void {
-    this.all.clear();
-    this.perAccount.clear();
-  }
-}
