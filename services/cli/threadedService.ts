@@ -12,6 +12,14 @@ const STOP_GRACE_MS = 8_000;
 /** The thread's module, compiled beside this one (scripts/build.mjs): `reelay serve` runs from the build only. */
 const ENTRY = new URL("./serviceThread.js", import.meta.url);
 
+/**
+ * The young generation of a service thread's heap: twice V8's default (semi-spaces of 32 MB instead of 16). The
+ * runner allocates about 150 KB per create (mostly xstate's transitions) and scavenged every 100 ms at 1,000
+ * creates/s, each scavenge a pause of its event loop while it holds 10,000 live tasks; with twice the room it
+ * scavenges half as often, and less of what it copies is still alive (bench/tools/createLatency.ts, docs/benchmarks.md).
+ */
+const YOUNG_GENERATION_MB = 96;
+
 /** Pauses before starting a thread again after passing NATS trouble at its start (then it gives up). */
 const RESTART_PAUSES_MS = [1_000, 2_000, 4_000, 8_000];
 
@@ -51,7 +59,7 @@ export async function startServiceThread(data: ServiceThreadData, log: Logger): 
 }
 
 async function startThreadOnce(data: ServiceThreadData): Promise<ServiceThread> {
-  const worker = new Worker(ENTRY, { workerData: data });
+  const worker = new Worker(ENTRY, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
   let onMessage: ((message: unknown) => void) | undefined;
   let onError: ((error: Error) => void) | undefined;
   let onExit: ((code: number) => void) | undefined;
