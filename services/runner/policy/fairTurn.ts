@@ -22,6 +22,8 @@ export interface ChannelTurns {
  */
 export function fairTurn(turns: ChannelTurns, account: string, now: number): boolean {
   if (turns.free <= 0) return false;
+  // As many free slots as accounts waiting (this one counted): every one of them may claim, no ranking needed.
+  if (turns.waitingSince.size + (turns.waitingSince.has(account) ? 0 : 1) <= turns.free) return true;
   const since = new Map(turns.waitingSince);
   if (!since.has(account)) since.set(account, now);
   const held = (name: string) => turns.heldBy.get(name) ?? 0;
@@ -40,7 +42,16 @@ export function channelTurns(block: ChannelBlock, fleet: FleetChannels, local: R
   };
   for (const [account, { since, servedAt: served }] of local) wait(account, since, served);
   for (const record of fleet.waitingElsewhere(block.channel, now)) wait(record.account, record.since, record.servedAt);
-  return { free: block.room + block.fleetFree(now), heldBy: block.heldBy(now), waitingSince, servedAt };
+  // Who holds what is only read when accounts compete for fewer free slots than they are (fairTurn): built then, once.
+  let heldBy: ReadonlyMap<string, number> | undefined;
+  return {
+    free: block.room + block.fleetFree(now),
+    get heldBy() {
+      return (heldBy ??= block.heldBy(now));
+    },
+    waitingSince,
+    servedAt,
+  };
 }
 
 /** One of `choices` at random, in proportion to its weight (the first when there is one). */
