@@ -66,7 +66,9 @@ export async function startReelay(options: {
   // BENCH_CPU_PROF_DIR=<dir>: reelay writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
   const profileDir = process.env.BENCH_CPU_PROF_DIR;
   const profiling = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [];
-  const proc = spawnTracked(`reelay serve ${services.join(" ")}`.trim(), process.execPath, [...profiling, CLI, "serve", ...services], spawnOptions);
+  // BENCH_NODE_ARGS="--trace-gc …": more flags for reelay's node (V8's go to every thread; its lines land in the log).
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "");
+  const proc = spawnTracked(`reelay serve ${services.join(" ")}`.trim(), process.execPath, [...profiling, ...nodeArgs, CLI, "serve", ...services], spawnOptions);
   const baseUrl = `http://127.0.0.1:${port}`;
   const withEdge = services.length === 0 || services.includes("edge");
   const deadline = Date.now() + 30_000;

@@ -1,87 +1,96 @@
 /**
- * Where a create's latency goes at a fixed offered rate: `node --import tsx bench/tools/createLatency.ts [rates]`
- * (default `1000,1000,1000`: runs of 3 s each, the first one cold). Starts nats-server and `reelay serve` with
- * the video suite's config, offers creates of the parked model on a fixed schedule (`openLoop.ts`), and for
- * the last run splits each create's time with its task's events: due → `TaskSubmitted` (edge: auth, id,
- * reservation), → `UpstreamAccepted` (runner), → answer (edge's feed and reply); plus the round trip of a
- * side publisher every 5 ms, to tell a nats-server stall from one in reelay. For issue 7's p99 target.
+ * Where a create's latency goes at a fixed offered rate with many tasks already live:
+ * `node --import tsx bench/tools/createLatency.ts [live-tasks] [rate] [seconds]` (defaults 10000, 1000, 4).
+ * Starts nats-server and `reelay serve` with the video suite's config and 20 accounts, makes `live-tasks`
+ * parked tasks first (64 at a time, as the suite's saturated phases leave them), waits 3 s, then offers creates
+ * of the parked model on a fixed schedule (`openLoop.ts`) and splits each create's time with its task's events:
+ * due → opening (edge: auth, id, reservation), → acceptance (runner), → answer (edge's feed and reply).
+ * `BENCH_NODE_ARGS=--trace-gc` puts V8's GC lines in reelay's log (kept with BENCH_KEEP_WORKDIR=1). Issue 31's p99.
  */
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { DeliverPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { TASK_LOG_SUBJECTS } from "../../contracts/videoTask.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
-import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
-import { benchConfig } from "../suites/videoPath.ts";
+import { taskMessageBody } from "../../services/shared/taskLog.ts";
+import { prepareAccounts } from "../lib/benchAccounts.ts";
 import { runOpenLoop } from "../lib/openLoop.ts";
+import { startReelay } from "../lib/reelayChild.ts";
+import { createConcurrently, videoCreator } from "../lib/taskLoad.ts";
+import { benchConfig } from "../suites/videoPath.ts";
+
+const liveTasks = Number(process.argv[2] ?? 10_000);
+const rate = Number(process.argv[3] ?? 1000);
+const seconds = Number(process.argv[4] ?? 4);
+/** The live tasks park on one provider, the measured creates on another (a provider holds 10,000 at most). */
+const LIVE_MODEL = "Bench-parked";
+const MODEL = "Bench-parked-offered";
 
 const workDir = mkdtempSync(join(tmpdir(), "reelay-latency-"));
 const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
 const config = benchConfig();
-const key = await prepareAccount(nats.url, workDir, config);
+const keys = await prepareAccounts(nats.url, config, 20, "tenant");
 const reelay = await startReelay({ natsUrl: nats.url, config, workDir });
-const recordTo = join(workDir, "records.tsv");
-const side = await connect({ servers: nats.url });
-const sideJs = jetstream(side);
-const rtts: Array<[number, number]> = [];
-let sideOn = true;
-void (async () => {
-  while (sideOn) {
-    const t = performance.now();
-    await sideJs.publish("task-ids").catch(() => undefined);
-    rtts.push([performance.timeOrigin + t, performance.now() - t]);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-})();
-const rates = (process.argv[2] ?? "1000,1000,1000").split(",").map(Number);
-for (const [index, rate] of rates.entries()) {
-  const r = await runOpenLoop("latency", {
+const nc = await connect({ servers: nats.url });
+const jsm = await jetstreamManager(nc);
+try {
+  const seeding = performance.now();
+  await createConcurrently(liveTasks, 64, videoCreator(reelay.baseUrl, keys, { model: LIVE_MODEL, prompt: "a fox", duration: 4 }));
+  console.log(`${liveTasks} live tasks made in ${((performance.now() - seeding) / 1000).toFixed(1)} s`);
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  const from = (await jsm.streams.info("EVENTS")).state.last_seq + 1;
+  const recordTo = join(workDir, "records.tsv");
+  const run = await runOpenLoop("latency", {
     url: `${reelay.baseUrl}/api/compat/videosGenerations`,
     method: "POST",
-    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model: "Bench-parked", prompt: "a fox", duration: 4 }),
+    headers: { "content-type": "application/json" },
+    authorizations: keys.map((key) => `Bearer ${key}`),
+    body: JSON.stringify({ model: MODEL, prompt: "a fox", duration: 4 }),
     rate,
-    seconds: 3,
+    seconds,
     marker: "provider_task_id",
     connections: 256,
     cpu: "1",
     warmPath: "/healthz",
-    ...(index === rates.length - 1 ? { recordTo } : {}),
+    recordTo,
   });
-  console.log(`offered ${rate}/s:`, `p50 ${r.p50Ms.toFixed(1)} p99 ${r.p99Ms.toFixed(1)}`);
+  console.log(`offered ${rate}/s: ${run.ok} ok, ${run.errors} errors, p50 ${run.p50Ms.toFixed(1)} p99 ${run.p99Ms.toFixed(1)} max ${run.maxMs.toFixed(1)} ms`);
+
+  const last = (await jsm.streams.info("EVENTS")).state.last_seq;
+  const consumer = await jetstream(nc).consumers.get("EVENTS", { filter_subjects: [...TASK_LOG_SUBJECTS], deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from });
+  const at = new Map<number, { opened?: number; accepted?: number }>();
+  for await (const msg of await consumer.consume()) {
+    const event = taskMessageBody(msg.json()) as { type: string; meta: { taskId: number; at: string } };
+    const entry = at.get(event.meta.taskId) ?? {};
+    if (event.type === "TaskSubmitted") entry.opened = Date.parse(event.meta.at);
+    if (event.type === "UpstreamAccepted") entry.accepted = Date.parse(event.meta.at);
+    at.set(event.meta.taskId, entry);
+    if (msg.seq >= last) break;
+  }
+  const rows = readFileSync(recordTo, "utf8").trim().split("\n").map((line) => {
+    const [due, latency, body] = line.split("\t");
+    const id = (JSON.parse(body ?? "{}") as { data?: { task_id?: number } }).data?.task_id ?? 0;
+    const times = at.get(id) ?? {};
+    const dueMs = Number(due);
+    const opened = times.opened ?? NaN;
+    const accepted = times.accepted ?? NaN;
+    return { due: dueMs, latency: Number(latency), edge: opened - dueMs, runner: accepted - opened, answer: dueMs + Number(latency) - accepted };
+  });
+  const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.floor(values.length * p)]?.toFixed(1);
+  for (const part of ["edge", "runner", "answer"] as const) {
+    console.log(`${part.padEnd(6)} p50 ${percentile(rows.map((r) => r[part]), 0.5)} p99 ${percentile(rows.map((r) => r[part]), 0.99)} ms`);
+  }
+  const start = Math.min(...rows.map((r) => r.due));
+  console.log("slowest 12 (due offset ms: total = edge + runner + answer):");
+  for (const r of [...rows].sort((a, b) => b.latency - a.latency).slice(0, 12)) {
+    console.log(`${(r.due - start).toFixed(0).padStart(5)}: ${r.latency.toFixed(1)} = ${r.edge.toFixed(1)} + ${r.runner.toFixed(1)} + ${r.answer.toFixed(1)}`);
+  }
+  console.log(`reelay's log: ${reelay.logFile}`);
+} finally {
+  await nc.close();
+  await reelay.proc.stop(5000);
+  await nats.stop();
+  if (process.env.BENCH_KEEP_WORKDIR !== "1") rmSync(workDir, { recursive: true, force: true });
 }
-sideOn = false;
-const nc = await connect({ servers: nats.url });
-const consumer = await jetstream(nc).consumers.get("TASKS", {});
-const last = (await (await jetstreamManager(nc)).streams.info("TASKS")).state.last_seq;
-const at = new Map<number, { submitted?: number; accepted?: number }>();
-for await (const m of await consumer.consume()) {
-  const e = m.json<{ type: string; meta: { taskId: number; at: string } }>();
-  const entry = at.get(e.meta.taskId) ?? {};
-  if (e.type === "TaskSubmitted") entry.submitted = Date.parse(e.meta.at);
-  if (e.type === "UpstreamAccepted") entry.accepted = Date.parse(e.meta.at);
-  at.set(e.meta.taskId, entry);
-  if (m.seq >= last) break;
-}
-const rows = readFileSync(recordTo, "utf8").split("\n").map((line) => {
-  const [due, latency, body] = line.split("\t");
-  const id = (JSON.parse(body ?? "{}") as { data?: { task_id?: number } }).data?.task_id ?? 0;
-  const t = at.get(id) ?? {};
-  const dueMs = Number(due);
-  return { latency: Number(latency), before: (t.submitted ?? NaN) - dueMs, runner: (t.accepted ?? NaN) - (t.submitted ?? NaN), after: dueMs + Number(latency) - (t.accepted ?? NaN), due: dueMs };
-});
-rows.sort((a, b) => b.latency - a.latency);
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * p)]?.toFixed(1);
-console.log("edge before (due→TaskSubmitted) p50/p99", pct(rows.map((r) => r.before), 0.5), pct(rows.map((r) => r.before), 0.99));
-console.log("runner (TaskSubmitted→UpstreamAccepted) p50/p99", pct(rows.map((r) => r.runner), 0.5), pct(rows.map((r) => r.runner), 0.99));
-console.log("edge after (accepted→answer) p50/p99", pct(rows.map((r) => r.after), 0.5), pct(rows.map((r) => r.after), 0.99));
-const t0 = Math.min(...rows.map((r) => r.due));
-console.log("slowest 10 (due offset ms, total, before, runner, after):");
-for (const r of rows.slice(0, 10)) console.log((r.due - t0).toFixed(0), r.latency.toFixed(1), r.before.toFixed(1), r.runner.toFixed(1), r.after.toFixed(1));
-const window = rtts.filter(([at]) => at >= t0 && at <= t0 + 3500);
-window.sort((a, b) => b[1] - a[1]);
-console.log("side publish rtt during the run: p50", [...window].sort((a, b) => a[1] - b[1])[Math.floor(window.length / 2)]?.[1].toFixed(2), "slowest:", window.slice(0, 6).map(([at, rtt]) => `${(at - t0).toFixed(0)}:${rtt.toFixed(1)}`).join(" "));
-await nc.close();
-await reelay.proc.stop(5000);
-await nats.stop();
