@@ -56,6 +56,8 @@ try {
     warmPath: "/healthz",
     recordTo,
   });
+  const rssMb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${reelay.proc.pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+  console.log(`reelay's resident memory after the run: ${rssMb.toFixed(0)} MB`);
   console.log(`offered ${rate}/s: ${run.ok} ok, ${run.errors} errors, p50 ${run.p50Ms.toFixed(1)} p99 ${run.p99Ms.toFixed(1)} max ${run.maxMs.toFixed(1)} ms`);
 
   const last = (await jsm.streams.info("EVENTS")).state.last_seq;
