@@ -39,9 +39,9 @@ describe("webhook outbox order", () => {
     await server?.stop();
   });
 
-  /** Task `taskId` of `account` with a callback URL: opened, accepted, running, succeeded (versions 1–4). */
-  async function taskThatSucceeded(account: string, taskId: number): Promise<TaskEvent[]> {
-    const opening = await openTask(ledger, account, taskId, { callbackUrl });
+  /** Task `taskId` of `account` (with a callback URL unless told): opened, accepted, running, succeeded (versions 1–4). */
+  async function taskThatSucceeded(account: string, taskId: number, options: { withCallback: boolean } = { withCallback: true }): Promise<TaskEvent[]> {
+    const opening = await openTask(ledger, account, taskId, options.withCallback ? { callbackUrl } : {});
     const events: TaskEvent[] = [opening];
     let sequence = 0;
     for (const [index, event] of later.entries()) {
@@ -104,5 +104,18 @@ describe("webhook outbox order", () => {
     for (const event of events) await inOrder.handleEntries([entry("acme", event)]);
     expect(counting.reads()).toBe(0);
     expect((await queuedJobs(13)).map((job) => job.version)).toEqual([1, 3, 4]);
+  });
+
+  it("given a task without a callback URL whose opening passed, then none of its status changes reads its log or queues a job", async () => {
+    const events = await taskThatSucceeded("acme", 14, { withCallback: false });
+    const counting = countingReads();
+    const directory = new TaskDirectory();
+    const outbox = new WebhookOutbox(nats.js, directory, counting.log);
+    for (const event of events) {
+      directory.learn(event);
+      await outbox.handleEntries([entry("acme", event)]);
+    }
+    expect(counting.reads()).toBe(0);
+    expect(await queuedJobs(14)).toEqual([]);
   });
 });

@@ -49,9 +49,12 @@ export class WebhookOutbox {
         if (this.directory.known(taskId)?.callbackUrl !== undefined && this.lastSeen.get(taskId) === version - 1) this.lastSeen.set(taskId, version);
         continue;
       }
+      const known = this.directory.known(taskId);
+      // A task known to have no callback URL has no webhooks: nothing to queue, no gap to fill, nothing to read.
+      if (known !== undefined && known.callbackUrl === undefined) continue;
       const gap = version > 1 && this.lastSeen.get(taskId) !== version - 1;
       let history: readonly TaskEvent[] = [];
-      if (gap || this.directory.known(taskId) === undefined) {
+      if (gap || known === undefined) {
         // One read of the task's log serves both: its owner (a task first met here) and the status changes missed.
         history = (await this.taskLog.read(account, taskId)).events;
         if (history[0]) this.directory.learn(history[0]);
