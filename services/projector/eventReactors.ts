@@ -24,11 +24,12 @@ interface TaskLogReactor {
 }
 
 /**
- * Ledger read models are written every 250 ms (as the task counters are): a busy account's movements then fold
+ * Ledger read models are written every second (as the task counters are): a busy account's movements then fold
  * into one `balances` write, which every edge's mirror also receives. Creates and chat check money on the
- * ledger writer's own fold, not on these.
+ * ledger writer's own fold, not on these (the one reader on a request's path, the gate of free chat models,
+ * asks the ledger before it refuses); operators' listings may show a balance up to a second old.
  */
-const LEDGER_MODEL_LINGER_MS = 250;
+const LEDGER_MODEL_LINGER_MS = 1_000;
 
 /** What one message of EVENTS holds for the reactors: a task's event (openings, later events), ledger events (openings, the ledger's own). */
 interface EventsMessage {

@@ -88,9 +88,9 @@ interface DocChanges {
 /**
  * Counter changes are held this long and written together: at most one write per document per period,
  * however many tasks pass (at 2,000 tasks/s, a write per batch cost two NATS messages per task). Counters
- * are for operators' dashboards, where a quarter of a second does not show.
+ * are for operators' dashboards, where a second does not show.
  */
-export const STATS_WRITE_BEHIND_MS = 250;
+export const STATS_WRITE_BEHIND_MS = 1_000;
 
 /**
  * Keeps `task_stats` from the task log, fed its batches in log order (one of the task read models, read by
