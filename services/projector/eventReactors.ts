@@ -37,7 +37,7 @@ interface EventsMessage {
   money: Array<{ event: LedgerEvent; seq: number }>;
 }
 
-/** Parses a message once for every reactor: `acct.A.money.ledger`, `acct.A.money.task.N` (an opening: both), `acct.A.task.N`. */
+/** Parses a message once for every reactor: `acct.A.money.ledger`, `acct.A.money.task.N` (an opening: both), `acct.A.task.N.state`. */
 function decodeEventsMessage(msg: JsMsg): EventsMessage {
   const raw: unknown = msg.json();
   const account = accountOfSubject(msg.subject);
