@@ -48,8 +48,8 @@ describe("task log layout", () => {
   /** Direct gets on EVENTS made while `read` runs. */
   async function directGetsDuring(read: () => Promise<unknown>): Promise<number> {
     let gets = 0;
-    const subscription = watcher.subscribe(`$JS.API.DIRECT.GET.${STREAMS.events.name}.>`, { callback: () => gets++ });
-    const plain = watcher.subscribe(`$JS.API.DIRECT.GET.${STREAMS.events.name}`, { callback: () => gets++ });
+    const subscription = watcher.subscribe(`$JS.API.DIRECT.GET.${STREAMS.events.name}.>`, { callback: () => void gets++ });
+    const plain = watcher.subscribe(`$JS.API.DIRECT.GET.${STREAMS.events.name}`, { callback: () => void gets++ });
     await watcher.flush();
     await read();
     await nats.nc.flush();
