@@ -105,4 +105,18 @@ describe("webhook outbox order", () => {
     expect(counting.reads()).toBe(0);
     expect((await queuedJobs(13)).map((job) => job.version)).toEqual([1, 3, 4]);
   });
+
+  it("given the events as the reactors get them (no acceptance; the start carries its copy), then no status change reads the task's log", async () => {
+    const opening = await openTask(ledger, "acme", 14, { callbackUrl });
+    const accepted = await taskLog.append("acme", 14, { type: "UpstreamAccepted", data: { providerTaskId: "up-1" } }, 2, 0);
+    const started = await taskLog.append("acme", 14, { type: "GenerationStarted", data: { accepted: { providerTaskId: "up-1" } } }, 3, accepted.sequence);
+    const succeeded = await taskLog.append("acme", 14, later[2]!, 4, started.sequence);
+    const counting = countingReads();
+    const directory = new TaskDirectory();
+    directory.learn(opening);
+    const reactors = new WebhookOutbox(nats.js, directory, counting.log);
+    for (const event of [opening, started.event, succeeded.event]) await reactors.handleEntries([entry("acme", event)]);
+    expect(counting.reads()).toBe(0);
+    expect((await queuedJobs(14)).map((job) => job.version)).toEqual([1, 3, 4]);
+  });
 });
