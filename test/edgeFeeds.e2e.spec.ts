@@ -109,8 +109,9 @@ describe("two edges on one nats-server", () => {
     expect([...ids].sort((a, b) => a - b)).toEqual(ids);
   });
 
-  it("the feed reads openings while an account stream is open, and for a while after the last one closed", async () => {
-    const views = { apply: () => undefined, setFed: () => undefined, peek: () => undefined };
+  it("the feed reads openings while an account stream is open, and for a while after the last one closed, staying current", async () => {
+    const fed: boolean[] = [];
+    const views = { apply: () => undefined, setFed: (current: boolean) => void fed.push(current), peek: () => undefined };
     const hub = new TaskEventHub(app.nats, new TaskLog(app.nats.js, app.nats.jsm), silentLog, views, 300);
     await hub.start();
     try {
@@ -122,6 +123,9 @@ describe("two edges on one nats-server", () => {
       second();
       expect(hub.readsOpenings).toBe(true);
       await expect.poll(() => hub.readsOpenings, { timeout: 3_000, interval: 50 }).toBe(false);
+      // Reopened on purpose, not lost: the edge's views stayed current throughout (and /healthz with them).
+      expect(hub.behindReason()).toBeUndefined();
+      expect(fed.filter((current) => !current)).toEqual([]);
     } finally {
       hub.stop();
     }

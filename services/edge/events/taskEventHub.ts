@@ -156,7 +156,7 @@ export class TaskEventHub {
     if (this.openings) return;
     this.openings = true;
     // Reopened after the last event taken: the openings from there on come, none is skipped.
-    this.feed?.reopen("an account's event stream opened: openings are read too");
+    this.feed?.reopen("an account's event stream opened: openings are read too", true);
   }
 
   private lingerOpenings(): void {
@@ -165,7 +165,7 @@ export class TaskEventHub {
       this.dropOpenings = undefined;
       if (this.stopped || this.byAccount.size > 0 || !this.openings) return;
       this.openings = false;
-      this.feed?.reopen("no account's event stream open: openings are read no more");
+      this.feed?.reopen("no account's event stream open: openings are read no more", true);
     }, this.openingsLingerMs);
     this.dropOpenings.unref();
   }
