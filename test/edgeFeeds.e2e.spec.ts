@@ -94,7 +94,7 @@ describe("two edges on one nats-server", () => {
 
   it("the feed reads openings while an account stream is open, and for a while after the last one closed, staying current", async () => {
     const fed: boolean[] = [];
-    const views = { apply: () => undefined, setFed: (current: boolean) => void fed.push(current), peek: () => undefined };
+    const views = { apply: () => undefined, setFed: (current: boolean) => void fed.push(current), peek: () => undefined, learn: () => undefined };
     const hub = new TaskEventHub(app.nats, new TaskLog(app.nats.js, app.nats.jsm), silentLog, views, 300);
     await hub.start();
     try {

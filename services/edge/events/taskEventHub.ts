@@ -49,7 +49,7 @@ export class TaskEventHub {
      * The edge's task views: fed every event in log order and told whether the feed runs; the hub turns an
      * event into a status change from the view it holds before the event (without reading the task's log).
      */
-    private readonly views: { apply(event: TaskEvent): void; setFed(fed: boolean): void; peek(taskId: number): TaskView | undefined },
+    private readonly views: { apply(event: TaskEvent): void; setFed(fed: boolean): void; peek(taskId: number): TaskView | undefined; learn(view: TaskView): void },
     private readonly openingsLingerMs = OPENINGS_LINGER_MS,
   ) {}
 
@@ -182,8 +182,10 @@ export class TaskEventHub {
   private async process(event: TaskEvent, sequence: number, account: string): Promise<void> {
     const { taskId } = event.meta;
     if (!this.byTask.has(taskId) && this.byAccount.size === 0) return; // nobody follows it
-    const before = await this.viewBefore(event, account);
-    const { change } = applyForStatus(before, event, sequence);
+    const { before, read } = await this.viewBefore(event, account);
+    const { view, change } = applyForStatus(before, event, sequence);
+    // A task the views did not hold (another edge's, followed here): kept from now on, so its next events need no read.
+    if (read && view) this.views.learn(view);
     if (!change) return;
     for (const listener of this.byTask.get(taskId) ?? []) listener(change);
     for (const listener of this.byAccount.get(change.account) ?? []) listener(change);
@@ -198,16 +200,16 @@ export class TaskEventHub {
     else answer({ outcome: "ended" });
   }
 
-  /** The task's view just before `event`: the edge's, or folded from its log. */
-  private async viewBefore(event: TaskEvent, account: string): Promise<TaskView | null> {
-    if (event.type === "TaskSubmitted") return null;
+  /** The task's view just before `event`: the edge's, or folded from its log (`read`). */
+  private async viewBefore(event: TaskEvent, account: string): Promise<{ before: TaskView | null; read: boolean }> {
+    if (event.type === "TaskSubmitted") return { before: null, read: false };
     const known = this.views.peek(event.meta.taskId);
-    if (known && known.version === event.meta.version - 1) return known;
+    if (known && known.version === event.meta.version - 1) return { before: known, read: false };
     let view: TaskView | null = null;
     for (const { event: earlier } of await this.taskLog.history(account, event.meta.taskId)) {
       if (earlier.meta.version < event.meta.version) view = evolveTaskView(view, earlier);
     }
-    return view;
+    return { before: view, read: true };
   }
 }
 

@@ -65,6 +65,14 @@ export class TaskViewReader {
     if (view) this.remember(view, true, true);
   }
 
+  /**
+   * A view folded from the task's log up to the feed's event being taken (the hub, for a task followed here
+   * that memory did not hold): kept, so the feed's next events of the task keep it current.
+   */
+  learn(view: TaskView): void {
+    this.remember(view, true, true);
+  }
+
   /** The create of `taskId` wrote no opening of its own (it failed, or an earlier create's task is the answer). */
   notCreated(taskId: number): void {
     this.reading.delete(taskId);
