@@ -105,14 +105,17 @@ export class TaskLog {
     if (!lasts.some(({ subject }) => subject === opening)) return { events: [], lastSequence: 0 };
     const lastSequence = Math.max(0, ...lasts.filter(({ subject }) => subject !== opening).map(({ sequence }) => sequence));
     let events: Array<{ event: TaskEvent; sequence: number }> = lasts;
-    // Versions are positions in the task's log: the last messages hold all of it unless one is missing below the highest.
-    const highest = Math.max(...lasts.map(({ event }) => event.meta.version));
-    if (highest > lasts.length) {
-      const earlier = await Promise.all(
-        lasts.filter(({ subject }) => subject !== opening).map(({ subject, sequence }) => this.log.readThrough(subject, sequence)),
-      );
-      events = [...lasts.filter(({ subject }) => subject === opening), ...earlier.flat()];
+    // The `state` subject first (the one that holds several events), then any other that still leaves a gap.
+    const state = taskEventsSubject(account, taskId, "state");
+    for (const subjects of [[state], lasts.map(({ subject }) => subject).filter((subject) => subject !== opening && subject !== state)]) {
+      if (isWhole(events)) break;
+      const more = (await Promise.all(lasts.filter(({ subject }) => subjects.includes(subject)).map(({ subject, sequence }) => this.log.readThrough(subject, sequence)))).flat();
+      const reread = new Set(more.map(({ sequence }) => sequence));
+      events = [...events.filter(({ sequence }) => !reread.has(sequence)), ...more];
     }
     return { events: events.map(({ event, sequence }) => ({ event, sequence })).sort((a, b) => a.sequence - b.sequence), lastSequence };
   }
 }
+
+/** Versions are positions in a task's log: events hold all of it when there are as many as the highest version. */
+const isWhole = (events: ReadonlyArray<{ event: TaskEvent }>): boolean => events.length >= Math.max(0, ...events.map(({ event }) => event.meta.version));
