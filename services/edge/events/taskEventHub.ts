@@ -47,7 +47,8 @@ export class TaskEventHub {
     private readonly log: Logger,
     /**
      * The edge's task views: fed every event in log order and told whether the feed runs; the hub turns an
-     * event into a status change from the view it holds before the event (without reading the task's log).
+     * event into a status change from the view it holds before the event (without reading the task's log),
+     * and gives them a view it had to fold from the log (`learn`).
      */
     private readonly views: { apply(event: TaskEvent): void; setFed(fed: boolean): void; peek(taskId: number): TaskView | undefined; learn(view: TaskView): void },
     private readonly openingsLingerMs = OPENINGS_LINGER_MS,
