@@ -128,9 +128,18 @@ export const UpstreamAccepted = z.object({
   }),
   meta: EventMeta,
 });
+/**
+ * The upstream's acceptance again, on the event that directly follows it (the task's move out of pending: it
+ * started, or ended first). The reactors do not read the acceptance (it is on the task's `upstream` subject),
+ * so this is where they learn the upstream's id and channel, and that the event before this one they read is
+ * two versions back (`versionBeforeForReactors`).
+ */
+export const AcceptanceCopy = z.object({ providerTaskId: z.string(), channel: z.string().optional() });
+export type AcceptanceCopy = z.infer<typeof AcceptanceCopy>;
+
 export const GenerationStarted = z.object({
   type: z.literal("GenerationStarted"),
-  data: z.object({}),
+  data: z.object({ accepted: AcceptanceCopy.optional() }),
   meta: EventMeta,
 });
 export const StoredVideo = z.object({
@@ -160,6 +169,7 @@ export const GenerationSucceeded = z.object({
     /** What the upstream reported it used (absent: it reported nothing, and `totalTokens` is the estimate). */
     upstreamTokens: z.number().int().nonnegative().optional(),
     upstreamUsage: UpstreamUsage.optional(),
+    accepted: AcceptanceCopy.optional(),
   }),
   meta: EventMeta,
 });
@@ -172,6 +182,7 @@ export const GenerationFailed = z.object({
     stage: FailureStage,
     /** For operators only (tool output, network errors): never in the task view or any answer. */
     detail: z.string().optional(),
+    accepted: AcceptanceCopy.optional(),
   }),
   meta: EventMeta,
 });
@@ -252,21 +263,42 @@ export type TaskView = z.infer<typeof TaskView>;
  * Task N of account A lives in stream EVENTS under the account's prefix. Its opening (TaskSubmitted with the
  * reservation, written by the edge in one guarded publish: contracts/taskOpening.ts) is on
  * `acct.A.money.task.N`, among the account's money subjects, so the write that starts a task is the write
- * that reserves its money. Every later event is on `acct.A.task.N`, outside the money prefix, so a busy
- * account's running tasks never make its creates retry. Both are literal subjects: a task's read is two
- * indexed direct gets, never a scan.
+ * that reserves its money. Every later event is on `acct.A.task.N.<kind>`, outside the money prefix, so a busy
+ * account's running tasks never make its creates retry; each append is guarded by the last sequence over
+ * `acct.A.task.N.*`, so the task's later events stay one fenced sequence whatever their kind:
+ * - `state`: what the reactors read (status changes, results, deletion);
+ * - `upstream`: the upstream's acceptance, which changes no status and which no reactor reads (its id and
+ *   channel are copied onto the next event: AcceptanceCopy). One delivery less per task.
+ * A task's read is one direct get of the last message of each of its subjects (an index lookup), and a
+ * batch of its `state` subject only when it has more than one message there (services/shared/taskLog.ts).
  */
 export const taskOpeningSubject = (account: string, taskId: number): string => `acct.${account}.money.task.${taskId}`;
-/** Where every later event of task N is (appends fence on this subject's last sequence). */
-export const taskEventsSubject = (account: string, taskId: number): string => `acct.${account}.task.${taskId}`;
+export type LaterEventKind = "state" | "upstream";
+/** Which of a task's later subjects an event goes on. */
+export const laterEventKind = (type: TaskEventType): LaterEventKind => (type === "UpstreamAccepted" ? "upstream" : "state");
+/** Where a later event of task N of that kind is. */
+export const taskEventsSubject = (account: string, taskId: number, kind: LaterEventKind): string => `acct.${account}.task.${taskId}.${kind}`;
+/** Every later event of task N: what its appends are fenced on. */
+export const taskLaterSubjects = (account: string, taskId: number): string => `acct.${account}.task.${taskId}.*`;
 /** Every task's opening: what runners consume. */
 export const TASK_OPENINGS = "acct.*.money.task.*";
-/** Every task's later events. */
-export const TASK_LATER_EVENTS = "acct.*.task.*";
+/** Every task's later events the reactors read. */
+export const TASK_STATE_EVENTS = "acct.*.task.*.state";
+/** Every task's later events, of every kind. */
+export const TASK_LATER_EVENTS = "acct.*.task.*.*";
 /** One account's task log: the openings and later events of its tasks only. */
-export const accountTaskSubjects = (account: string): string[] => [`acct.${account}.money.task.*`, `acct.${account}.task.*`];
+export const accountTaskSubjects = (account: string): string[] => [`acct.${account}.money.task.*`, `acct.${account}.task.*.*`];
 /** The task log: openings and later events of every task (without the ledger's own messages). */
 export const TASK_LOG_SUBJECTS = [TASK_OPENINGS, TASK_LATER_EVENTS] as const;
+/** The part of the task log the reactors read: openings and `state` events. */
+export const TASK_REACTOR_SUBJECTS = [TASK_OPENINGS, TASK_STATE_EVENTS] as const;
+
+/**
+ * The version of the task's event before `event` among those the reactors read: the acceptance between them
+ * is skipped, which the event right after it says by carrying its copy.
+ */
+export const versionBeforeForReactors = (event: TaskEvent): number =>
+  event.meta.version - ("accepted" in event.data && event.data.accepted !== undefined ? 2 : 1);
 
 /** The account a task subject (either kind) belongs to: the token after `acct.`. */
 export function accountOfSubject(subject: string): string {

@@ -13,7 +13,7 @@ import { Kvm } from "@nats-io/kv";
 import { Objm } from "@nats-io/obj";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { MONEY_EVENTS } from "../contracts/ledger.ts";
-import { TASK_LATER_EVENTS, TASK_OPENINGS } from "../contracts/videoTask.ts";
+import { TASK_OPENINGS, TASK_STATE_EVENTS } from "../contracts/videoTask.ts";
 import type { ReelayConfig } from "../contracts/config.ts";
 
 /** Every stream, bucket and durable consumer reelay uses, as data. `ensureJetStreamLayout` makes them exist. */
@@ -21,8 +21,8 @@ export const STREAMS = {
   /**
    * Every account's money and tasks, under `acct.<account>.` (contracts/ledger.ts, contracts/videoTask.ts,
    * contracts/taskOpening.ts): `acct.A.money.task.N` opens task N with its reservation, `acct.A.money.ledger`
-   * holds A's other money movements, `acct.A.task.N` task N's later events. One stream, so a task's opening
-   * can be guarded by the last sequence over the account's money (`acct.A.money.>`).
+   * holds A's other money movements, `acct.A.task.N.state` and `acct.A.task.N.upstream` task N's later events.
+   * One stream, so a task's opening can be guarded by the last sequence over the account's money (`acct.A.money.>`).
    */
   events: { name: "EVENTS", subjects: ["acct.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /**
@@ -255,8 +255,9 @@ function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
         max_deliver: -1,
       },
     },
-    // Openings, the ledger's own messages and later task events: the whole of EVENTS, each delivered once for all.
-    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskLogReactors, options.leaseMs), [MONEY_EVENTS, TASK_LATER_EVENTS]),
+    // Openings, the ledger's own messages and the tasks' `state` events, each delivered once for all: the whole
+    // of EVENTS but the upstream's acceptances, which no reactor needs (contracts/videoTask.ts).
+    filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskLogReactors, options.leaseMs), [MONEY_EVENTS, TASK_STATE_EVENTS]),
     durableConsumer(STREAMS.webhookJobs.name, CONSUMERS.webhooks, options.leaseMs),
   ];
 }
@@ -282,24 +283,32 @@ const EARLIER_STREAMS = ["TASKS", "LEDGER", "WORK"];
  */
 const EARLIER_CONSUMERS = ["projector_balances", "projector_task_charges"];
 
+/**
+ * Filters of durable consumers in layouts before the one in use: a store made with one has its tasks' later
+ * events where this version does not look. Until 2026-11-27 every later event was on `acct.A.task.N`.
+ */
+const EARLIER_FILTERS: ReadonlyArray<{ durable: string; filter: string }> = [{ durable: CONSUMERS.taskLogReactors, filter: "acct.*.task.*" }];
+
 /** An error naming what to do: a store made by an earlier reelay is not read (reelay is pre-1.0, no migration). */
 export class EarlierStoreLayoutError extends Error {}
 
 async function refuseEarlierLayout(jsm: JetStreamManager): Promise<void> {
-  const exists = (lookup: Promise<unknown>) =>
-    lookup.then(
-      () => true,
-      (error: unknown) => {
-        if (isNotFound(error)) return false;
-        throw error;
-      },
-    );
+  /** Whether what `lookup` asks for exists (and, given `holds`, is as an earlier layout made it). */
+  const exists = <T>(lookup: Promise<T>, holds: (found: T) => boolean = () => true) =>
+    lookup.then(holds, (error: unknown) => {
+      if (isNotFound(error)) return false;
+      throw error;
+    });
   const earlier = [
-    ...EARLIER_STREAMS.map((name) => ({ what: `stream ${name}`, lookup: () => jsm.streams.info(name) })),
-    ...EARLIER_CONSUMERS.map((name) => ({ what: `consumer ${STREAMS.events.name}/${name}`, lookup: () => jsm.consumers.info(STREAMS.events.name, name) })),
+    ...EARLIER_STREAMS.map((name) => ({ what: `stream ${name}`, present: () => exists(jsm.streams.info(name)) })),
+    ...EARLIER_CONSUMERS.map((name) => ({ what: `consumer ${STREAMS.events.name}/${name}`, present: () => exists(jsm.consumers.info(STREAMS.events.name, name)) })),
+    ...EARLIER_FILTERS.map(({ durable, filter }) => ({
+      what: `consumer ${STREAMS.events.name}/${durable} reading ${filter}`,
+      present: () => exists(jsm.consumers.info(STREAMS.events.name, durable), ({ config }) => [...(config.filter_subjects ?? []), config.filter_subject].includes(filter)),
+    })),
   ];
-  for (const { what, lookup } of earlier) {
-    if (await exists(lookup())) {
+  for (const { what, present } of earlier) {
+    if (await present()) {
       throw new EarlierStoreLayoutError(
         `this NATS store was made by an earlier reelay (it has ${what}); this version does not read it: ` +
           "start with a new data directory (REELAY_DATA_DIR) or an empty JetStream",

@@ -1,4 +1,4 @@
-import { clientReference, type NewTaskEvent, type TaskEvent, type TaskSubmittedEvent, type VideoJobSpec } from "../contracts/videoTask.ts";
+import { clientReference, type AcceptanceCopy, type NewTaskEvent, type TaskEvent, type TaskSubmittedEvent, type VideoJobSpec } from "../contracts/videoTask.ts";
 import { acceptTaskEvent, applyTaskEvent, INITIAL_SNAPSHOT, taskStateOf, type ProviderReport, type TaskState, type VideoTaskSnapshot } from "./videoTask.ts";
 
 /**
@@ -119,13 +119,30 @@ export function decideTaskSteps(command: TaskCommand, state: TaskDeciderState): 
   const taskId = command.type === "SubmitTask" ? command.taskId : task.status === "unsubmitted" ? 0 : task.task.taskId;
   const steps: DecidedEvent[] = [];
   let after = state;
+  // An accepted task still pending: its next event directly follows the acceptance (nothing else is legal between).
+  let acceptance = task.status === "pending" && task.providerTaskId !== undefined ? { providerTaskId: task.providerTaskId, ...(task.channel === undefined ? {} : { channel: task.channel }) } : undefined;
   for (const event of candidates(command, task)) {
     const snapshot = acceptTaskEvent(after.snapshot, placed(event, taskId, after.version + 1));
     if (!snapshot) continue;
     after = { version: after.version + 1, snapshot };
-    steps.push({ event, after });
+    steps.push({ event: acceptance ? carryingAcceptance(event, acceptance) : event, after });
+    acceptance = undefined;
   }
   return steps;
+}
+
+/** `event` with a copy of the acceptance it directly follows, for the reactors, which do not read the acceptance (contracts/videoTask.ts). */
+function carryingAcceptance(event: NewTaskEvent, accepted: AcceptanceCopy): NewTaskEvent {
+  switch (event.type) {
+    case "GenerationStarted":
+      return { ...event, data: { ...event.data, accepted } };
+    case "GenerationSucceeded":
+      return { ...event, data: { ...event.data, accepted } };
+    case "GenerationFailed":
+      return { ...event, data: { ...event.data, accepted } };
+    default:
+      return event;
+  }
 }
 
 /** The events to append for `command`, in order: those the machine accepts one after the other. */

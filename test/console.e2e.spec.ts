@@ -83,6 +83,13 @@ describe("operator console (Chromium)", () => {
   });
 
   it("writes a screenshot of the dashboard", async () => {
+    // The counters are written behind (up to a second after the task's end): the page loads them once, so open
+    // it once they show the success, as an operator arriving a moment later would see them.
+    const successes = async () => {
+      const response = await fetch(`${app.adminUrl}/stats`, { headers: { authorization: `Bearer ${token}` } });
+      return ((await response.json()) as { tasks?: { success?: number } }).tasks?.success ?? 0;
+    };
+    await expect.poll(successes, { timeout: 10_000 }).toBeGreaterThan(0);
     await page.goto(`${consoleUrl()}#/dashboard`);
     await page.getByTestId("count-success").filter({ hasText: /^[1-9]\d*$/ }).waitFor();
     mkdirSync(OUTPUT_DIR, { recursive: true });

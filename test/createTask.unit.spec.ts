@@ -7,7 +7,6 @@ import { InsufficientBalanceError } from "../services/billing/account.ts";
 import type { OpenOutcome } from "../services/billing/accountLedger.ts";
 import { createVideoTask, type CreateDeps } from "../services/edge/video/createTask.ts";
 import { normalizeVideoRequest } from "../services/edge/video/normalizeRequest.ts";
-import type { TaskViewReader } from "../services/edge/video/taskViewReader.ts";
 import { ServiceUnavailableError } from "../services/shared/errors.ts";
 import { loadConfig } from "../services/shared/config.ts";
 import type { IdempotencyIndex } from "../services/tasks/idempotencyIndex.ts";
@@ -36,7 +35,7 @@ function world(tries: Try[]) {
     jsm: { direct: { getMessage: async (_stream: string, { seq }: { seq: number }) => ({ json: () => written.get(seq) }) } } as unknown as JetStreamManager,
     keys: { find: async () => undefined } as unknown as IdempotencyIndex,
     submissions: { submissionOutcome: async (_taskId, _waitMs, done) => (await done, { outcome: "accepted", providerTaskId: "up-1" }) },
-    views: { get: async () => undefined } as unknown as TaskViewReader,
+    views: { get: async () => undefined, creating: () => undefined, created: () => undefined, notCreated: () => undefined },
     connection: { connected: () => true },
     waitMs: 100,
     maxTaskMs: 60_000,

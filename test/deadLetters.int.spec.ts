@@ -14,7 +14,7 @@ describe("an event no projection can read", () => {
   });
 
   it("is parked on the dead-letter subject with its origin and error, and the projection moves on", async () => {
-    const junk = await app.nats.js.publish("acct.junk.task.987654", JSON.stringify({ type: "TaskTeleported", data: {}, meta: { schema: 9 } }));
+    const junk = await app.nats.js.publish("acct.junk.task.987654.state", JSON.stringify({ type: "TaskTeleported", data: {}, meta: { schema: 9 } }));
     const client = new VideoClient(app.baseUrl, await app.keyFor("after-junk"));
     const created = await client.create({ model: "VideoModel-2.0-mini", prompt: "after the junk", duration: 4 });
     // The task view projection got past the junk: the new task is readable.

@@ -39,4 +39,17 @@ describe("a NATS store made by an earlier reelay", () => {
       await nc.close();
     }
   });
+
+  it("whose reactors read every later task event on acct.A.task.N (before the acceptance had a subject of its own) is refused too", async () => {
+    const nc = await connect({ servers: server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.consumers.delete("EVENTS", "projector_balances");
+      await jsm.consumers.add("EVENTS", { durable_name: "task_log_reactors", filter_subjects: ["acct.*.money.>", "acct.*.task.*"] });
+      const start = connectNats(server.url, "earlier-store-test", { replicas: 1, leaseMs: 5_000 });
+      await expect(start).rejects.toThrow(/made by an earlier reelay \(it has consumer EVENTS\/task_log_reactors reading acct\.\*\.task\.\*\)/);
+    } finally {
+      await nc.close();
+    }
+  });
 });

@@ -3,7 +3,7 @@ import { estimatedProgress } from "../services/edge/openaiVideos/videoObject.ts"
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
 import { EventOutOfOrder } from "../services/shared/projection.ts";
-import { evolveTaskView } from "../services/tasks/taskView.ts";
+import { evolveTaskView, evolveTaskViewForReactors } from "../services/tasks/taskView.ts";
 
 const at = (n: number) => `2030-01-01T00:00:0${n}.000Z`;
 function events(...list: NewTaskEvent[]): TaskEvent[] {
@@ -61,6 +61,27 @@ describe("task view projection", () => {
       { type: "GenerationFailed", data: { reason: "timed out", stage: "timeout" } },
     ).reduce(evolveTaskView, null);
     expect(failed).toMatchObject({ status: "failed", failureReason: "timed out" });
+  });
+});
+
+describe("task view as the reactors fold it (without the upstream's acceptance)", () => {
+  const [opening, , started, succeeded] = lifecycle as [TaskEvent, TaskEvent, TaskEvent, TaskEvent];
+  const startedWithCopy = { ...started, data: { accepted: { providerTaskId: "local-3-x" } } } as TaskEvent;
+
+  it("given the opening, the start carrying the acceptance and the success, then the view is the one the whole log gives", () => {
+    const view = [opening, startedWithCopy, succeeded].reduce(evolveTaskViewForReactors, null);
+    expect(view).toEqual(lifecycle.reduce(evolveTaskView, null));
+  });
+
+  it("when an event after a gap does not follow an acceptance, then it is refused for a later retry", () => {
+    const first = evolveTaskViewForReactors(null, opening);
+    expect(() => evolveTaskViewForReactors(first, started)).toThrow(EventOutOfOrder);
+    expect(() => evolveTaskViewForReactors(evolveTaskViewForReactors(first, startedWithCopy), { ...succeeded, meta: { ...succeeded.meta, version: 5 } } as TaskEvent)).toThrow(EventOutOfOrder);
+  });
+
+  it("when the whole log is folded, then the acceptance's copy changes nothing", () => {
+    const withCopy = [opening, lifecycle[1] as TaskEvent, startedWithCopy, succeeded].reduce(evolveTaskView, null);
+    expect(withCopy).toEqual(lifecycle.reduce(evolveTaskView, null));
   });
 });
 

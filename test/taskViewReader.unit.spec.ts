@@ -115,4 +115,26 @@ describe("the edge's task views, kept by its feed of the task log", () => {
     expect((await reader.get("acme", 13))?.status).toBe("success");
     expect(reads.log).toBe(1);
   });
+
+  it("given a task created on this edge, when the feed brings its acceptance before the write is answered, then it is answered from memory with both", async () => {
+    const { reader, reads } = world();
+    const [opening, accepted] = lifeOf(12) as [TaskEvent, TaskEvent];
+    reader.creating(12);
+    // The feed reads no openings here: only the acceptance comes, before the create's await chain resumes.
+    reader.apply(accepted);
+    reader.created(opening);
+    expect(await reader.get("acme", 12)).toEqual(viewAfter([opening, accepted]));
+    expect(reads).toEqual({ log: 0, bucket: 0 });
+  });
+
+  it("given a create that wrote no opening of its own, then nothing of it stays in memory: the task is read when asked for", async () => {
+    const { reader, log, reads } = world();
+    const life = lifeOf(13);
+    reader.creating(13);
+    reader.notCreated(13);
+    log.set(13, life.slice(0, 2));
+    reader.apply(life[2] as TaskEvent);
+    expect(await reader.get("acme", 13)).toEqual(viewAfter(life.slice(0, 2)));
+    expect(reads.log).toBe(1);
+  });
 });

@@ -19,6 +19,8 @@ const started: NewTaskEvent = { type: "GenerationStarted", data: {} };
 const video = { object: "v.mp4", bytes: 10, contentType: "video/mp4" };
 const succeeded: NewTaskEvent = { type: "GenerationSucceeded", data: { video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 } };
 const failed = (reason: string, stage: "submit" | "generation" | "timeout"): NewTaskEvent => ({ type: "GenerationFailed", data: { reason, stage } });
+/** The event right after the acceptance, as decided: with the acceptance's copy for the reactors (they do not read it). */
+const afterAcceptance = (event: NewTaskEvent): NewTaskEvent => ({ ...event, data: { ...event.data, accepted: { providerTaskId: "up-1" } } }) as NewTaskEvent;
 const success: ProviderReport = { state: "succeeded", video, durationSeconds: 5, resolution: "1280*720", totalTokens: 108_900 };
 
 const submit: TaskCommand = { type: "SubmitTask", taskId: 7, account: "a", job, ignoredFields: [], deadlineAt, clientReference: "reelay-task-7" };
@@ -41,10 +43,12 @@ describe("video task decider: every transition", () => {
   it("a create's first event is that TaskSubmitted", () => expect([firstTaskEvent({ taskId: 7, account: "a", job, ignoredFields: [], deadlineAt })]).toEqual(decideTask(submit, initialTaskState())));
   it("pending + RecordAcceptance → UpstreamAccepted", () => spec.given(PENDING).when(accept("up-1")).then([accepted]));
   it("pending + RecordRejection → GenerationFailed at submit", () => spec.given(PENDING).when(reject).then([failed("nsfw", "submit")]));
-  it("accepted + report running → GenerationStarted", () => spec.given(ACCEPTED).when(report({ state: "running" })).then([started]));
-  it("accepted + a first report of success → GenerationSucceeded alone (never seen running)", () => spec.given(ACCEPTED).when(report(success)).then([succeeded]));
+  it("accepted + report running → GenerationStarted, carrying the acceptance", () => spec.given(ACCEPTED).when(report({ state: "running" })).then([afterAcceptance(started)]));
+  it("accepted + a first report of success → GenerationSucceeded alone (never seen running)", () => spec.given(ACCEPTED).when(report(success)).then([afterAcceptance(succeeded)]));
   it("accepted + report failed → GenerationFailed at generation", () =>
-    spec.given(ACCEPTED).when(report({ state: "failed", reason: "nope" })).then([failed("nope", "generation")]));
+    spec.given(ACCEPTED).when(report({ state: "failed", reason: "nope" })).then([afterAcceptance(failed("nope", "generation"))]));
+  it("accepted past its deadline → GenerationFailed at timeout, carrying the acceptance", () =>
+    spec.given(ACCEPTED).when(clock("2030-01-01T00:15:00Z")).then([afterAcceptance(failed("timed out: not finished within 15 minutes", "timeout"))]));
   it("running + report succeeded → GenerationSucceeded", () => spec.given(RUNNING).when(report(success)).then([succeeded]));
   it("running + report failed → GenerationFailed", () => spec.given(RUNNING).when(report({ state: "failed", reason: "x" })).then([failed("x", "generation")]));
   it("pending past its deadline → GenerationFailed at timeout", () =>
@@ -54,7 +58,7 @@ describe("video task decider: every transition", () => {
   it("running + a report with the upstream's progress → GenerationProgressed", () =>
     spec.given(RUNNING).when(report({ state: "running", progress: 30 })).then([{ type: "GenerationProgressed", data: { progress: 30 } }]));
   it("accepted + a first report with progress → started, then progressed", () =>
-    spec.given(ACCEPTED).when(report({ state: "running", progress: 20 })).then([started, { type: "GenerationProgressed", data: { progress: 20 } }]));
+    spec.given(ACCEPTED).when(report({ state: "running", progress: 20 })).then([afterAcceptance(started), { type: "GenerationProgressed", data: { progress: 20 } }]));
   it("progress of 100 is recorded even within a step of the last", () =>
     spec.given(log(submitted, accepted, started, { type: "GenerationProgressed", data: { progress: 95 } })).when(report({ state: "running", progress: 100 })).then([{ type: "GenerationProgressed", data: { progress: 100 } }]));
   it("success + DeleteVideo → VideoDeleted", () => spec.given(SUCCESS).when(deleteVideo).then([deleted]));
@@ -105,7 +109,7 @@ describe("video task state", () => {
     const state = foldTask(withRefused);
     expect(state.version).toBe(3);
     expect(taskOf(state)).toMatchObject({ status: "pending", providerTaskId: "up-1" });
-    expect(decideTask(report({ state: "running" }), state)).toEqual([started]);
+    expect(decideTask(report({ state: "running" }), state)).toEqual([afterAcceptance(started)]);
   });
 
   it("the state each decided event leads to is what evolving the appended event gives (an appender keeps it)", () => {

@@ -106,8 +106,22 @@ describe("webhook outbox order", () => {
     expect((await queuedJobs(13)).map((job) => job.version)).toEqual([1, 3, 4]);
   });
 
+  it("given the events as the reactors get them (no acceptance; the start carries its copy), then no status change reads the task's log", async () => {
+    const opening = await openTask(ledger, "acme", 14, { callbackUrl });
+    const accepted = await taskLog.append("acme", 14, { type: "UpstreamAccepted", data: { providerTaskId: "up-1" } }, 2, 0);
+    const started = await taskLog.append("acme", 14, { type: "GenerationStarted", data: { accepted: { providerTaskId: "up-1" } } }, 3, accepted.sequence);
+    const succeeded = await taskLog.append("acme", 14, later[2]!, 4, started.sequence);
+    const counting = countingReads();
+    const directory = new TaskDirectory();
+    directory.learn(opening);
+    const reactors = new WebhookOutbox(nats.js, directory, counting.log);
+    for (const event of [opening, started.event, succeeded.event]) await reactors.handleEntries([entry("acme", event)]);
+    expect(counting.reads()).toBe(0);
+    expect((await queuedJobs(14)).map((job) => job.version)).toEqual([1, 3, 4]);
+  });
+
   it("given a task without a callback URL whose opening passed, then none of its status changes reads its log or queues a job", async () => {
-    const events = await taskThatSucceeded("acme", 14, { withCallback: false });
+    const events = await taskThatSucceeded("acme", 15, { withCallback: false });
     const counting = countingReads();
     const directory = new TaskDirectory();
     const outbox = new WebhookOutbox(nats.js, directory, counting.log);
@@ -116,6 +130,6 @@ describe("webhook outbox order", () => {
       await outbox.handleEntries([entry("acme", event)]);
     }
     expect(counting.reads()).toBe(0);
-    expect(await queuedJobs(14)).toEqual([]);
+    expect(await queuedJobs(15)).toEqual([]);
   });
 });

@@ -25,6 +25,6 @@ export function finishedTaskMessages(taskId: number, account: string, accountVer
   };
   return [
     { subject: taskOpeningSubject(account, taskId), body: JSON.stringify(opening), event: submitted },
-    { subject: taskEventsSubject(account, taskId), body: JSON.stringify(succeeded), event: succeeded },
+    { subject: taskEventsSubject(account, taskId, "state"), body: JSON.stringify(succeeded), event: succeeded },
   ];
 }

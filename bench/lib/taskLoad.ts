@@ -2,7 +2,7 @@ import { DeliverPolicy, jetstream } from "@nats-io/jetstream";
 import { Pool } from "undici";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { TASK_LATER_EVENTS } from "../../contracts/videoTask.ts";
+import { TASK_STATE_EVENTS } from "../../contracts/videoTask.ts";
 
 /** Counts of tasks that reached success or failed from now on, read with the bench's own ordered consumer. */
 export interface FinalsWatch {
@@ -14,11 +14,11 @@ export interface FinalsWatch {
 }
 
 /**
- * Watches the later events of every task (`acct.<account>.task.<id>`, where finals are; openings are not
- * delivered) and reads only each event's type: the watch shares the 2 cores with what it measures.
+ * Watches the `state` events of every task (`acct.<account>.task.<id>.state`, where finals are; openings and
+ * acceptances are not delivered) and reads only each event's type: the watch shares the 2 cores with what it measures.
  */
 export async function watchFinals(nc: NatsConnection): Promise<FinalsWatch> {
-  const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, { filter_subjects: TASK_LATER_EVENTS, deliver_policy: DeliverPolicy.New });
+  const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, { filter_subjects: TASK_STATE_EVENTS, deliver_policy: DeliverPolicy.New });
   const feed = await consumer.consume();
   const watch: FinalsWatch = { succeeded: 0, failed: 0, lastFinal: 0, stop: () => feed.stop() };
   void (async () => {

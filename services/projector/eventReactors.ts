@@ -24,11 +24,14 @@ interface TaskLogReactor {
 }
 
 /**
- * Ledger read models are written every 250 ms (as the task counters are): a busy account's movements then fold
- * into one `balances` write, which every edge's mirror also receives. Creates and chat check money on the
- * ledger writer's own fold, not on these.
+ * Ledger read models are written once a second while the log keeps bringing changes, and a quarter of a second
+ * after the last one otherwise (as the task counters are): a busy account's movements then fold into one
+ * `balances` write a second, which every edge's mirror also receives. Creates and chat check money on the
+ * ledger writer's own fold, not on these (the one reader on a request's path, the gate of free chat models,
+ * asks the ledger before it refuses); operators' listings may show a balance up to a second old.
  */
-const LEDGER_MODEL_LINGER_MS = 250;
+const LEDGER_MODEL_LINGER_MS = 1_000;
+const LEDGER_MODEL_QUIET_MS = 250;
 
 /** What one message of EVENTS holds for the reactors: a task's event (openings, later events), ledger events (openings, the ledger's own). */
 interface EventsMessage {
@@ -36,7 +39,7 @@ interface EventsMessage {
   money: Array<{ event: LedgerEvent; seq: number }>;
 }
 
-/** Parses a message once for every reactor: `acct.A.money.ledger`, `acct.A.money.task.N` (an opening: both), `acct.A.task.N`. */
+/** Parses a message once for every reactor: `acct.A.money.ledger`, `acct.A.money.task.N` (an opening: both), `acct.A.task.N.state`. */
 function decodeEventsMessage(msg: JsMsg): EventsMessage {
   const raw: unknown = msg.json();
   const account = accountOfSubject(msg.subject);
@@ -87,6 +90,7 @@ export async function startEventReactors(nats: Nats, ledger: AccountLedger, log:
     },
     log,
     "ledger read models",
+    LEDGER_MODEL_QUIET_MS,
   );
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },

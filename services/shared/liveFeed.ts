@@ -200,11 +200,15 @@ export class OrderedFeed {
     this.lose();
   }
 
-  /** Drops the current consumer and opens a new one after the last message taken (after a reconnect, say). */
-  reopen(why: string): void {
+  /**
+   * Drops the current consumer and opens a new one after the last message taken (after a reconnect, say).
+   * `deliberate`: nothing was lost (the reader changed what `open` asks for), so what the feed fed stays as
+   * current as it was while the new consumer opens (if that fails, the feed is behind as after a loss).
+   */
+  reopen(why: string, deliberate = false): void {
     if (!this.current) return;
     this.options.log.info({ feed: this.options.what, position: this.position, why }, "reopening a feed");
-    this.lose();
+    this.lose(deliberate);
   }
 
   /** Why what this feed fed may be old (undefined: it is current). */
@@ -237,10 +241,10 @@ export class OrderedFeed {
     return messages;
   }
 
-  private lose(): void {
+  private lose(deliberate = false): void {
     const current = this.current;
     this.current = undefined;
-    this.liveness.lost();
+    if (!deliberate) this.liveness.lost();
     if (!current) return;
     clearInterval(current.watchdog);
     current.messages.stop();
@@ -269,6 +273,8 @@ export class OrderedFeed {
       try {
         messages = await this.openPull();
       } catch (error) {
+        // A deliberate reopen kept the feed current so far: no longer.
+        this.liveness.lost();
         this.options.log.warn({ err: error, feed: this.options.what, position: this.position }, "could not reopen a feed; trying again");
         await sleep(pause);
         pause = Math.min(pause * 2, MAX_REOPEN_PAUSE_MS);

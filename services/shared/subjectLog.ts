@@ -89,19 +89,24 @@ export class SubjectLog<Event> {
     const last = await this.jsm.direct.getMessage(this.stream, { last_by_subj: subject });
     if (!last) return { events: [], lastSequence: 0 };
     if (last.seq <= afterSequence) return { events: [], lastSequence: last.seq };
+    return { events: await this.readThrough(subject, last.seq, afterSequence), lastSequence: last.seq };
+  }
+
+  /** The subject's events after `afterSequence` up to `lastSequence` (its last message, known already). */
+  async readThrough(subject: string, lastSequence: number, afterSequence = 0): Promise<SubjectHistory<Event>["events"]> {
     const events: SubjectHistory<Event>["events"] = [];
     let next = afterSequence + 1;
-    while (next <= last.seq) {
+    while (next <= lastSequence) {
       let read = 0;
       for await (const msg of await this.jsm.direct.getBatch(this.stream, { seq: next, next_by_subj: subject, batch: READ_BATCH })) {
-        if (msg.seq > last.seq) break;
+        if (msg.seq > lastSequence) break;
         for (const event of this.codec.decode(msg.json())) events.push({ event, sequence: msg.seq });
         next = msg.seq + 1;
         read++;
       }
       if (read === 0) break;
     }
-    return { events, lastSequence: last.seq };
+    return events;
   }
 
   /** Appends `events` as one message, guarded by the subject's last sequence (guardedPublish). */

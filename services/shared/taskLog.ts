@@ -1,7 +1,7 @@
 import type { JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream";
-import { accountOfSubject, TaskEvent, taskEventsSubject, taskOpeningSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
+import { accountOfSubject, laterEventKind, TaskEvent, taskEventsSubject, taskLaterSubjects, taskOpeningSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { directMessages, SubjectLog, type MessageCodec } from "./subjectLog.ts";
+import { directMessages, guardedPublish, SubjectLog, type MessageCodec } from "./subjectLog.ts";
 import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
 
 /**
@@ -42,23 +42,25 @@ export interface TaskHistory {
 /**
  * Reads and appends one task's events in stream EVENTS. The opening (TaskSubmitted with its reservation,
  * written by the edge through the account's ledger) is on `acct.<account>.money.task.<id>`; every later one
- * is on `acct.<account>.task.<id>`. Both subjects are literal, so a read is two indexed direct gets, never
- * a scan; and a task is only found under its own account.
+ * on `acct.<account>.task.<id>.<kind>` (contracts/videoTask.ts), fenced on the last of them all. A read asks
+ * for the last message of each of the task's subjects at once (the server's subject index: no scan); a task
+ * holds one opening and one acceptance, so only a `state` subject with several events is read further, as a
+ * batch of that one literal subject. A task is only found under its own account.
  */
 export class TaskLog {
   private readonly log: SubjectLog<TaskEvent>;
 
-  constructor(js: JetStreamClient, private readonly jsm: JetStreamManager) {
+  constructor(private readonly js: JetStreamClient, private readonly jsm: JetStreamManager) {
     this.log = new SubjectLog(js, jsm, STREAMS.events.name, taskEventCodec);
   }
 
   /** The task's events with their stream sequences (the ids clients resume event streams from). */
   async history(account: string, taskId: number): Promise<Array<{ event: TaskEvent; sequence: number }>> {
-    return (await this.readBoth(account, taskId)).events;
+    return (await this.readAll(account, taskId)).events;
   }
 
   async read(account: string, taskId: number): Promise<TaskHistory> {
-    const { events, lastSequence } = await this.readBoth(account, taskId);
+    const { events, lastSequence } = await this.readAll(account, taskId);
     return { events: events.map(({ event }) => event), lastSequence };
   }
 
@@ -73,7 +75,12 @@ export class TaskLog {
     // Built from typed parts: no parse needed on the way out (events are parsed where they are read back).
     const full = { ...event, meta: { schema: 1, taskId, version, at: new Date().toISOString() } } as TaskEvent;
     // The event carries the writer's trace (W3C headers): reactors on the log (settlement) continue it.
-    const sequence = await this.log.append(taskEventsSubject(account, taskId), [full], `task-${taskId}-v${version}`, expectedLastSequence, traceHeaders());
+    const sequence = await guardedPublish(this.js, taskEventsSubject(account, taskId, laterEventKind(event.type)), taskEventCodec.encode([full]), {
+      msgID: `task-${taskId}-v${version}`,
+      expectedLastSequence,
+      guard: taskLaterSubjects(account, taskId),
+      headers: traceHeaders(),
+    });
     return { event: full, sequence };
   }
 
@@ -88,11 +95,27 @@ export class TaskLog {
     return undefined;
   }
 
-  private async readBoth(account: string, taskId: number) {
-    const [first, later] = await Promise.all([
-      this.log.read(taskOpeningSubject(account, taskId)),
-      this.log.read(taskEventsSubject(account, taskId)),
-    ]);
-    return { events: [...first.events, ...later.events], lastSequence: later.lastSequence };
+  private async readAll(account: string, taskId: number): Promise<{ events: Array<{ event: TaskEvent; sequence: number }>; lastSequence: number }> {
+    const opening = taskOpeningSubject(account, taskId);
+    const lastOf = () => this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [opening, taskLaterSubjects(account, taskId)] });
+    const lasts: Array<{ subject: string; event: TaskEvent; sequence: number }> = [];
+    for await (const msg of directMessages(lastOf)) {
+      for (const event of taskEventCodec.decode(msg.json())) lasts.push({ subject: msg.subject, event, sequence: msg.seq });
+    }
+    if (!lasts.some(({ subject }) => subject === opening)) return { events: [], lastSequence: 0 };
+    const lastSequence = Math.max(0, ...lasts.filter(({ subject }) => subject !== opening).map(({ sequence }) => sequence));
+    let events: Array<{ event: TaskEvent; sequence: number }> = lasts;
+    // The `state` subject first (the one that holds several events), then any other that still leaves a gap.
+    const state = taskEventsSubject(account, taskId, "state");
+    for (const subjects of [[state], lasts.map(({ subject }) => subject).filter((subject) => subject !== opening && subject !== state)]) {
+      if (isWhole(events)) break;
+      const more = (await Promise.all(lasts.filter(({ subject }) => subjects.includes(subject)).map(({ subject, sequence }) => this.log.readThrough(subject, sequence)))).flat();
+      const reread = new Set(more.map(({ sequence }) => sequence));
+      events = [...events.filter(({ sequence }) => !reread.has(sequence)), ...more];
+    }
+    return { events: events.map(({ event, sequence }) => ({ event, sequence })).sort((a, b) => a.sequence - b.sequence), lastSequence };
   }
 }
+
+/** Versions are positions in a task's log: events hold all of it when there are as many as the highest version. */
+const isWhole = (events: ReadonlyArray<{ event: TaskEvent }>): boolean => events.length >= Math.max(0, ...events.map(({ event }) => event.meta.version));

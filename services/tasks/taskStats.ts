@@ -86,11 +86,12 @@ interface DocChanges {
 }
 
 /**
- * Counter changes are held this long and written together: at most one write per document per period,
- * however many tasks pass (at 2,000 tasks/s, a write per batch cost two NATS messages per task). Counters
- * are for operators' dashboards, where a quarter of a second does not show.
+ * Counter changes are held and written together: at most one write per document per period, however many
+ * tasks pass (at 2,000 tasks/s, a write per batch cost two NATS messages per task), and STATS_QUIET_MS after
+ * the last change when none follows. Counters are for operators' dashboards, where a second does not show.
  */
-export const STATS_WRITE_BEHIND_MS = 250;
+export const STATS_WRITE_BEHIND_MS = 1_000;
+export const STATS_QUIET_MS = 250;
 
 /**
  * Keeps `task_stats` from the task log, fed its batches in log order (one of the task read models, read by
@@ -117,7 +118,7 @@ export class TaskStatsReactor {
     log: Logger,
   ) {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
-    this.behind = new WriteBehind(STATS_WRITE_BEHIND_MS, () => this.takePending(), log, "task counters");
+    this.behind = new WriteBehind(STATS_WRITE_BEHIND_MS, () => this.takePending(), log, "task counters", STATS_QUIET_MS);
   }
 
   /** One batch of the task log, in order (services/projector/eventReactors.ts); `durable` resolves once its changes are written. */

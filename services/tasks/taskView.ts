@@ -1,4 +1,4 @@
-import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
+import { versionBeforeForReactors, type TaskEvent, type TaskView } from "../../contracts/videoTask.ts";
 import { isFinalStatus, statusAfter } from "../../machines/videoTask.ts";
 import { costMicros } from "../billing/pricing.ts";
 import { EventOutOfOrder } from "../shared/projection.ts";
@@ -8,13 +8,23 @@ import { EventOutOfOrder } from "../shared/projection.ts";
  * Folds a task's events into the document GET videosTask reads. Pure and idempotent: an event whose
  * version was already applied changes nothing, so redelivery and replay yield the same document.
  */
-export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskView | null {
+export const evolveTaskView = (view: TaskView | null, event: TaskEvent): TaskView | null => foldOnto(view, event, event.meta.version - 1);
+
+/**
+ * The same fold for the reactors, which read every event but the upstream's acceptance (contracts/videoTask.ts):
+ * the event after it carries its copy, and follows the version before it.
+ */
+export const evolveTaskViewForReactors = (view: TaskView | null, event: TaskEvent): TaskView | null => foldOnto(view, event, versionBeforeForReactors(event));
+
+/** `event` onto `view`, which must be at version `follows` (an earlier version: out of order, to be read again). */
+function foldOnto(view: TaskView | null, event: TaskEvent, follows: number): TaskView | null {
   const applied = view?.version ?? 0;
   if (event.meta.version <= applied) return view;
-  if (event.meta.version !== applied + 1) {
+  if (applied !== follows) {
     throw new EventOutOfOrder(`task ${event.meta.taskId}: got version ${event.meta.version} after ${applied}`);
   }
   const stamp = { version: event.meta.version, updatedAt: event.meta.at };
+  const accepted = "accepted" in event.data && event.data.accepted ? { providerTaskId: event.data.accepted.providerTaskId } : {};
   // The status is the task machine's (machines/videoTask.ts): this fold keeps only what customers read beside it.
   const status = statusAfter(view?.status, event.type) ?? view?.status;
   if (event.type === "TaskSubmitted") {
@@ -38,11 +48,12 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
     case "UpstreamAccepted":
       return { ...view, ...stamp, providerTaskId: event.data.providerTaskId };
     case "GenerationStarted":
-      return { ...view, ...stamp, status: status ?? view.status };
+      return { ...view, ...stamp, ...accepted, status: status ?? view.status };
     case "GenerationSucceeded":
       return {
         ...view,
         ...stamp,
+        ...accepted,
         status: status ?? view.status,
         finishedAt: event.meta.at,
         video: event.data.video,
@@ -52,7 +63,7 @@ export function evolveTaskView(view: TaskView | null, event: TaskEvent): TaskVie
         costMicros: costMicros([{ tokens: event.data.totalTokens, pricePerMillionTokens: view.pricePerMillionTokens }]),
       };
     case "GenerationFailed":
-      return { ...view, ...stamp, status: status ?? view.status, finishedAt: event.meta.at, failureReason: event.data.reason };
+      return { ...view, ...stamp, ...accepted, status: status ?? view.status, finishedAt: event.meta.at, failureReason: event.data.reason };
     case "GenerationProgressed":
       return { ...view, ...stamp, progress: event.data.progress, progressSince: view.progressSince ?? event.meta.at };
     case "VideoDeleted": {

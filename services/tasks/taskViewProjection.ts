@@ -1,8 +1,8 @@
-import { TASK_LOG_SUBJECTS, TaskView, type TaskEvent } from "../../contracts/videoTask.ts";
+import { TASK_REACTOR_SUBJECTS, TaskView, type TaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { Projection } from "../shared/projection.ts";
 import { taskEventCodec } from "../shared/taskLog.ts";
-import { evolveTaskView, isFinalView, taskViewKey } from "./taskView.ts";
+import { evolveTaskViewForReactors, isFinalView, taskViewKey } from "./taskView.ts";
 
 /**
  * The task views in `task_views`: only final ones are written. A running task's view changes a few times in
@@ -12,11 +12,12 @@ import { evolveTaskView, isFinalView, taskViewKey } from "./taskView.ts";
 export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   name: "task views",
   stream: STREAMS.events.name,
-  subjects: TASK_LOG_SUBJECTS,
+  // The reactors' part of the log: the upstream's id comes with the event after its acceptance.
+  subjects: TASK_REACTOR_SUBJECTS,
   decode: taskEventCodec.decode,
   keyOf: (event) => taskViewKey(event.meta.taskId),
   startsDocument: (event) => event.type === "TaskSubmitted",
-  evolve: evolveTaskView,
+  evolve: evolveTaskViewForReactors,
   docSchema: TaskView,
   persists: isFinalView,
 };

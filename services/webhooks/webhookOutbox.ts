@@ -1,6 +1,6 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
 import { LRUCache } from "lru-cache";
-import type { TaskEvent } from "../../contracts/videoTask.ts";
+import { versionBeforeForReactors, type TaskEvent } from "../../contracts/videoTask.ts";
 import type { WebhookJob } from "../../contracts/webhookJob.ts";
 import { DUPLICATE_WINDOW_MS, webhookJobSubject } from "../../infra/jetstreamLayout.ts";
 import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
@@ -43,16 +43,18 @@ export class WebhookOutbox {
     const jobs: WebhookJob[] = [];
     for (const { event, account } of entries) {
       const { taskId, version } = event.meta;
+      // The reactors do not read the acceptance: the event after it says so (contracts/videoTask.ts).
+      const before = versionBeforeForReactors(event);
       const status = statusChangeOf(event);
       if (status === undefined) {
         // No I/O for events that change no status: only the run of versions is kept.
-        if (this.directory.known(taskId)?.callbackUrl !== undefined && this.lastSeen.get(taskId) === version - 1) this.lastSeen.set(taskId, version);
+        if (this.directory.known(taskId)?.callbackUrl !== undefined && this.lastSeen.get(taskId) === before) this.lastSeen.set(taskId, version);
         continue;
       }
       const known = this.directory.known(taskId);
       // A task known to have no callback URL has no webhooks: nothing to queue, no gap to fill, nothing to read.
       if (known !== undefined && known.callbackUrl === undefined) continue;
-      const gap = version > 1 && this.lastSeen.get(taskId) !== version - 1;
+      const gap = before > 0 && this.lastSeen.get(taskId) !== before;
       let history: readonly TaskEvent[] = [];
       if (gap || known === undefined) {
         // One read of the task's log serves both: its owner (a task first met here) and the status changes missed.

@@ -1,5 +1,5 @@
 import { DeliverPolicy } from "@nats-io/jetstream";
-import { accountOfSubject, TASK_LOG_SUBJECTS, TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
+import { accountOfSubject, TASK_LATER_EVENTS, TASK_LOG_SUBJECTS, TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import { feedClient, OrderedFeed } from "../../shared/liveFeed.ts";
 import type { Logger } from "../../shared/log.ts";
@@ -14,9 +14,21 @@ export type StatusListener = (change: StatusChange) => void;
 export type SubmissionOutcome = { outcome: "accepted"; providerTaskId: string } | { outcome: "rejected"; reason: string } | { outcome: "ended" };
 
 /**
- * One subscription per edge to the whole task log (an ordered consumer: nothing stored on the server),
- * turned into status changes once and fanned out in memory to every open event stream of the task or of
- * its account. Ten thousand streams cost ten thousand listeners, not ten thousand NATS consumers.
+ * How long the feed keeps reading every task's opening after the last account event stream on this edge
+ * closed: a client that reconnects, or opens its streams one after another, does not reopen the feed each time.
+ */
+export const OPENINGS_LINGER_MS = 30_000;
+
+/**
+ * One subscription per edge to the task log (an ordered consumer: nothing stored on the server), turned into
+ * status changes once and fanned out in memory to every open event stream of the task or of its account. Ten
+ * thousand streams cost ten thousand listeners, not ten thousand NATS consumers.
+ *
+ * It reads every task's later events, but the openings only while an account's event stream is open here
+ * (and OPENINGS_LINGER_MS after the last one closed): only those show a task's first status, and a task's
+ * opening otherwise reaches this edge's views from the create that wrote it (TaskViewReader.created), or from
+ * the task's log when another edge's task is first asked for. One delivery less per create. Adding or dropping
+ * the openings reopens the feed where it stopped, so nothing is skipped.
  */
 export class TaskEventHub {
   private readonly byTask = new Map<number, Set<StatusListener>>();
@@ -25,6 +37,9 @@ export class TaskEventHub {
   private readonly submissions = new Map<number, (outcome: SubmissionOutcome) => void>();
   private feed: OrderedFeed | undefined;
   private stopped = false;
+  /** Whether the feed reads the openings too (see the class comment). */
+  private openings = false;
+  private dropOpenings: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly nats: Pick<Nats, "js" | "jsm" | "nc">,
@@ -32,9 +47,11 @@ export class TaskEventHub {
     private readonly log: Logger,
     /**
      * The edge's task views: fed every event in log order and told whether the feed runs; the hub turns an
-     * event into a status change from the view it holds before the event (without reading the task's log).
+     * event into a status change from the view it holds before the event (without reading the task's log),
+     * and gives them a view it had to fold from the log (`learn`).
      */
-    private readonly views: { apply(event: TaskEvent): void; setFed(fed: boolean): void; peek(taskId: number): TaskView | undefined },
+    private readonly views: { apply(event: TaskEvent): void; setFed(fed: boolean): void; peek(taskId: number): TaskView | undefined; learn(view: TaskView): void },
+    private readonly openingsLingerMs = OPENINGS_LINGER_MS,
   ) {}
 
   /** Opens the feed at the end of the log; resolves once it runs. */
@@ -48,7 +65,7 @@ export class TaskEventHub {
       from,
       open: (position) =>
         js.consumers.get(STREAMS.events.name, {
-          filter_subjects: [...TASK_LOG_SUBJECTS],
+          filter_subjects: this.openings ? [...TASK_LOG_SUBJECTS] : [TASK_LATER_EVENTS],
           deliver_policy: DeliverPolicy.StartSequence,
           opt_start_seq: position + 1,
         }),
@@ -83,7 +100,13 @@ export class TaskEventHub {
 
   stop(): void {
     this.stopped = true;
+    clearTimeout(this.dropOpenings);
     this.feed?.stop();
+  }
+
+  /** Whether the feed reads the openings now (for tests and metrics). */
+  get readsOpenings(): boolean {
+    return this.openings;
   }
 
   /** One event: to the views, to a create waiting for it, and as a status change to the streams following it (in order). */
@@ -120,7 +143,32 @@ export class TaskEventHub {
   }
 
   subscribeAccount(account: string, listener: StatusListener): () => void {
-    return subscribe(this.byAccount, account, listener);
+    const unsubscribe = subscribe(this.byAccount, account, listener);
+    this.readOpenings();
+    return () => {
+      unsubscribe();
+      if (this.byAccount.size === 0) this.lingerOpenings();
+    };
+  }
+
+  private readOpenings(): void {
+    clearTimeout(this.dropOpenings);
+    this.dropOpenings = undefined;
+    if (this.openings) return;
+    this.openings = true;
+    // Reopened after the last event taken: the openings from there on come, none is skipped.
+    this.feed?.reopen("an account's event stream opened: openings are read too", true);
+  }
+
+  private lingerOpenings(): void {
+    clearTimeout(this.dropOpenings);
+    this.dropOpenings = setTimeout(() => {
+      this.dropOpenings = undefined;
+      if (this.stopped || this.byAccount.size > 0 || !this.openings) return;
+      this.openings = false;
+      this.feed?.reopen("no account's event stream open: openings are read no more", true);
+    }, this.openingsLingerMs);
+    this.dropOpenings.unref();
   }
 
   /** Open streams, for metrics. */
@@ -135,8 +183,10 @@ export class TaskEventHub {
   private async process(event: TaskEvent, sequence: number, account: string): Promise<void> {
     const { taskId } = event.meta;
     if (!this.byTask.has(taskId) && this.byAccount.size === 0) return; // nobody follows it
-    const before = await this.viewBefore(event, account);
-    const { change } = applyForStatus(before, event, sequence);
+    const { before, read } = await this.viewBefore(event, account);
+    const { view, change } = applyForStatus(before, event, sequence);
+    // A task the views did not hold (another edge's, followed here): kept from now on, so its next events need no read.
+    if (read && view) this.views.learn(view);
     if (!change) return;
     for (const listener of this.byTask.get(taskId) ?? []) listener(change);
     for (const listener of this.byAccount.get(change.account) ?? []) listener(change);
@@ -151,16 +201,16 @@ export class TaskEventHub {
     else answer({ outcome: "ended" });
   }
 
-  /** The task's view just before `event`: the edge's, or folded from its log. */
-  private async viewBefore(event: TaskEvent, account: string): Promise<TaskView | null> {
-    if (event.type === "TaskSubmitted") return null;
+  /** The task's view just before `event`: the edge's, or folded from its log (`read`). */
+  private async viewBefore(event: TaskEvent, account: string): Promise<{ before: TaskView | null; read: boolean }> {
+    if (event.type === "TaskSubmitted") return { before: null, read: false };
     const known = this.views.peek(event.meta.taskId);
-    if (known && known.version === event.meta.version - 1) return known;
+    if (known && known.version === event.meta.version - 1) return { before: known, read: false };
     let view: TaskView | null = null;
     for (const { event: earlier } of await this.taskLog.history(account, event.meta.taskId)) {
       if (earlier.meta.version < event.meta.version) view = evolveTaskView(view, earlier);
     }
-    return view;
+    return { before: view, read: true };
   }
 }
 

@@ -27,7 +27,8 @@ export interface CreateDeps {
   keys: IdempotencyIndex;
   /** The edge's feed of the task log, where the upstream's answer to the submit shows up. */
   submissions: { submissionOutcome(taskId: number, waitMs: number, written: Promise<unknown>): Promise<SubmissionOutcome | undefined> };
-  views: TaskViewReader;
+  /** The edge's views: a task made here enters them from its opening, an earlier create's task is read there. */
+  views: Pick<TaskViewReader, "get" | "creating" | "created" | "notCreated">;
   /** Whether the NATS connection is up: while it is down, creates answer 503 at once instead of timing out. */
   connection: { connected(): boolean };
   /** How long a create waits for the upstream to accept (the answer carries its task id). */
@@ -87,7 +88,19 @@ export async function createVideoTask(deps: CreateDeps, account: string, request
   );
   const msgID = keyed ? keyedOpeningMsgId(account, keyed.keyHash) : `open-${taskId}`;
   const amountMicros = costMicros([{ tokens: request.job.estimatedTokens, pricePerMillionTokens: request.job.pricePerMillionTokens }]);
-  const written = open(deps, opening, amountMicros, msgID, keyed);
+  // The feed's events of the task are held for the view until the write is answered (TaskViewReader.created).
+  deps.views.creating(taskId);
+  const written = open(deps, opening, amountMicros, msgID, keyed).then(
+    (opened) => {
+      if (opened.kind === "ours") deps.views.created(opening);
+      else deps.views.notCreated(taskId);
+      return opened;
+    },
+    (error: unknown) => {
+      deps.views.notCreated(taskId);
+      throw error;
+    },
+  );
   // Subscribed before the write: a quick upstream's answer can arrive in the feed before the write's acknowledgement.
   const outcome = deps.submissions.submissionOutcome(
     taskId,

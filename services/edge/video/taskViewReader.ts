@@ -43,7 +43,42 @@ export class TaskViewReader {
     return this.fed ? this.cache.get(taskId) : undefined;
   }
 
-  /** The next event of the task log (every task's, in log order). */
+  /**
+   * A create on this edge is about to write task `taskId`'s opening: the feed's events of the task are held
+   * from now until `created` (the feed may bring the upstream's answer before the write's acknowledgement
+   * resumes the create) or `notCreated`.
+   */
+  creating(taskId: number): void {
+    this.reading.set(taskId, []);
+  }
+
+  /**
+   * The opening a create on this edge wrote (acknowledged): the task's view, with what the feed brought
+   * meanwhile. The feed reads openings only while an account's event stream is open (TaskEventHub), so this
+   * is how a task made here enters memory.
+   */
+  created(opening: TaskEvent): void {
+    const { taskId } = opening.meta;
+    let view = evolveTaskView(null, opening);
+    for (const event of this.reading.get(taskId) ?? []) if (view && event.meta.version === view.version + 1) view = evolveTaskView(view, event);
+    this.reading.delete(taskId);
+    if (view) this.remember(view, true, true);
+  }
+
+  /**
+   * A view folded from the task's log up to the feed's event being taken (the hub, for a task followed here
+   * that memory did not hold): kept, so the feed's next events of the task keep it current.
+   */
+  learn(view: TaskView): void {
+    this.remember(view, true, true);
+  }
+
+  /** The create of `taskId` wrote no opening of its own (it failed, or an earlier create's task is the answer). */
+  notCreated(taskId: number): void {
+    this.reading.delete(taskId);
+  }
+
+  /** The next event of the task log (every task's later events, and openings while the feed reads them, in log order). */
   apply(event: TaskEvent): void {
     const { taskId, version } = event.meta;
     const pending = this.reading.get(taskId);
