@@ -1,6 +1,7 @@
 /**
  * Where a create's latency goes at a fixed offered rate with many tasks already live:
- * `node --import tsx bench/tools/createLatency.ts [live-tasks] [rate] [seconds]` (defaults 10000, 1000, 4).
+ * `node --import tsx bench/tools/createLatency.ts [live-tasks] [rate] [seconds] [instant]` (defaults 10000, 1000, 4;
+ * `instant`: the instant suite's upstream, whose tasks end at their first poll, with a fourth part, acceptance → success).
  * Starts nats-server and `reelay serve` with the video suite's config and 20 accounts, makes `live-tasks`
  * parked tasks first (64 at a time, as the suite's saturated phases leave them), waits 3 s, then offers creates
  * of the parked model on a fixed schedule (`openLoop.ts`) and splits each create's time with its task's events:
@@ -20,6 +21,7 @@ import { runOpenLoop } from "../lib/openLoop.ts";
 import { startReelay } from "../lib/reelayChild.ts";
 import { createConcurrently, videoCreator } from "../lib/taskLoad.ts";
 import { benchConfig } from "../suites/videoPath.ts";
+import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 
 const liveTasks = Number(process.argv[2] ?? 10_000);
 const rate = Number(process.argv[3] ?? 1000);
@@ -27,17 +29,21 @@ const seconds = Number(process.argv[4] ?? 4);
 /** The live tasks park on one provider, the measured creates on another (a provider holds 10,000 at most). */
 const LIVE_MODEL = "Bench-parked";
 const MODEL = "Bench-parked-offered";
+const instant = process.argv[5] === "instant" ? await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 }) : undefined;
+const request = instant
+  ? { model: "VideoModel-2.0-mini", prompt: "a fox", duration: 4, generate_audio: false }
+  : { model: MODEL, prompt: "a fox", duration: 4 };
 
 const workDir = mkdtempSync(join(tmpdir(), "reelay-latency-"));
 const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
-const config = benchConfig();
+const config = instant?.config ?? benchConfig();
 const keys = await prepareAccounts(nats.url, config, 20, "tenant");
-const reelay = await startReelay({ natsUrl: nats.url, config, workDir });
+const reelay = await startReelay({ natsUrl: nats.url, config, workDir, ...(instant ? { env: instant.env } : {}) });
 const nc = await connect({ servers: nats.url });
 const jsm = await jetstreamManager(nc);
 try {
   const seeding = performance.now();
-  await createConcurrently(liveTasks, 64, videoCreator(reelay.baseUrl, keys, { model: LIVE_MODEL, prompt: "a fox", duration: 4 }));
+  await createConcurrently(liveTasks, 64, videoCreator(reelay.baseUrl, keys, instant ? request : { model: LIVE_MODEL, prompt: "a fox", duration: 4 }));
   console.log(`${liveTasks} live tasks made in ${((performance.now() - seeding) / 1000).toFixed(1)} s`);
   await new Promise((resolve) => setTimeout(resolve, 3000));
   const from = (await jsm.streams.info("EVENTS")).state.last_seq + 1;
@@ -47,7 +53,7 @@ try {
     method: "POST",
     headers: { "content-type": "application/json" },
     authorizations: keys.map((key) => `Bearer ${key}`),
-    body: JSON.stringify({ model: MODEL, prompt: "a fox", duration: 4 }),
+    body: JSON.stringify(request),
     rate,
     seconds,
     marker: "provider_task_id",
@@ -62,12 +68,13 @@ try {
 
   const last = (await jsm.streams.info("EVENTS")).state.last_seq;
   const consumer = await jetstream(nc).consumers.get("EVENTS", { filter_subjects: [...TASK_LOG_SUBJECTS], deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: from });
-  const at = new Map<number, { opened?: number; accepted?: number }>();
+  const at = new Map<number, { opened?: number; accepted?: number; ended?: number }>();
   for await (const msg of await consumer.consume()) {
     const event = taskMessageBody(msg.json()) as { type: string; meta: { taskId: number; at: string } };
     const entry = at.get(event.meta.taskId) ?? {};
     if (event.type === "TaskSubmitted") entry.opened = Date.parse(event.meta.at);
     if (event.type === "UpstreamAccepted") entry.accepted = Date.parse(event.meta.at);
+    if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") entry.ended = Date.parse(event.meta.at);
     at.set(event.meta.taskId, entry);
     if (msg.seq >= last) break;
   }
@@ -78,10 +85,10 @@ try {
     const dueMs = Number(due);
     const opened = times.opened ?? NaN;
     const accepted = times.accepted ?? NaN;
-    return { due: dueMs, latency: Number(latency), edge: opened - dueMs, runner: accepted - opened, answer: dueMs + Number(latency) - accepted };
+    return { due: dueMs, latency: Number(latency), edge: opened - dueMs, runner: accepted - opened, answer: dueMs + Number(latency) - accepted, toSuccess: (times.ended ?? NaN) - accepted };
   });
   const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.floor(values.length * p)]?.toFixed(1);
-  for (const part of ["edge", "runner", "answer"] as const) {
+  for (const part of instant ? (["edge", "runner", "answer", "toSuccess"] as const) : (["edge", "runner", "answer"] as const)) {
     console.log(`${part.padEnd(6)} p50 ${percentile(rows.map((r) => r[part]), 0.5)} p99 ${percentile(rows.map((r) => r[part]), 0.99)} ms`);
   }
   const start = Math.min(...rows.map((r) => r.due));
@@ -94,5 +101,6 @@ try {
   await nc.close();
   await reelay.proc.stop(5000);
   await nats.stop();
+  await instant?.upstream.stop();
   if (process.env.BENCH_KEEP_WORKDIR !== "1") rmSync(workDir, { recursive: true, force: true });
 }
