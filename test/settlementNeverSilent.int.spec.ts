@@ -38,12 +38,15 @@ describe("settlement is never silent", () => {
     await server?.stop();
   });
 
+  /** A batch handed to settlement, once its charges are written (they are written behind the batch). */
+  const settled = async (entries: Parameters<Settlement["handleEntries"]>[0]) => (await settlement.handleEntries(entries)).durable;
+
   it("given an opened task, when its success is settled twice (a redelivery), then it is charged once and nothing is reported", async () => {
     await ledger.execute("acme", { type: "credit", amountMicros: 10_000_000, creditId: "acme-1" });
     await openTask(ledger, "acme", 1, { amountMicros: 5_009_400 });
     const before = await problems();
-    await settlement.handleEntries([entry("acme", succeeded(1))]);
-    await settlement.handleEntries([entry("acme", succeeded(1))]);
+    await settled([entry("acme", succeeded(1))]);
+    await settled([entry("acme", succeeded(1))]);
     const account = await ledger.current("acme");
     expect([account.balanceMicros, account.reservedMicros]).toEqual([10_000_000 - 5_009_400, 0]);
     expect(await problems()).toBe(before);
@@ -53,7 +56,7 @@ describe("settlement is never silent", () => {
   it("given a final task that has no opening under its account, then it is an error an operator sees, never a quiet zero", async () => {
     await openTask(ledger, "owner", 2, { amountMicros: 0 });
     const before = await problems();
-    await settlement.handleEntries([entry("someone-else", succeeded(2))]);
+    await settled([entry("someone-else", succeeded(2))]);
     expect(await problems()).toBe(before + 1);
     expect(errors).toEqual([expect.stringMatching(/^settlement: a final task without an opening in its log.*reelay audit/)]);
   });

@@ -73,7 +73,15 @@ export class AccountLedger {
   /** Per account being written: the commands waiting for the message in flight. */
   private readonly waiting = new Map<string, Waiting[]>();
 
-  constructor(private readonly nats: Nats) {
+  /**
+   * `closeLingerMs`: a settlement or release that finds its account idle waits this long for others to join its
+   * group (settlement's ledger, services/projector): each close written is a new last money message that the
+   * account's next create, decided on a fold from before it, loses its guarded write to.
+   */
+  constructor(
+    private readonly nats: Nats,
+    private readonly options: { closeLingerMs?: number } = {},
+  ) {
     this.log = new MoneyLog(nats.js, nats.jsm);
   }
 
@@ -117,7 +125,9 @@ export class AccountLedger {
         return;
       }
       this.waiting.set(account, [waiting]);
-      void this.writeQueued(account);
+      const linger = this.options.closeLingerMs ?? 0;
+      if (linger > 0 && (command.type === "settle" || command.type === "release")) setTimeout(() => void this.writeQueued(account), linger);
+      else void this.writeQueued(account);
     });
   }
 

@@ -1,13 +1,18 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { LRUCache } from "lru-cache";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import { settlementProblems } from "../shared/metrics/metrics.ts";
+import type { WrittenBehind } from "../shared/batchReactor.ts";
 import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
 import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
+
+/** Pauses before settling a task again after a failure (NATS trouble, a write that kept losing races). */
+const RETRY_PAUSES_MS = [100, 200, 400, 800, 1_600, 3_200, 5_000];
 
 /** What settling a task needs that only its opening says. */
 interface Billing {
@@ -31,6 +36,7 @@ type FinalEvent = Extract<TaskEvent, { type: "GenerationSucceeded" | "Generation
  */
 export class Settlement {
   private readonly billing = new LRUCache<number, Billing>({ max: 100_000 });
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly ledger: AccountLedger,
@@ -38,19 +44,43 @@ export class Settlement {
     private readonly log: Logger,
   ) {}
 
-  /** A batch in log order: a task's opening is remembered before its final event; tasks settle in parallel. */
-  async handleEntries(entries: readonly TaskLogEntry[]): Promise<void> {
+  /**
+   * A batch in log order: a task's opening is remembered before its final event; tasks settle in parallel,
+   * behind the batch (the reactors go on with the next one; the batch is acknowledged once its settlements are
+   * written: `durable`). The ledger lingers a little before writing an idle account's closes (services/projector),
+   * which must not hold every other reactor. A settlement that fails is tried again until it is written or the
+   * reactors stop: then the batch stays unacknowledged and is handed over again, where the ledger's decision
+   * makes what was settled already a no-op.
+   */
+  async handleEntries(entries: readonly TaskLogEntry[]): Promise<WrittenBehind> {
     const settling: Array<Promise<void>> = [];
     for (const { event, account, msg, seq } of entries) {
       if (event.type === "TaskSubmitted") this.billing.set(event.meta.taskId, billingOf(event, seq));
       else if (event.type === "GenerationSucceeded" || event.type === "GenerationFailed") {
         const span = { kind: SpanKind.CONSUMER, parent: contextOfMessage(msg), attributes: { "reelay.task_id": event.meta.taskId } };
-        settling.push(inSpan("settle video task", span, () => this.settle(account, event)));
+        settling.push(this.untilSettled(() => inSpan("settle video task", span, () => this.settle(account, event)), account, event.meta.taskId));
       }
     }
-    const failed = (await Promise.allSettled(settling)).find((result) => result.status === "rejected");
-    // The whole batch is handed over again: tasks settled already are no-ops for the ledger.
-    if (failed) throw failed.reason;
+    return { durable: Promise.all(settling).then(() => undefined) };
+  }
+
+  /** Stops trying failed settlements again (their batches are handed over again). */
+  stop(): void {
+    this.stopping.abort();
+  }
+
+  private async untilSettled(settle: () => Promise<void>, account: string, taskId: number): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await settle();
+      } catch (error) {
+        if (this.stopping.signal.aborted) throw error;
+        this.log.warn({ err: error, account, taskId, attempt }, "settlement: could not write the task's charge; trying again");
+        const pause = RETRY_PAUSES_MS[Math.min(attempt, RETRY_PAUSES_MS.length - 1)];
+        await sleep(pause, undefined, { signal: this.stopping.signal }).catch(() => undefined);
+        if (this.stopping.signal.aborted) throw error;
+      }
+    }
   }
 
   private async settle(account: string, event: FinalEvent): Promise<void> {

@@ -80,6 +80,7 @@ export async function startEventReactors(nats: Nats, ledger: AccountLedger, log:
     },
   );
   const stats = new TaskStatsReactor(nats, log.child({ reactor: "task counters" }));
+  const settlement = new Settlement(ledger, taskLog, log.child({ reactor: "settlement" }));
   const balances = new ProjectionRunner(balancesProjection, nats, CONSUMERS.taskLogReactors, nats.balances, log.child({ projection: balancesProjection.name }));
   const charges = new ProjectionRunner(taskChargesProjection, nats, CONSUMERS.taskLogReactors, nats.taskCharges, log.child({ projection: taskChargesProjection.name }));
   const ledgerModels = new WriteBehind(
@@ -95,7 +96,7 @@ export async function startEventReactors(nats: Nats, ledger: AccountLedger, log:
   const reactors: TaskLogReactor[] = [
     { handleEntries: (entries) => views.handleEvents(entries) },
     stats,
-    new Settlement(ledger, taskLog, log.child({ reactor: "settlement" })),
+    settlement,
     new IdempotencyIndexer(new IdempotencyIndex(nats.js, nats.idempotency)),
     new WebhookOutbox(nats.js, directory, taskLog),
   ];
@@ -137,6 +138,7 @@ export async function startEventReactors(nats: Nats, ledger: AccountLedger, log:
     stop: async () => {
       // The counters write what they hold at once, and give up a write that keeps failing instead of holding the stop.
       const writesStopped = Promise.all([stats.stop(), ledgerModels.stop()]);
+      settlement.stop();
       await reactor.stop();
       await writesStopped;
     },
