@@ -9,6 +9,7 @@ import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 import { readTask } from "./helpers/taskReads.ts";
+import { availableOnceSettled } from "./helpers/settledMoney.ts";
 
 /**
  * Seedance through the Ark adapter, end to end: the real edge, runner and ledger against the fake Ark
@@ -152,7 +153,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
   });
 
   it("a generation Ark's moderation blocks fails with a reason the customer can read, and costs nothing", async () => {
-    const before = await available(app, "seedance");
+    const before = await availableOnceSettled(app.ledger, "seedance");
     arkA.generation = { kind: "fail", afterPolls: 2, code: "OutputVideoSensitiveContentDetected.PolicyViolation", message: "The request failed because the output video may be related to copyright restrictions." };
     const { taskId } = await create({ model: "Seedance" });
     const final = await client.waitForFinal(taskId, 15_000, 20);
@@ -164,7 +165,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
   });
 
   it("an expired task fails and is free; so does one cancelled at Ark", async () => {
-    const before = await available(app, "seedance");
+    const before = await availableOnceSettled(app.ledger, "seedance");
     arkA.generation = { kind: "expire", afterPolls: 2 };
     const expired = await create({ model: "Seedance" });
     const expiredFinal = await client.waitForFinal(expired.taskId, 15_000, 20);
@@ -197,7 +198,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
   });
 
   it("input Ark's moderation refuses answers create with 400 and costs nothing", async () => {
-    const before = await available(app, "seedance");
+    const before = await availableOnceSettled(app.ledger, "seedance");
     arkA.scriptCreates("moderation");
     const { status, body } = await create({ model: "Seedance" });
     expect(status).toBe(400);
@@ -295,7 +296,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
 
   it("an upstream down longer than maxTaskMs fails the task with a timeout and releases the money", async () => {
     const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("down", 100));
-    const before = await available(slow, "down");
+    const before = await availableOnceSettled(slow.ledger, "down");
     slowArk.down = true;
     const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
@@ -306,7 +307,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
 
   it("a task Ark never finishes fails at the deadline, free, and is cancelled at Ark while still queued", async () => {
     const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("never", 100));
-    const before = await available(slow, "never");
+    const before = await availableOnceSettled(slow.ledger, "never");
     slowArk.generation = { kind: "never" };
     const { taskId } = await create({ model: "Seedance" }, slowClient);
     const final = await slowClient.waitForFinal(taskId, 15_000, 50);
@@ -325,7 +326,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
 
   it("an expired result address is asked for again; still expired, the task fails free", async () => {
     const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("expired-url", 100));
-    const before = await available(slow, "expired-url");
+    const before = await availableOnceSettled(slow.ledger, "expired-url");
     slowArk.resultLifetimeMs = -1;
     slowArk.generation = { kind: "succeed", afterPolls: 1 };
     const { taskId } = await create({ model: "Seedance" }, slowClient);

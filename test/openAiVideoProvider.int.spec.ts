@@ -6,6 +6,7 @@ import { reelayInProcess } from "./helpers/cliInProcess.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 import { readTask } from "./helpers/taskReads.ts";
+import { availableOnceSettled } from "./helpers/settledMoney.ts";
 
 const KEY_VARIABLE = "REELAY_TEST_OPENAI_VIDEO_KEY";
 const PNG_1X1 =
@@ -79,7 +80,7 @@ describe("openai video provider", () => {
   });
 
   it("a generation the upstream fails (moderation) fails the task with its reason and charges nothing", async () => {
-    const before = await available();
+    const before = await availableOnceSettled(app.ledger, account);
     upstream.generation = { kind: "fail", after: 1, code: "moderation_blocked", message: "Your request was blocked by our moderation system." };
     const created = await create();
     const done = await client.waitForFinal(created.body.data?.task_id as number, 10_000, 20);
@@ -98,7 +99,7 @@ describe("openai video provider", () => {
   });
 
   it("a value the upstream refuses answers 400 with its message, and nothing stays reserved", async () => {
-    const before = await available();
+    const before = await availableOnceSettled(app.ledger, account);
     const created = await create({ duration: 5 });
     expect(created.status).toBe(400);
     expect(created.body.msg).toMatch(/seconds|'5'/);
@@ -106,7 +107,7 @@ describe("openai video provider", () => {
   });
 
   it("content that expired before the copy fails the task, free", async () => {
-    const before = await available();
+    const before = await availableOnceSettled(app.ledger, account);
     upstream.generation = { kind: "succeed", after: 1 };
     upstream.contentLifetimeMs = -1;
     try {
@@ -121,7 +122,7 @@ describe("openai video provider", () => {
   });
 
   it("a key the upstream refuses fails the task as unavailable, free, without leaking the key", async () => {
-    const before = await available();
+    const before = await availableOnceSettled(app.ledger, account);
     process.env[KEY_VARIABLE] = "sk-wrong";
     // The provider reads the key at start: a second app sees the wrong one.
     const other = await startTestApp({
@@ -168,7 +169,7 @@ describe("openai video provider", () => {
 
   // Last: it takes the channel out of rotation for its cool-down.
   it("an upstream whose account has no balance (429 insufficient_quota) fails the task free, and the channel cools down saying so, not 'refused our key'", async () => {
-    const before = await available();
+    const before = await availableOnceSettled(app.ledger, account);
     upstream.scriptCreates("quota");
     const created = await create();
     const done = created.status === 200 ? await client.waitForFinal(created.body.data?.task_id as number, 10_000, 20) : created;

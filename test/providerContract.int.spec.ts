@@ -3,6 +3,7 @@ import { readTask } from "./helpers/taskReads.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
+import { availableOnceSettled } from "./helpers/settledMoney.ts";
 
 /**
  * The provider contract: what every adapter must do under the runner, checked through the public API
@@ -66,7 +67,7 @@ describe("provider contract (scripted vendor)", () => {
   });
 
   it("a failed generation fails the task with the vendor's reason and costs nothing", async () => {
-    const before = await available(app, "contract");
+    const before = await availableOnceSettled(app.ledger, "contract");
     vendor.generation = { kind: "fail", after: 2, reason: "the video could not be generated" };
     const { taskId } = await create();
     const final = await client.waitForFinal(taskId, 10_000, 20);
@@ -76,7 +77,7 @@ describe("provider contract (scripted vendor)", () => {
   });
 
   it("a rejection at submit answers create with 400 and the reason, and costs nothing", async () => {
-    const before = await available(app, "contract");
+    const before = await availableOnceSettled(app.ledger, "contract");
     vendor.scriptSubmits("reject");
     const { status, body } = await create();
     expect(status).toBe(400);
@@ -115,7 +116,7 @@ describe("provider contract (scripted vendor)", () => {
 
   it("an upstream that never finishes: past the deadline the task fails, the upstream task is cancelled, the money is released", async () => {
     const slowClient = new VideoClient(slow.baseUrl, await slow.keyFor("slow", 100));
-    const before = await available(slow, "slow");
+    const before = await availableOnceSettled(slow.ledger, "slow");
     slowVendor.generation = { kind: "never" };
     const { taskId } = await create(slowClient);
     const final = await slowClient.waitForFinal(taskId, 10_000, 50);
