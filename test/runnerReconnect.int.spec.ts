@@ -11,6 +11,7 @@ import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats } from "../services/shared/nats.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { silentLog, testConfig } from "./helpers/testApp.ts";
+import { readTask } from "./helpers/taskReads.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 
 /**
@@ -53,7 +54,15 @@ describe("a nats-server restart under a live runner", () => {
     await server.stop();
     server = await startNatsServer({ storeDir: join(dir, "store"), say: () => {}, port });
 
-    const finals = await Promise.all(ids.map((id) => client.waitForFinal(id, 30_000, 100)));
+    // A task not final in time says what its log holds: an edge's view behind its log, or a task that stopped there.
+    const finalOrTold = async (id: number) =>
+      client.waitForFinal(id, 30_000, 100).catch(async (error: unknown) => {
+        const { events } = await readTask(nats, id);
+        const accepted = events.find((event) => event.type === "UpstreamAccepted");
+        const asked = accepted?.type === "UpstreamAccepted" ? (vendor.statusCalls.get(accepted.data.providerTaskId) ?? 0) : 0;
+        throw new Error(`${String(error)}; its log: ${events.map((event) => event.type).join(", ")}; the vendor was asked its status ${asked} times`);
+      });
+    const finals = await Promise.all(ids.map(finalOrTold));
     expect(finals.map((final) => final.body.data?.status)).toEqual(ids.map(() => "success"));
     expect(vendor.submits).toHaveLength(ids.length);
     // One actor per task polls it: status calls up to the generation's length, plus a few around the outage.
