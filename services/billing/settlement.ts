@@ -4,15 +4,13 @@ import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import { settlementProblems } from "../shared/metrics/metrics.ts";
+import { retryPauseMs } from "../shared/retryPause.ts";
 import type { WrittenBehind } from "../shared/batchReactor.ts";
 import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
 import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
 import { inSpan, SpanKind } from "../shared/tracing/tracing.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import { costMicros } from "./pricing.ts";
-
-/** Pauses before settling a task again after a failure (NATS trouble, a write that kept losing races). */
-const RETRY_PAUSES_MS = [100, 200, 400, 800, 1_600, 3_200, 5_000];
 
 /** What settling a task needs that only its opening says. */
 interface Billing {
@@ -76,8 +74,7 @@ export class Settlement {
       } catch (error) {
         if (this.stopping.signal.aborted) throw error;
         this.log.warn({ err: error, account, taskId, attempt }, "settlement: could not write the task's charge; trying again");
-        const pause = RETRY_PAUSES_MS[Math.min(attempt, RETRY_PAUSES_MS.length - 1)];
-        await sleep(pause, undefined, { signal: this.stopping.signal }).catch(() => undefined);
+        await sleep(retryPauseMs(attempt), undefined, { signal: this.stopping.signal }).catch(() => undefined);
         if (this.stopping.signal.aborted) throw error;
       }
     }

@@ -3,6 +3,7 @@ import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
 import { feedClient, LIVE_PULL, watchDurablePull } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 import type { Nats } from "./nats.ts";
+import { retryPauseMs } from "./retryPause.ts";
 
 /** Messages handed to one call of `handle` at most. */
 const MAX_BATCH = 512;
@@ -12,8 +13,6 @@ const MAX_BATCH = 512;
  * a crash before it only hands the last few batches over again.
  */
 const ACK_EVERY_MS = 20;
-/** The longest pause between two attempts at a batch that keeps failing. */
-const MAX_RETRY_PAUSE_MS = 5_000;
 
 export interface BatchReactorOptions {
   stream: string;
@@ -147,7 +146,7 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
           options.log.warn({ err: error, attempt, firstSeq: batch[0]?.seq, messages: batch.length }, `${options.what}: batch failed; trying it again`);
           // Stopping leaves the batch unacknowledged: it is delivered again, here or to another process.
           if (stopping.signal.aborted) return;
-          await sleep(Math.min(MAX_RETRY_PAUSE_MS, 100 * 2 ** attempt), undefined, { signal: stopping.signal }).catch(() => undefined);
+          await sleep(retryPauseMs(attempt), undefined, { signal: stopping.signal }).catch(() => undefined);
           if (stopping.signal.aborted) return;
         }
       }

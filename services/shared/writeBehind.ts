@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "./log.ts";
+import { retryPauseMs } from "./retryPause.ts";
 
 /** While stopping, a write that keeps failing is given up after this many attempts (not acknowledged: handled again elsewhere). */
 const ATTEMPTS_WHILE_STOPPING = 3;
@@ -72,7 +73,7 @@ export class WriteBehind {
       } catch (error) {
         if (this.stopping && attempt >= ATTEMPTS_WHILE_STOPPING) throw error;
         this.log.warn({ err: error, attempt }, `${this.what} not written; trying again`);
-        await sleep(Math.min(5_000, 100 * 2 ** attempt));
+        await sleep(retryPauseMs(attempt));
       }
     }
   }
