@@ -53,6 +53,20 @@ describe("settlement is never silent", () => {
     expect(errors).toEqual([]);
   });
 
+  it("given a ledger write that fails once (NATS trouble), then the settlement is tried again and the task is charged once, its batch kept only then", async () => {
+    await ledger.execute("retried", { type: "credit", amountMicros: 10_000_000, creditId: "retried-1" });
+    await openTask(ledger, "retried", 3, { amountMicros: 5_009_400, msgID: "open-retried-3" });
+    let failures = 1;
+    const flaky = Object.assign(Object.create(ledger) as AccountLedger, {
+      close: (...args: Parameters<AccountLedger["close"]>) => (failures-- > 0 ? Promise.reject(new Error("request timed out")) : ledger.close(...args)),
+    });
+    const retrying = new Settlement(flaky, new TaskLog(nats.js, nats.jsm), silentLog);
+    await (await retrying.handleEntries([entry("retried", succeeded(3))])).durable;
+    expect(failures).toBe(-1);
+    const account = await ledger.current("retried");
+    expect([account.balanceMicros, account.reservedMicros]).toEqual([10_000_000 - 5_009_400, 0]);
+  });
+
   it("given a final task that has no opening under its account, then it is an error an operator sees, never a quiet zero", async () => {
     await openTask(ledger, "owner", 2, { amountMicros: 0 });
     const before = await problems();
