@@ -112,6 +112,8 @@ describe("two live runners through a nats-server restart", () => {
     expect([...renders.renders.entries()].filter(([, count]) => count > 1)).toEqual([]);
     expect([...renders.askedBy.entries()].filter(([, runners]) => runners.size > 1).map(([taskId]) => taskId)).toEqual([]);
     await expect.poll(async () => (await auditCharges(front)).finalTasks, { timeout: 20_000 }).toBe(TASKS);
+    // Settlement is written behind a task's end (grouped per account for 100 ms): the audit judges once none is open.
+    await expect.poll(async () => (await ledger.current("acme")).reservedMicros, { timeout: 20_000 }).toBe(0);
     expect((await auditCharges(front)).problems).toEqual([]);
     await expect.poll(async () => (await ledger.current("acme")).balanceMicros, { timeout: 20_000 }).toBe(CREDIT_MICROS - TASKS * MINI_4S_MICROS);
   }, 420_000);
