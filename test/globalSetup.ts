@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, rmSync, statfsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ensureBuild } from "../scripts/build.mjs";
@@ -27,8 +27,29 @@ export default async function setup(): Promise<() => void> {
   // under one folder, removed at the end: tests killed mid-way, and helpers without a stop, left them behind.
   // (Each vitest project runs this set-up: the first one makes the folder.)
   if (process.env.REELAY_TEST_TMPDIR) return () => undefined;
-  const runDir = mkdtempSync(join(tmpdir(), "reelay-test-run-"));
+  const runDir = mkdtempSync(join(temporaryBase(), "reelay-test-run-"));
   process.env.REELAY_TEST_TMPDIR = runDir;
   process.env.TMPDIR = runDir;
   return () => rmSync(runDir, { recursive: true, force: true });
+}
+
+const RAM_DISK = "/dev/shm";
+/** A run's stores, renders and profiles peak far under this (about 20 MB measured at once). */
+const RAM_DISK_ROOM = 2 * 1024 ** 3;
+
+/**
+ * Where the run's folder goes: a TMPDIR set by the caller; else the RAM disk when there is one with room, where
+ * the 110-odd nats-servers the run starts create and delete their stores' files at half the CPU they took on
+ * ext4 (13 s against 27 s, most of it the kernel's inode and block bookkeeping); else the system's temporary folder.
+ */
+function temporaryBase(): string {
+  if (process.env.TMPDIR) return tmpdir();
+  try {
+    accessSync(RAM_DISK, constants.W_OK);
+    const { bavail, bsize } = statfsSync(RAM_DISK);
+    if (bavail * bsize >= RAM_DISK_ROOM) return RAM_DISK;
+  } catch {
+    // No RAM disk here (not Linux, or not mounted): the system's temporary folder.
+  }
+  return tmpdir();
 }
