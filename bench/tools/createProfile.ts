@@ -43,4 +43,6 @@ const files = (profiling ? readdirSync(profileDir) : [])
   .map((name) => join(profileDir, name))
   .sort((a, b) => statSync(b).size - statSync(a).size);
 for (const file of files) process.stdout.write(`\n=== ${file.split("/").at(-1)}\n${summarizeProfile(file, 25)}`);
-rmSync(workDir, { recursive: true, force: true });
+// BENCH_KEEP_WORKDIR=1 keeps the profiles (and the store) for a closer look, as the bench suites do.
+if (process.env.BENCH_KEEP_WORKDIR === "1") process.stdout.write(`\nkept: ${workDir}\n`);
+else rmSync(workDir, { recursive: true, force: true });
