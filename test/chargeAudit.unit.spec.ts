@@ -16,23 +16,26 @@ const released = (taskId: number): LedgerEvent => ({ type: "ReservationReleased"
 // sampleJob: 46 yuan per million tokens; 108,900 tokens cost 5.009400 yuan.
 const PRICE_OF_SUCCESS = 5_009_400;
 
-/** given these task and money events in log order, then these problems. */
-function audit(steps: Array<TaskEvent | LedgerEvent>) {
-  const charges = new ChargeAudit();
-  for (const step of steps) {
-    if ("taskId" in step.meta) charges.addTaskEvent("acme", step as TaskEvent);
+/**
+ * given these task and money events in log order (the first at sequence 1), audited through `endedThrough`,
+ * then these problems.
+ */
+function audit(steps: Array<TaskEvent | LedgerEvent>, endedThrough?: number) {
+  const charges = new ChargeAudit(endedThrough);
+  steps.forEach((step, index) => {
+    if ("taskId" in step.meta) charges.addTaskEvent("acme", step as TaskEvent, index + 1);
     else charges.addLedgerEvent(step as LedgerEvent);
-  }
+  });
   return charges.result();
 }
 
 describe("reelay audit charges: every success charged exactly once, every failure free", () => {
   it("given a success settled at its price and a failure released, then no problem", () => {
-    expect(audit([opened(1), opened(2), succeeded(1), failed(2), settled(1, PRICE_OF_SUCCESS), released(2)])).toEqual({ finalTasks: 2, problems: [] });
+    expect(audit([opened(1), opened(2), succeeded(1), failed(2), settled(1, PRICE_OF_SUCCESS), released(2)])).toEqual({ finalTasks: 2, problems: [], settling: 0 });
   });
 
   it("given a task still running with its reservation open, then it is not checked", () => {
-    expect(audit([opened(1)])).toEqual({ finalTasks: 0, problems: [] });
+    expect(audit([opened(1)])).toEqual({ finalTasks: 0, problems: [], settling: 0 });
   });
 
   it("given a success never settled (a task that ran free), then it is named", () => {
@@ -58,6 +61,15 @@ describe("reelay audit charges: every success charged exactly once, every failur
       [3, "succeeded but was not charged"],
       [4, `charged ${PRICE_OF_SUCCESS + 1} µ¥ for 108900 tokens, which cost ${PRICE_OF_SUCCESS} µ¥`],
     ]);
+  });
+
+  it("given tasks that ended past the audit's point (a live system), then they are settling, not problems, settled yet or not", () => {
+    // Sequences: 1-3 opened, 4 success of 1, 5 success of 2, 6 its settlement, 7 failure of 3; audited through 4.
+    expect(audit([opened(1), opened(2), opened(3), succeeded(1), succeeded(2), settled(2, PRICE_OF_SUCCESS), failed(3)], 4)).toEqual({
+      finalTasks: 1,
+      problems: [{ taskId: 1, account: "acme", problem: "succeeded but its reservation was never closed" }],
+      settling: 2,
+    });
   });
 
   it("given a closing of a task the log never opened, or of one still running, then it is named", () => {

@@ -2,6 +2,13 @@ import type { LedgerEvent } from "../../contracts/ledger.ts";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { costMicros } from "./pricing.ts";
 
+export interface ChargeAuditResult {
+  finalTasks: number;
+  problems: ChargeProblem[];
+  /** Tasks that ended past the audit's point (see ChargeAudit's constructor): not checked. */
+  settling: number;
+}
+
 /** A task whose money is not what its outcome says it must be. */
 export interface ChargeProblem {
   taskId: number;
@@ -13,6 +20,8 @@ interface TaskMoney {
   account: string;
   pricePerMillionTokens: number;
   outcome?: { succeeded: true; totalTokens: number } | { succeeded: false };
+  /** It ended after the point the audit checks through: its settlement may still be on its way. */
+  endedLate?: true;
   closings: Array<Extract<LedgerEvent, { type: "ReservationSettled" | "ReservationReleased" }>>;
 }
 
@@ -28,7 +37,16 @@ export class ChargeAudit {
   /** Closings of tasks the log has no opening for (none can be written by reelay: each is a problem). */
   private readonly orphans: ChargeProblem[] = [];
 
-  addTaskEvent(account: string, event: TaskEvent): void {
+  /**
+   * @param endedThrough the last log sequence whose task endings must be settled by now: the point the projector
+   *   had acknowledged (it acknowledges an ending only once its settlement is written). A task that ended later,
+   *   on a live system while the audit read the log, is counted as settling and not checked: its settlement is
+   *   written up to 100 ms after its end. Unbounded by default (a log no one writes to any more).
+   */
+  constructor(private readonly endedThrough = Number.POSITIVE_INFINITY) {}
+
+  /** `sequence`: the event's position in the log. */
+  addTaskEvent(account: string, event: TaskEvent, sequence = 0): void {
     const taskId = event.meta.taskId;
     if (event.type === "TaskSubmitted") {
       this.tasks.set(taskId, { account, pricePerMillionTokens: event.data.job.pricePerMillionTokens, closings: [] });
@@ -38,6 +56,8 @@ export class ChargeAudit {
     if (!task) return;
     if (event.type === "GenerationSucceeded") task.outcome = { succeeded: true, totalTokens: event.data.totalTokens };
     else if (event.type === "GenerationFailed") task.outcome = { succeeded: false };
+    else return;
+    if (sequence > this.endedThrough) task.endedLate = true;
   }
 
   addLedgerEvent(event: LedgerEvent): void {
@@ -47,16 +67,21 @@ export class ChargeAudit {
     else this.orphans.push({ taskId: event.data.taskId, account: event.meta.account, problem: `${event.type} of a task that has no opening` });
   }
 
-  /** Final tasks checked so far, and what is wrong. */
-  result(): { finalTasks: number; problems: ChargeProblem[] } {
+  /** Final tasks checked so far, what is wrong, and how many tasks ended too recently to be checked. */
+  result(): ChargeAuditResult {
     const problems = [...this.orphans];
     let finalTasks = 0;
+    let settling = 0;
     for (const [taskId, task] of this.tasks) {
+      if (task.endedLate) {
+        settling += 1;
+        continue;
+      }
       const problem = problemOf(task);
       if (task.outcome) finalTasks += 1;
       if (problem) problems.push({ taskId, account: task.account, problem });
     }
-    return { finalTasks, problems };
+    return { finalTasks, problems, settling };
   }
 }
 

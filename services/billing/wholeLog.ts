@@ -1,7 +1,7 @@
 import { ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
 import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
-import { ChargeAudit, type ChargeProblem } from "./chargeAudit.ts";
+import { ChargeAudit, type ChargeAuditResult } from "./chargeAudit.ts";
 import type { Nats } from "../shared/nats.ts";
 import { taskMessageBody } from "../shared/taskLog.ts";
 import { readWholeStream } from "../shared/projectionReplay.ts";
@@ -19,20 +19,23 @@ function decoded<Event>(decode: () => Event[]): Event[] {
  * Every task event and every money event of the log as it stands, in order (an opening is both: its task event
  * first), for audits that fold the whole history.
  */
-export async function readWholeLog(nats: Nats, take: { task(account: string, event: TaskEvent): void; money(event: LedgerEvent): void }): Promise<void> {
+export async function readWholeLog(nats: Nats, take: { task(account: string, event: TaskEvent, sequence: number): void; money(event: LedgerEvent): void }): Promise<void> {
   await readWholeStream(nats.js, nats.jsm, STREAMS.events.name, STREAMS.events.subjects, (msg) => {
     const raw: unknown = msg.json();
     const money = msg.subject.includes(".money.");
     if (!money || msg.subject.includes(".money.task.")) {
-      for (const event of decoded(() => [TaskEvent.parse(taskMessageBody(raw))])) take.task(accountOfSubject(msg.subject), event);
+      for (const event of decoded(() => [TaskEvent.parse(taskMessageBody(raw))])) take.task(accountOfSubject(msg.subject), event, msg.seq);
     }
     if (money) for (const event of decoded(() => ledgerEventsOf(raw))) take.money(event);
   });
 }
 
-/** "Every success charged exactly once, every failure free", folded over the whole log (`reelay audit charges`). */
-export async function auditCharges(nats: Nats): Promise<{ finalTasks: number; problems: ChargeProblem[] }> {
-  const audit = new ChargeAudit();
-  await readWholeLog(nats, { task: (account, event) => audit.addTaskEvent(account, event), money: (event) => audit.addLedgerEvent(event) });
+/**
+ * "Every success charged exactly once, every failure free", folded over the whole log (`reelay audit charges`);
+ * `endedThrough`: see ChargeAudit (tasks ending later are counted as settling).
+ */
+export async function auditCharges(nats: Nats, endedThrough?: number): Promise<ChargeAuditResult> {
+  const audit = new ChargeAudit(endedThrough);
+  await readWholeLog(nats, { task: (account, event, sequence) => audit.addTaskEvent(account, event, sequence), money: (event) => audit.addLedgerEvent(event) });
   return audit.result();
 }
