@@ -1,0 +1,59 @@
+/**
+ * What an account's history costs each of its creates: `node --import tsx bench/tools/guardGrowth.ts [histories…]`
+ * (default 0 2000 20000 100000). A create is one publish of the task's opening on its own subject
+ * (`acct.A.money.task.N`) guarded by the last sequence over the account's money subjects (`acct.A.money.>`).
+ * nats-server finds that sequence by walking every subject under the filter in its subject tree, and every
+ * task an account ever opened leaves one there. For each history size this fills a fresh stream with that many
+ * openings of one account, then runs one chain of guarded publishes for 1.5 s in reelay's shape (a new task
+ * subject each time, the guard over `money.>`) and, as the reference, guarded by one subject's last sequence.
+ * Starts its own nats-server (pin it: `taskset -c 0,1`).
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { connect } from "@nats-io/transport-node";
+import { startNatsServer } from "../../infra/natsServer.ts";
+
+const histories = process.argv.length > 2 ? process.argv.slice(2).map(Number) : [0, 2_000, 20_000, 100_000];
+const STREAM = "GUARD_GROWTH";
+const ROUND_MS = 1_500;
+/** About an opening's size (bench/lib/benchAccounts.ts openingBytes). */
+const payload = new Uint8Array(670);
+
+const workDir = mkdtempSync(join(tmpdir(), "reelay-guard-growth-"));
+const server = await startNatsServer({ storeDir: join(workDir, "store"), say: () => {} });
+const nc = await connect({ servers: server.url, name: "guard-growth" });
+const jsm = await jetstreamManager(nc);
+const js = jetstream(nc);
+
+/** Guarded publishes per second of one chain: each expects the sequence the previous one got over `filter`. */
+async function chainRate(filter: string, subjectOf: (n: number) => string, startAfter: number): Promise<number> {
+  let last = startAfter;
+  let n = 0;
+  const started = performance.now();
+  while (performance.now() - started < ROUND_MS) {
+    const ack = await js.publish(subjectOf(n++), payload, { expect: { lastSubjectSequence: last, lastSubjectSequenceSubject: filter } });
+    last = ack.seq;
+  }
+  return n / ((performance.now() - started) / 1000);
+}
+
+process.stdout.write("earlier openings  guarded over acct.A.money.> (reelay)  guarded over one subject  ratio\n");
+for (const history of histories) {
+  await jsm.streams.add({ name: STREAM, subjects: ["acct.>"] });
+  const pending: Array<Promise<unknown>> = [];
+  for (let task = 0; task < history; task++) {
+    pending.push(js.publish(`acct.a.money.task.${task}`, payload));
+    if (pending.length >= 2_000) await Promise.all(pending.splice(0));
+  }
+  await Promise.all(pending);
+  const filled = (await jsm.streams.info(STREAM)).state.last_seq;
+  const wildcard = await chainRate("acct.a.money.>", (n) => `acct.a.money.task.${history + n}`, filled);
+  const single = await chainRate("acct.b.money.ledger", () => "acct.b.money.ledger", 0);
+  process.stdout.write(`${String(history).padStart(16)}  ${wildcard.toFixed(0).padStart(35)}/s  ${single.toFixed(0).padStart(22)}/s  ${(wildcard / single).toFixed(2)}\n`);
+  await jsm.streams.delete(STREAM);
+}
+await nc.close();
+await server.stop();
+rmSync(workDir, { recursive: true, force: true });
