@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: the type check and the test suite at once, failing if either fails. The suite leaves a core
 // idle at times (processes starting, crash tests waiting out leases), where the type check fits; one after
-// the other cost the type check's 7 s on top. Arguments go to vitest (`npm test -- test/chat.e2e.spec.ts`).
+// the other cost the type check's time on top. Arguments go to vitest (`npm test -- test/chat.e2e.spec.ts`).
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
@@ -26,5 +26,5 @@ const [typecheck, suite] = await Promise.all([
   run(process.execPath, [nativeTsc, "--noEmit", "-p", ".", "--incremental", "--tsBuildInfoFile", "node_modules/.cache/reelay/tsc7.tsbuildinfo"]),
   run("vitest", ["run", "--config", "test/vitest.config.ts", ...process.argv.slice(2)]),
 ]);
-if (typecheck !== 0) process.stderr.write("npm test: the type check failed (tsc --noEmit -p .)\n");
+if (typecheck !== 0) process.stderr.write("npm test: the type check failed (npm run typecheck)\n");
 process.exit(typecheck || suite);

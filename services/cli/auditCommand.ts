@@ -20,8 +20,10 @@ import { UpstreamAudit } from "../billing/upstreamAudit.ts";
 type Out = (line: string) => void;
 const USAGE = "usage: reelay audit replay | audit charges [--json] | audit task <id> | audit account <name> [--json] | audit upstream [--json]";
 
-/** Waits until a projector consumer has applied everything in its stream, so live and replayed can be compared. */
-/** Waits until the projector's consumer has acknowledged every event so far; resolves to the last one's sequence. */
+/**
+ * Waits until a projector consumer has applied (acknowledged) everything in its stream, so live and replayed can
+ * be compared; resolves to the sequence of the last event it acknowledged.
+ */
 async function waitForProjector(nats: Nats, stream: string, durable: string): Promise<number> {
   const deadline = Date.now() + 30_000;
   for (;;) {
