@@ -6,6 +6,10 @@
  * task an account ever opened leaves one there. For each history size this fills a fresh stream with that many
  * openings of one account, then runs one chain of guarded publishes for 1.5 s in reelay's shape (a new task
  * subject each time, the guard over `money.>`) and, as the reference, guarded by one subject's last sequence.
+ * A third chain sizes the fix proposed in docs/decisions.md: the account's money subjects in epochs of
+ * EPOCH_OPENINGS openings (`acct.A.money.<epoch>.task.N`, the earlier openings spread over past epochs), each
+ * write guarded over its epoch only, and every EPOCH_OPENINGS writes a seal (one more guarded write, on
+ * `acct.A.money.<epoch>.ledger`) before the next epoch opens.
  * Starts its own nats-server (pin it: `taskset -c 0,1`).
  */
 import { mkdtempSync, rmSync } from "node:fs";
@@ -18,6 +22,8 @@ import { startNatsServer } from "../../infra/natsServer.ts";
 const histories = process.argv.length > 2 ? process.argv.slice(2).map(Number) : [0, 2_000, 20_000, 100_000];
 const STREAM = "GUARD_GROWTH";
 const ROUND_MS = 1_500;
+/** The proposed epoch's size: a guard walks at most this many subjects; a task read, one per epoch. */
+const EPOCH_OPENINGS = 1_000;
 /** About an opening's size (bench/lib/benchAccounts.ts openingBytes). */
 const payload = new Uint8Array(670);
 
@@ -39,19 +45,41 @@ async function chainRate(filter: string, subjectOf: (n: number) => string, start
   return n / ((performance.now() - started) / 1000);
 }
 
-process.stdout.write("earlier openings  guarded over acct.A.money.> (reelay)  guarded over one subject  ratio\n");
+/** The epoch-shaped chain (counting openings only, not seals), after `history` openings in earlier epochs. */
+async function epochChainRate(history: number): Promise<number> {
+  let epoch = Math.floor(history / EPOCH_OPENINGS) + 1;
+  let last = 0;
+  let n = 0;
+  const started = performance.now();
+  while (performance.now() - started < ROUND_MS) {
+    const guard = { lastSubjectSequence: last, lastSubjectSequenceSubject: `acct.c.money.${epoch}.>` };
+    last = (await js.publish(`acct.c.money.${epoch}.task.${n++}`, payload, { expect: guard })).seq;
+    if (n % EPOCH_OPENINGS === 0) {
+      await js.publish(`acct.c.money.${epoch}.ledger`, payload, { expect: { lastSubjectSequence: last, lastSubjectSequenceSubject: `acct.c.money.${epoch}.>` } });
+      epoch += 1;
+      last = 0;
+    }
+  }
+  return n / ((performance.now() - started) / 1000);
+}
+
+process.stdout.write(`earlier openings  guarded over acct.A.money.> (reelay)  guarded over one subject  ratio  in epochs of ${EPOCH_OPENINGS} (proposed)  ratio\n`);
 for (const history of histories) {
   await jsm.streams.add({ name: STREAM, subjects: ["acct.>"] });
   const pending: Array<Promise<unknown>> = [];
   for (let task = 0; task < history; task++) {
     pending.push(js.publish(`acct.a.money.task.${task}`, payload));
+    pending.push(js.publish(`acct.c.money.${Math.floor(task / EPOCH_OPENINGS)}.task.${task}`, payload));
     if (pending.length >= 2_000) await Promise.all(pending.splice(0));
   }
   await Promise.all(pending);
-  const filled = (await jsm.streams.info(STREAM)).state.last_seq;
-  const wildcard = await chainRate("acct.a.money.>", (n) => `acct.a.money.task.${history + n}`, filled);
+  const lastOfA = history > 0 ? ((await jsm.streams.getMessage(STREAM, { last_by_subj: `acct.a.money.task.${history - 1}` }))?.seq ?? 0) : 0;
+  const wildcard = await chainRate("acct.a.money.>", (n) => `acct.a.money.task.${history + n}`, lastOfA);
   const single = await chainRate("acct.b.money.ledger", () => "acct.b.money.ledger", 0);
-  process.stdout.write(`${String(history).padStart(16)}  ${wildcard.toFixed(0).padStart(35)}/s  ${single.toFixed(0).padStart(22)}/s  ${(wildcard / single).toFixed(2)}\n`);
+  const epochs = await epochChainRate(history);
+  process.stdout.write(
+    `${String(history).padStart(16)}  ${wildcard.toFixed(0).padStart(35)}/s  ${single.toFixed(0).padStart(22)}/s  ${(wildcard / single).toFixed(2)}  ${epochs.toFixed(0).padStart(26)}/s  ${(epochs / single).toFixed(2)}\n`,
+  );
   await jsm.streams.delete(STREAM);
 }
 await nc.close();
