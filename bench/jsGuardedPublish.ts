@@ -1,12 +1,13 @@
 /**
  * The baseline for the create benchmark since a create is one guarded write: raw JetStream publishes of
  * `bytes`-sized messages, each guarded by the last sequence over its account's subjects
- * (`expect.lastSubjectSequenceSubject`, as a task's opening is), one chain per account (an account's next
+ * (`expect.lastSubjectSequenceSubject` over its money epoch, as a task's opening is), one chain per account (an account's next
  * write needs its last one's sequence), `accounts` chains at once, from one client process.
  * `node --import tsx bench/jsGuardedPublish.ts <nats-url> <seconds> <accounts> <bytes>`; prints `RESULT {json}`.
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
+import { MONEY_EPOCH_OPENINGS } from "../contracts/ledger.ts";
 
 const [url, secondsArg, accountsArg, bytesArg] = process.argv.slice(2);
 if (!url) {
@@ -24,16 +25,21 @@ const jsm = await jetstreamManager(nc);
 await jsm.streams.add({ name: STREAM, subjects: ["benchacct.>"] });
 const js = jetstream(nc);
 const last = new Array<number>(accounts).fill(0);
+const openings = new Array<number>(accounts).fill(0);
 let next = 0;
 
 /** One account's chain: each publish guarded by the sequence the previous one got, until `deadline`. */
 async function chain(account: number, deadline: number): Promise<number> {
   let written = 0;
   while (performance.now() < deadline) {
-    const ack = await js.publish(`benchacct.${account}.money.task.${next++}`, payload, {
-      expect: { lastSubjectSequence: last[account] ?? 0, lastSubjectSequenceSubject: `benchacct.${account}.money.>` },
+    // As a create's opening: a subject of its own in the account's money epoch, guarded over that epoch only,
+    // and the epoch's last opening ends it (contracts/ledger.ts).
+    const epoch = Math.floor((openings[account] ?? 0) / MONEY_EPOCH_OPENINGS);
+    const ack = await js.publish(`benchacct.${account}.money.${epoch}.task.${next++}`, payload, {
+      expect: { lastSubjectSequence: last[account] ?? 0, lastSubjectSequenceSubject: `benchacct.${account}.money.${epoch}.>` },
     });
-    last[account] = ack.seq;
+    openings[account] = (openings[account] ?? 0) + 1;
+    last[account] = (openings[account] ?? 0) % MONEY_EPOCH_OPENINGS === 0 ? 0 : ack.seq;
     written++;
   }
   return written;

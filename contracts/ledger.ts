@@ -114,6 +114,10 @@ export type AccountBalance = z.infer<typeof AccountBalance>;
  * process that starts reads only what came after instead of the account's whole history.
  */
 export const LedgerSnapshot = AccountBalance.extend({
+  /** The account's money epoch (MONEY_EPOCH_OPENINGS), its openings so far, and its last message (0: none yet). */
+  epoch: z.number().int().nonnegative(),
+  epochOpenings: z.number().int().nonnegative(),
+  epochSequence: z.number().int().nonnegative(),
   reservations: z.array(z.tuple([z.number().int().positive(), Micros])),
   chatReservations: z.array(z.tuple([z.string(), z.object({ amountMicros: Micros, expiresAt: z.string() })])).default([]),
   credits: z.array(z.tuple([z.string(), Micros])).default([]),
@@ -134,18 +138,32 @@ export const TaskCharge = z.object({
 export type TaskCharge = z.infer<typeof TaskCharge>;
 
 /**
- * Every money movement of account A is on a subject under `acct.A.money.`: task openings (which reserve) on
- * `acct.A.money.task.N` (contracts/taskOpening.ts), everything else (credits, settlements, releases, chat
- * charges) on `acct.A.money.ledger`. A write is guarded by the last sequence over all of them, so an
- * account's money is decided on everything that moved it.
+ * Every money movement of account A is on a subject under `acct.A.money.<epoch>.`: task openings (which
+ * reserve) on `acct.A.money.<epoch>.task.N` (contracts/taskOpening.ts), everything else (credits, settlements,
+ * releases, chat charges) on `acct.A.money.<epoch>.ledger`. A write is guarded by the last sequence over its
+ * epoch's subjects, so an account's money is decided on everything that moved it.
+ *
+ * Why epochs: nats-server finds the last sequence over a wildcard by walking every subject under it, and each
+ * task opening is a subject of its own, so a guard over all of an account's money would cost the server more
+ * with every task the account ever opened (bench/tools/guardGrowth.ts). An epoch holds at most
+ * MONEY_EPOCH_OPENINGS openings: the message of its last opening ends it, and every write after goes to the
+ * next epoch, whose guard starts from an empty epoch. A writer that has not read that last opening expects an
+ * earlier sequence of the full epoch and fails its guard, so no write can land in an epoch after its end.
+ * Which epoch a message is in follows from the account's history alone (the openings before it), so every
+ * reader and writer agrees on it; the number is part of the store's layout and never changes.
  */
-export const ledgerSubject = (account: string): string => `acct.${account}.money.ledger`;
-/** The guard and read filter of one account's money. */
+export const MONEY_EPOCH_OPENINGS = 1_000;
+export const ledgerSubject = (account: string, epoch: number): string => `acct.${account}.money.${epoch}.ledger`;
+/** The guard and read filter of one epoch of one account's money. */
+export const epochMoneySubjects = (account: string, epoch: number): string => `acct.${account}.money.${epoch}.>`;
+/** All of one account's money, every epoch (reads that look for one movement, not guards). */
 export const moneySubjects = (account: string): string => `acct.${account}.money.>`;
 /** Every account's money (the balance projections' filter). */
 export const MONEY_EVENTS = "acct.*.money.>";
 /** Every account's money but the task openings: credits, settlements, releases, chat charges. */
-export const LEDGER_MESSAGES = "acct.*.money.ledger";
+export const LEDGER_MESSAGES = "acct.*.money.*.ledger";
+/** Whether a subject under `acct.A.money.` is a ledger message's (not a task opening's). */
+export const isLedgerSubject = (subject: string): boolean => subject.endsWith(".ledger");
 
 /**
  * What one money message holds: one event, or (a group commit) an array of the account's consecutive

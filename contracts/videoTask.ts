@@ -262,7 +262,7 @@ export type TaskView = z.infer<typeof TaskView>;
 /**
  * Task N of account A lives in stream EVENTS under the account's prefix. Its opening (TaskSubmitted with the
  * reservation, written by the edge in one guarded publish: contracts/taskOpening.ts) is on
- * `acct.A.money.task.N`, among the account's money subjects, so the write that starts a task is the write
+ * `acct.A.money.<epoch>.task.N`, among the account's money subjects (contracts/ledger.ts on epochs), so the write that starts a task is the write
  * that reserves its money. Every later event is on `acct.A.task.N.<kind>`, outside the money prefix, so a busy
  * account's running tasks never make its creates retry; each append is guarded by the last sequence over
  * `acct.A.task.N.*`, so the task's later events stay one fenced sequence whatever their kind:
@@ -272,7 +272,11 @@ export type TaskView = z.infer<typeof TaskView>;
  * A task's read is one direct get of the last message of each of its subjects (an index lookup), and a
  * batch of its `state` subject only when it has more than one message there (services/shared/taskLog.ts).
  */
-export const taskOpeningSubject = (account: string, taskId: number): string => `acct.${account}.money.task.${taskId}`;
+export const taskOpeningSubject = (account: string, taskId: number, epoch: number): string => `acct.${account}.money.${epoch}.task.${taskId}`;
+/** Task N's opening, whatever the money epoch it was written in (`account` may be `*`): one subject per epoch to look at. */
+export const taskOpeningFilter = (account: string, taskId: number): string => `acct.${account}.money.*.task.${taskId}`;
+/** Whether a subject of the log is a task's opening. */
+export const isTaskOpeningSubject = (subject: string): boolean => /^acct\.[^.]+\.money\.\d+\.task\.\d+$/.test(subject);
 export type LaterEventKind = "state" | "upstream";
 /** Which of a task's later subjects an event goes on. */
 export const laterEventKind = (type: TaskEventType): LaterEventKind => (type === "UpstreamAccepted" ? "upstream" : "state");
@@ -281,13 +285,15 @@ export const taskEventsSubject = (account: string, taskId: number, kind: LaterEv
 /** Every later event of task N: what its appends are fenced on. */
 export const taskLaterSubjects = (account: string, taskId: number): string => `acct.${account}.task.${taskId}.*`;
 /** Every task's opening: what runners consume. */
-export const TASK_OPENINGS = "acct.*.money.task.*";
+export const TASK_OPENINGS = "acct.*.money.*.task.*";
 /** Every task's later events the reactors read. */
 export const TASK_STATE_EVENTS = "acct.*.task.*.state";
 /** Every task's later events, of every kind. */
 export const TASK_LATER_EVENTS = "acct.*.task.*.*";
 /** One account's task log: the openings and later events of its tasks only. */
-export const accountTaskSubjects = (account: string): string[] => [`acct.${account}.money.task.*`, `acct.${account}.task.*.*`];
+export const accountTaskSubjects = (account: string): string[] => [`acct.${account}.money.*.task.*`, `acct.${account}.task.*.*`];
+/** One account's openings: its task list. */
+export const accountOpenings = (account: string): string => `acct.${account}.money.*.task.*`;
 /** The task log: openings and later events of every task (without the ledger's own messages). */
 export const TASK_LOG_SUBJECTS = [TASK_OPENINGS, TASK_LATER_EVENTS] as const;
 /** The part of the task log the reactors read: openings and `state` events. */

@@ -20,9 +20,10 @@ import type { ReelayConfig } from "../contracts/config.ts";
 export const STREAMS = {
   /**
    * Every account's money and tasks, under `acct.<account>.` (contracts/ledger.ts, contracts/videoTask.ts,
-   * contracts/taskOpening.ts): `acct.A.money.task.N` opens task N with its reservation, `acct.A.money.ledger`
-   * holds A's other money movements, `acct.A.task.N.state` and `acct.A.task.N.upstream` task N's later events.
-   * One stream, so a task's opening can be guarded by the last sequence over the account's money (`acct.A.money.>`).
+   * contracts/taskOpening.ts): `acct.A.money.E.task.N` opens task N with its reservation, `acct.A.money.E.ledger`
+   * holds A's other money movements (E: the account's money epoch), `acct.A.task.N.state` and
+   * `acct.A.task.N.upstream` task N's later events. One stream, so a task's opening can be guarded by the last
+   * sequence over the account's money (of its epoch: `acct.A.money.E.>`).
    */
   events: { name: "EVENTS", subjects: ["acct.>"], retention: RetentionPolicy.Limits, allow_direct: true },
   /**
@@ -284,10 +285,14 @@ const EARLIER_STREAMS = ["TASKS", "LEDGER", "WORK"];
 const EARLIER_CONSUMERS = ["projector_balances", "projector_task_charges"];
 
 /**
- * Filters of durable consumers in layouts before the one in use: a store made with one has its tasks' later
- * events where this version does not look. Until 2026-11-27 every later event was on `acct.A.task.N`.
+ * Filters of durable consumers in layouts before the one in use: a store made with one has its tasks' events
+ * where this version does not look. Until 2026-11-27 every later event was on `acct.A.task.N`.
  */
-const EARLIER_FILTERS: ReadonlyArray<{ durable: string; filter: string }> = [{ durable: CONSUMERS.taskLogReactors, filter: "acct.*.task.*" }];
+const EARLIER_FILTERS: ReadonlyArray<{ durable: string; filter: string }> = [
+  { durable: CONSUMERS.taskLogReactors, filter: "acct.*.task.*" },
+  // Until 2026-11-27 an account's money had no epochs: openings on `acct.A.money.task.N`.
+  { durable: CONSUMERS.runners, filter: "acct.*.money.task.*" },
+];
 
 /** An error naming what to do: a store made by an earlier reelay is not read (reelay is pre-1.0, no migration). */
 export class EarlierStoreLayoutError extends Error {}

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TaskOpening } from "../contracts/taskOpening.ts";
+import { accountOpenings } from "../contracts/videoTask.ts";
 import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { availableMicros } from "../services/billing/account.ts";
@@ -30,7 +31,7 @@ const FREEZE_MS = 7_000;
 /** The account's openings: task id → the Idempotency-Key hash it was made with (if any). */
 async function openingsOf(nats: Nats, account: string): Promise<Map<number, string | undefined>> {
   const openings = new Map<number, string | undefined>();
-  await readWholeStream(nats.js, nats.jsm, STREAMS.events.name, [`acct.${account}.money.task.*`], (msg) => {
+  await readWholeStream(nats.js, nats.jsm, STREAMS.events.name, [accountOpenings(account)], (msg) => {
     const { task } = TaskOpening.parse(msg.json());
     openings.set(task.meta.taskId, task.data.idempotency?.keyHash);
   });

@@ -1,7 +1,7 @@
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EarlierStoreLayoutError } from "../infra/jetstreamLayout.ts";
+import { CONSUMERS, EarlierStoreLayoutError } from "../infra/jetstreamLayout.ts";
 import { connectNats } from "../services/shared/nats.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
@@ -48,6 +48,19 @@ describe("a NATS store made by an earlier reelay", () => {
       await jsm.consumers.add("EVENTS", { durable_name: "task_log_reactors", filter_subjects: ["acct.*.money.>", "acct.*.task.*"] });
       const start = connectNats(server.url, "earlier-store-test", { replicas: 1, leaseMs: 5_000 });
       await expect(start).rejects.toThrow(/made by an earlier reelay \(it has consumer EVENTS\/task_log_reactors reading acct\.\*\.task\.\*\)/);
+    } finally {
+      await nc.close();
+    }
+  });
+
+  it("whose runners read openings on acct.A.money.task.N (before an account's money had epochs) is refused too", async () => {
+    const nc = await connect({ servers: server.url });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.consumers.delete("EVENTS", "task_log_reactors");
+      await jsm.consumers.add("EVENTS", { durable_name: CONSUMERS.runners, filter_subject: "acct.*.money.task.*" });
+      const start = connectNats(server.url, "earlier-store-test", { replicas: 1, leaseMs: 5_000 });
+      await expect(start).rejects.toThrow(/made by an earlier reelay \(it has consumer EVENTS\/\w+ reading acct\.\*\.money\.task\.\*\)/);
     } finally {
       await nc.close();
     }

@@ -33,7 +33,7 @@ describe("a nats-server killed with SIGKILL while runners hold jobs", () => {
       const jsm = await jetstreamManager(nc);
       await ensureJetStreamLayout(nc, jsm, { replicas: 1, leaseMs: LEASE_MS });
       const js = jetstream(nc);
-      for (let id = 1; id <= JOBS; id++) await js.publish(taskOpeningSubject("acme", id), JSON.stringify({ taskId: id }));
+      for (let id = 1; id <= JOBS; id++) await js.publish(taskOpeningSubject("acme", id, 0), JSON.stringify({ taskId: id }));
 
       const runners = await js.consumers.get(STREAMS.events.name, CONSUMERS.runners);
       const held: JsMsg[] = [];

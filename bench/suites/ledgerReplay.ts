@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DeliverPolicy } from "@nats-io/jetstream";
-import { ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
+import { ledgerSubject, MONEY_EPOCH_OPENINGS, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { balancesProjection } from "../../services/billing/projections.ts";
@@ -40,13 +40,17 @@ function* accountHistory(account: string): Generator<LedgerEvent> {
 
 async function fillLedger(nats: Nats): Promise<void> {
   const histories = Array.from({ length: ACCOUNTS }, (_, i) => accountHistory(`acct-${i}`));
+  const reservations: number[] = [];
   // Interleave accounts as live traffic would; publishes from one connection keep their order per subject.
   let pending: Array<Promise<unknown>> = [];
   for (let round = 0; round < EVENTS_PER_ACCOUNT; round++) {
     for (const [i, history] of histories.entries()) {
       const next = history.next();
       if (next.done) continue;
-      pending.push(nats.js.publish(ledgerSubject(`acct-${i}`), JSON.stringify(next.value)));
+      // The subject's epoch follows the reservations before it, as the ledger writer's would (contracts/ledger.ts).
+      const epoch = Math.floor((reservations[i] ?? 0) / MONEY_EPOCH_OPENINGS);
+      if (next.value.type === "CostReserved") reservations[i] = (reservations[i] ?? 0) + 1;
+      pending.push(nats.js.publish(ledgerSubject(`acct-${i}`, epoch), JSON.stringify(next.value)));
       if (pending.length >= 2_000) {
         await Promise.all(pending);
         pending = [];

@@ -35,7 +35,7 @@ const event = (taskId: number, version: number, type: "TaskSubmitted" | "Upstrea
 const rounds: Array<Array<{ subject: string; body: string }>> = [[], [], []];
 for (let taskId = 1; taskId <= tasks; taskId++) {
   for (const [layout, later] of [["now", (step: string) => `acct.now.task.${taskId}.${step}`], ["old", () => `acct.old.task.${taskId}`]] as const) {
-    rounds[0]?.push({ subject: taskOpeningSubject(layout, taskId), body: JSON.stringify({ task: event(taskId, 1, "TaskSubmitted", layout) }) });
+    rounds[0]?.push({ subject: layout === "now" ? taskOpeningSubject(layout, taskId, 0) : `acct.old.money.task.${taskId}`, body: JSON.stringify({ task: event(taskId, 1, "TaskSubmitted", layout) }) });
     rounds[1]?.push({ subject: later("upstream"), body: JSON.stringify(event(taskId, 2, "UpstreamAccepted", layout)) });
     rounds[2]?.push({ subject: later("state"), body: JSON.stringify(event(taskId, 3, "GenerationStarted", layout)) });
   }
@@ -53,11 +53,11 @@ const subjectLog = new SubjectLog(nats.js, nats.jsm, STREAMS.events.name, taskEv
 const ways: Record<string, (taskId: number) => Promise<number>> = {
   "this layout (multi_last)": async (taskId) => (await taskLog.read("now", taskId)).events.length,
   "before 2026-11-27 (literal gets)": async (taskId) => {
-    const [first, later] = await Promise.all([subjectLog.read(taskOpeningSubject("old", taskId)), subjectLog.read(`acct.old.task.${taskId}`)]);
+    const [first, later] = await Promise.all([subjectLog.read(`acct.old.money.task.${taskId}`), subjectLog.read(`acct.old.task.${taskId}`)]);
     return first.events.length + later.events.length;
   },
   "wildcard batch (not taken)": async (taskId) => {
-    const [first, later] = await Promise.all([subjectLog.read(taskOpeningSubject("now", taskId)), subjectLog.read(`acct.now.task.${taskId}.*`)]);
+    const [first, later] = await Promise.all([subjectLog.read(taskOpeningSubject("now", taskId, 0)), subjectLog.read(`acct.now.task.${taskId}.*`)]);
     return first.events.length + later.events.length;
   },
 };

@@ -5,6 +5,7 @@
  */
 export {
   applyLedgerEvent,
+  atMessage,
   applyToTotals,
   availableMicros,
   emptyAccount,

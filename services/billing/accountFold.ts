@@ -1,4 +1,4 @@
-import type { AccountBalance, LedgerEvent } from "../../contracts/ledger.ts";
+import { MONEY_EPOCH_OPENINGS, type AccountBalance, type LedgerEvent } from "../../contracts/ledger.ts";
 
 /** A chat request's held money and when it stops holding it (an edge that crashed never closes it). */
 export interface ChatHold {
@@ -20,6 +20,11 @@ export interface AccountState extends AccountBalance {
   reservations: Map<number, number>;
   chatReservations: Map<string, ChatHold>;
   credits: Map<string, number>;
+  /** The money epoch the account's next write goes to (contracts/ledger.ts), and the openings it holds so far. */
+  epoch: number;
+  epochOpenings: number;
+  /** The stream sequence of the epoch's last message, 0 while it has none: the guard of the next write. */
+  epochSequence: number;
 }
 
 export const emptyBalance = (account: string): AccountBalance => ({
@@ -40,6 +45,9 @@ export const emptyAccount = (account: string): AccountState => ({
   reservations: new Map(),
   chatReservations: new Map(),
   credits: new Map(),
+  epoch: 0,
+  epochOpenings: 0,
+  epochSequence: 0,
 });
 
 /** What the account may still spend: its balance, less what is held, plus the debt it is allowed (credit limit). */
@@ -142,11 +150,28 @@ export function applyIndexChange(indexes: Indexes, change: IndexChange | undefin
   } else indexes.credits.set(change.key, change.value);
 }
 
-/** Folds one event into the writer's state: new totals, indexes updated in place. */
+/** Folds one event into the writer's state: new totals, indexes updated in place, the epoch's openings counted. */
 export function applyLedgerEvent(state: AccountState, event: LedgerEvent): AccountState {
   applyIndexChange(state, indexChange(event));
-  return applyToTotals(state, event);
+  const totals = applyToTotals(state, event);
+  return event.type === "CostReserved" ? countOpening(totals) : totals;
 }
+
+/** An opening is a message of its own: the one that fills an epoch ends it, and the next epoch starts empty. */
+function countOpening(state: AccountState): AccountState {
+  const openings = state.epochOpenings + 1;
+  return openings < MONEY_EPOCH_OPENINGS ? { ...state, epochOpenings: openings } : { ...state, epoch: state.epoch + 1, epochOpenings: 0, epochSequence: 0 };
+}
+
+/**
+ * The state after a message at `sequence` was folded into `after` from `before`: read on from there, and guard
+ * the next write with it unless that message ended its epoch (the next one is empty).
+ */
+export const atMessage = (before: AccountState, after: AccountState, sequence: number): AccountState => ({
+  ...after,
+  sequence,
+  epochSequence: after.epoch === before.epoch ? sequence : 0,
+});
 
 /** A chat hold stops holding money at its expiry, whether or not its lapse was written yet. */
 export const expired = (hold: ChatHold, at: string): boolean => hold.expiresAt <= at;

@@ -8,8 +8,8 @@ import { ConcurrencyError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { countLedgerEvent } from "./ledgerMetrics.ts";
-import { applyLedgerEvent, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
-import { MoneyLog } from "./moneyLog.ts";
+import { applyLedgerEvent, atMessage, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
+import { MONEY_PAGE, MoneyLog } from "./moneyLog.ts";
 import { DuplicateAppendError } from "../shared/subjectLog.ts";
 
 /** Lost races in a row before a command gives up (each one means another writer's event got in first). */
@@ -55,8 +55,8 @@ interface Waiting {
 }
 
 /**
- * Writes money movements under `acct.<account>.money.` (stream EVENTS): fold → decide → append guarded by the
- * sequence of the account's last money message (MoneyLog). A task's opening is written here too: one message
+ * Writes money movements under `acct.<account>.money.<epoch>.` (stream EVENTS): fold → decide → append guarded
+ * by the sequence of the last money message of the account's epoch (MoneyLog; epochs: contracts/ledger.ts). A task's opening is written here too: one message
  * that starts the task and reserves its cost (`open`).
  * Each process keeps the accounts it touched folded in memory and writes an account's commands one
  * message at a time; across processes (two edges reserving for one account) the fence decides, and the
@@ -92,7 +92,7 @@ export class AccountLedger {
 
   /**
    * Starts a task: writes its first event and the reservation of `amountMicros` as one message on
-   * `acct.<account>.money.task.<id>`, guarded by the account's money (InsufficientBalanceError when short).
+   * `acct.<account>.money.<epoch>.task.<id>`, guarded by the account's money (InsufficientBalanceError when short).
    * A message with the same `msgID` already written (a retry) is found, not written again.
    */
   async open(event: TaskSubmittedEvent, amountMicros: number, msgID: string): Promise<OpenOutcome> {
@@ -109,7 +109,7 @@ export class AccountLedger {
    */
   async close(account: string, command: Extract<LedgerCommand, { type: "settle" | "release" }>, openedAt: number): Promise<CloseOutcome> {
     if ((await this.enqueue(account, command)).wrote) return "closed";
-    const { events } = await this.log.read(account, Math.max(0, openedAt - 1));
+    const events = await this.log.read(account, Math.max(0, openedAt - 1));
     const closing = events.find(
       ({ event }) => (event.type === "ReservationSettled" || event.type === "ReservationReleased") && event.data.taskId === command.taskId,
     );
@@ -200,27 +200,37 @@ export class AccountLedger {
   private async append(known: AccountState, events: readonly LedgerEvent[], opening: Opening | undefined): Promise<Written> {
     const first = events[0];
     if (!first) return { after: known, wrote: false };
-    const { account } = known;
+    const { account, epoch, epochSequence } = known;
     const sequence = opening
-      ? await this.log.append(account, taskOpeningSubject(account, opening.event.meta.taskId), openingBody(opening.event, events), opening.msgID, known.sequence, opening.headers)
-      : await this.log.append(account, ledgerSubject(account), ledgerMessageBody(events), messageId(events), known.sequence);
+      ? await this.log.append(account, epoch, taskOpeningSubject(account, opening.event.meta.taskId, epoch), openingBody(opening.event, events), opening.msgID, epochSequence, opening.headers)
+      : await this.log.append(account, epoch, ledgerSubject(account, epoch), ledgerMessageBody(events), messageId(events), epochSequence);
     let state = known;
     for (const event of events) {
       state = applyLedgerEvent(state, event);
       countLedgerEvent(event);
     }
-    state = { ...state, sequence };
+    state = atMessage(known, state, sequence);
     this.known.set(account, state);
     if (Math.floor(state.version / SNAPSHOT_EVERY) !== Math.floor(known.version / SNAPSHOT_EVERY)) this.saveSnapshot(state);
     return { after: state, wrote: true };
   }
 
-  /** Starts from the last snapshot when this process knows nothing, then reads what came after. */
+  /**
+   * Starts from the last snapshot when this process knows nothing, then reads what came after, epoch by epoch:
+   * the message of an epoch's last opening is its last message, and reading goes on in the next epoch.
+   */
   private async catchUp(account: string): Promise<AccountState> {
     let state = this.known.get(account) ?? (await this.loadSnapshot(account));
-    const { events, lastSequence } = await this.log.read(account, state.sequence);
-    for (const { event, sequence } of events) state = { ...applyLedgerEvent(state, event), sequence };
-    state = { ...state, sequence: lastSequence };
+    for (let more = true; more; ) {
+      const epoch = state.epoch;
+      const page = await this.log.epochPage(account, epoch, state.sequence);
+      for (const message of page) {
+        let next = state;
+        for (const event of message.events) next = applyLedgerEvent(next, event);
+        state = atMessage(state, next, message.sequence);
+      }
+      more = page.length === MONEY_PAGE || state.epoch !== epoch;
+    }
     this.known.set(account, state);
     return state;
   }

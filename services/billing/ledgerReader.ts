@@ -12,7 +12,7 @@ export interface LedgerEntry {
 
 /** An account's whole history with the running balance after each entry (for operators, not the hot path). */
 export async function readAccountHistory(js: JetStreamClient, jsm: JetStreamManager, account: string): Promise<LedgerEntry[]> {
-  const { events } = await new MoneyLog(js, jsm).read(account, 0);
+  const events = await new MoneyLog(js, jsm).read(account, 0);
   let state = emptyAccount(account);
   return events.map(({ event, sequence }) => {
     state = applyLedgerEvent(state, event);

@@ -1,44 +1,59 @@
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
 import type { MsgHdrs } from "@nats-io/transport-node";
-import { ledgerEventsOf, moneySubjects, type LedgerEvent } from "../../contracts/ledger.ts";
+import { epochMoneySubjects, ledgerEventsOf, moneySubjects, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { directMessages, guardedPublish } from "../shared/subjectLog.ts";
 
-/** Messages per direct batch get while catching an account up. */
-const READ_BATCH = 256;
+/** Messages per direct batch get while catching an account up: a page with fewer is the end of what there is. */
+export const MONEY_PAGE = 256;
+const READ_BATCH = MONEY_PAGE;
+
+/** One money message: its events (a group commit holds several) and its stream sequence. */
+export interface MoneyMessage {
+  events: LedgerEvent[];
+  sequence: number;
+}
 
 /**
- * One account's money in stream EVENTS: every message under `acct.<account>.money.` (its ledger messages and its
- * task openings), read in stream order and appended with the guard over all of them, so an account's money
- * is always decided on everything that moved it and two writers can never both spend the same balance.
+ * One account's money in stream EVENTS: its messages under `acct.<account>.money.<epoch>.` (its ledger
+ * messages and its task openings), read in stream order, and appended with the guard over the writer's epoch
+ * (contracts/ledger.ts), so an account's money is always decided on everything that moved it and two writers
+ * can never both spend the same balance.
  */
 export class MoneyLog {
   constructor(private readonly js: JetStreamClient, private readonly jsm: JetStreamManager) {}
 
-  /**
-   * The account's money events after `afterSequence` (a sequence of one of its messages, or 0) and the sequence
-   * of its last money message: the guard for the next write.
-   */
-  async read(account: string, afterSequence: number): Promise<{ events: Array<{ event: LedgerEvent; sequence: number }>; lastSequence: number }> {
-    const events: Array<{ event: LedgerEvent; sequence: number }> = [];
-    let lastSequence = afterSequence;
-    for (let read = READ_BATCH; read === READ_BATCH; ) {
-      read = 0;
-      const from = lastSequence + 1;
-      for await (const msg of directMessages(() => this.jsm.direct.getBatch(STREAMS.events.name, { seq: from, next_by_subj: moneySubjects(account), batch: READ_BATCH }))) {
-        for (const event of ledgerEventsOf(msg.json())) events.push({ event, sequence: msg.seq });
-        lastSequence = msg.seq;
-        read++;
-      }
-    }
-    return { events, lastSequence };
+  /** The messages of one epoch of the account after `afterSequence`, up to `READ_BATCH` of them (fewer: the end). */
+  epochPage(account: string, epoch: number, afterSequence: number): Promise<MoneyMessage[]> {
+    return this.page(epochMoneySubjects(account, epoch), afterSequence);
   }
 
   /**
-   * Writes `body` on `subject` (one of the account's money subjects) only if the account's last money
-   * message is still `expectedLastSequence` (guardedPublish over `acct.<account>.money.>`).
+   * Every money event of the account after `afterSequence`, whatever its epoch. The filter spans every
+   * opening the account ever wrote: for the rare reads that look for one movement, never on a write's path.
    */
-  append(account: string, subject: string, body: string, msgID: string, expectedLastSequence: number, headers?: MsgHdrs): Promise<number> {
-    return guardedPublish(this.js, subject, body, { msgID, expectedLastSequence, guard: moneySubjects(account), headers });
+  async read(account: string, afterSequence: number): Promise<Array<{ event: LedgerEvent; sequence: number }>> {
+    const events: Array<{ event: LedgerEvent; sequence: number }> = [];
+    for (let after = afterSequence, page = await this.page(moneySubjects(account), after); ; page = await this.page(moneySubjects(account), after)) {
+      for (const message of page) for (const event of message.events) events.push({ event, sequence: message.sequence });
+      if (page.length < READ_BATCH) return events;
+      after = page.at(-1)?.sequence ?? after;
+    }
+  }
+
+  /**
+   * Writes `body` on `subject` (one of the account's money subjects in `epoch`) only if the epoch's last message
+   * is still `expectedLastSequence` (0: the epoch has none yet).
+   */
+  append(account: string, epoch: number, subject: string, body: string, msgID: string, expectedLastSequence: number, headers?: MsgHdrs): Promise<number> {
+    return guardedPublish(this.js, subject, body, { msgID, expectedLastSequence, guard: epochMoneySubjects(account, epoch), headers });
+  }
+
+  private async page(filter: string, afterSequence: number): Promise<MoneyMessage[]> {
+    const messages: MoneyMessage[] = [];
+    for await (const msg of directMessages(() => this.jsm.direct.getBatch(STREAMS.events.name, { seq: afterSequence + 1, next_by_subj: filter, batch: READ_BATCH }))) {
+      messages.push({ events: ledgerEventsOf(msg.json()), sequence: msg.seq });
+    }
+    return messages;
   }
 }

@@ -1,5 +1,5 @@
 import { ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
-import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
+import { accountOfSubject, isTaskOpeningSubject, TaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { ChargeAudit, type ChargeAuditResult } from "./chargeAudit.ts";
 import type { Nats } from "../shared/nats.ts";
@@ -23,7 +23,7 @@ export async function readWholeLog(nats: Nats, take: { task(account: string, eve
   await readWholeStream(nats.js, nats.jsm, STREAMS.events.name, STREAMS.events.subjects, (msg) => {
     const raw: unknown = msg.json();
     const money = msg.subject.includes(".money.");
-    if (!money || msg.subject.includes(".money.task.")) {
+    if (!money || isTaskOpeningSubject(msg.subject)) {
       for (const event of decoded(() => [TaskEvent.parse(taskMessageBody(raw))])) take.task(accountOfSubject(msg.subject), event, msg.seq);
     }
     if (money) for (const event of decoded(() => ledgerEventsOf(raw))) take.money(event);

@@ -20,7 +20,7 @@ function accountName(name: string | undefined): string {
 }
 
 
-/** `reelay accounts …`: every change is an event on acct.<account>.money.ledger; reads fold the account's money events. */
+/** `reelay accounts …`: every change is an event on acct.<account>.money.<epoch>.ledger; reads fold the account's money events. */
 export async function accountsCommand(nats: Nats, args: string[], options: { idempotencyKey: string | undefined }, io: CliIo): Promise<void> {
   const { out } = io;
   const ledger = new AccountLedger(nats);

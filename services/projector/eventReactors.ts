@@ -1,5 +1,5 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
+import { isLedgerSubject, ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
 import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../billing/accountLedger.ts";
@@ -39,13 +39,13 @@ interface EventsMessage {
   money: Array<{ event: LedgerEvent; seq: number }>;
 }
 
-/** Parses a message once for every reactor: `acct.A.money.ledger`, `acct.A.money.task.N` (an opening: both), `acct.A.task.N.state`. */
+/** Parses a message once for every reactor: `acct.A.money.E.ledger`, `acct.A.money.E.task.N` (an opening: both), `acct.A.task.N.state`. */
 function decodeEventsMessage(msg: JsMsg): EventsMessage {
   const raw: unknown = msg.json();
   const account = accountOfSubject(msg.subject);
   const kind = msg.subject.slice("acct.".length + account.length + 1);
   const money = kind.startsWith("money.") ? ledgerEventsOf(raw).map((event) => ({ event, seq: msg.seq })) : [];
-  if (kind === "money.ledger") return { task: undefined, money };
+  if (isLedgerSubject(kind)) return { task: undefined, money };
   return { task: { event: TaskEvent.parse(taskMessageBody(raw)), account, seq: msg.seq, msg }, money };
 }
 

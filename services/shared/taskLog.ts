@@ -1,5 +1,5 @@
 import type { JetStreamClient, JetStreamManager, JsMsg } from "@nats-io/jetstream";
-import { accountOfSubject, laterEventKind, TaskEvent, taskEventsSubject, taskLaterSubjects, taskOpeningSubject, type NewTaskEvent } from "../../contracts/videoTask.ts";
+import { accountOfSubject, laterEventKind, TaskEvent, taskEventsSubject, isTaskOpeningSubject, taskLaterSubjects, taskOpeningFilter, type NewTaskEvent } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { directMessages, guardedPublish, SubjectLog, type MessageCodec } from "./subjectLog.ts";
 import { traceHeaders } from "./tracing/natsTraceHeaders.ts";
@@ -41,7 +41,7 @@ export interface TaskHistory {
 
 /**
  * Reads and appends one task's events in stream EVENTS. The opening (TaskSubmitted with its reservation,
- * written by the edge through the account's ledger) is on `acct.<account>.money.task.<id>`; every later one
+ * written by the edge through the account's ledger) is on `acct.<account>.money.<epoch>.task.<id>`; every later one
  * on `acct.<account>.task.<id>.<kind>` (contracts/videoTask.ts), fenced on the last of them all. A read asks
  * for the last message of each of the task's subjects at once (the server's subject index: no scan); a task
  * holds one opening and one acceptance, so only a `state` subject with several events is read further, as a
@@ -90,19 +90,20 @@ export class TaskLog {
    * customers' requests, which always name their account.
    */
   async accountOf(taskId: number): Promise<string | undefined> {
-    const lastOf = () => this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [taskOpeningSubject("*", taskId)] });
+    const lastOf = () => this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [taskOpeningFilter("*", taskId)] });
     for await (const msg of directMessages(lastOf)) return accountOfSubject(msg.subject);
     return undefined;
   }
 
   private async readAll(account: string, taskId: number): Promise<{ events: Array<{ event: TaskEvent; sequence: number }>; lastSequence: number }> {
-    const opening = taskOpeningSubject(account, taskId);
-    const lastOf = () => this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [opening, taskLaterSubjects(account, taskId)] });
+    const lastOf = () => this.jsm.direct.getLastMessagesFor(STREAMS.events.name, { multi_last: [taskOpeningFilter(account, taskId), taskLaterSubjects(account, taskId)] });
     const lasts: Array<{ subject: string; event: TaskEvent; sequence: number }> = [];
+    let opening: string | undefined;
     for await (const msg of directMessages(lastOf)) {
+      if (isTaskOpeningSubject(msg.subject)) opening = msg.subject;
       for (const event of taskEventCodec.decode(msg.json())) lasts.push({ subject: msg.subject, event, sequence: msg.seq });
     }
-    if (!lasts.some(({ subject }) => subject === opening)) return { events: [], lastSequence: 0 };
+    if (opening === undefined) return { events: [], lastSequence: 0 };
     const lastSequence = Math.max(0, ...lasts.filter(({ subject }) => subject !== opening).map(({ sequence }) => sequence));
     let events: Array<{ event: TaskEvent; sequence: number }> = lasts;
     // The `state` subject first (the one that holds several events), then any other that still leaves a gap.

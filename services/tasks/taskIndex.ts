@@ -1,15 +1,15 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
-import type { TaskView } from "../../contracts/videoTask.ts";
+import { accountOpenings, type TaskView } from "../../contracts/videoTask.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 
 /**
  * An account's task ids, read from the stream's own subject index: each task's opening is the one message on
- * `acct.<account>.money.task.<id>`, so the subjects of the account's openings are its task list, exact and
+ * `acct.<account>.money.<epoch>.task.<id>`, so the subjects of the account's openings are its task list, exact and
  * current from the moment a create is answered. One request (paged by the client for very large accounts),
  * answered from the server's index of subjects: no message is read, and no separate index is written per task.
  */
 export async function accountTaskIds(jsm: JetStreamManager, account: string): Promise<number[]> {
-  const { state } = await jsm.streams.info(STREAMS.events.name, { subjects_filter: `acct.${account}.money.task.*` });
+  const { state } = await jsm.streams.info(STREAMS.events.name, { subjects_filter: accountOpenings(account) });
   return Object.keys(state.subjects ?? {}).map((subject) => Number(subject.slice(subject.lastIndexOf(".") + 1)));
 }
 

@@ -1,5 +1,6 @@
 import type { JetStreamManager, StoredMsg } from "@nats-io/jetstream";
 import { TaskOpening } from "../../../contracts/taskOpening.ts";
+import { accountOpenings } from "../../../contracts/videoTask.ts";
 import { DUPLICATE_WINDOW_MS, STREAMS } from "../../../infra/jetstreamLayout.ts";
 import { directMessages } from "../../shared/subjectLog.ts";
 import type { KeyedTask } from "../../tasks/idempotencyIndex.ts";
@@ -13,7 +14,7 @@ const READ_BATCH = 256;
  * Only this account's openings of the last window are read, and only on that refusal.
  */
 export async function recentKeyedOpening(jsm: JetStreamManager, account: string, keyHash: string): Promise<KeyedTask | undefined> {
-  const subject = `acct.${account}.money.task.*`;
+  const subject = accountOpenings(account);
   type From = { start_time: Date } | { seq: number };
   let from: From = { start_time: new Date(Date.now() - DUPLICATE_WINDOW_MS) };
   for (let read = READ_BATCH; read === READ_BATCH; ) {
