@@ -152,7 +152,7 @@ export type TaskCharge = z.infer<typeof TaskCharge>;
  * Which epoch a message is in follows from the account's history alone (the openings before it), so every
  * reader and writer agrees on it; the number is part of the store's layout and never changes.
  */
-export const MONEY_EPOCH_OPENINGS = 1_000;
+export const MONEY_EPOCH_OPENINGS = 256;
 export const ledgerSubject = (account: string, epoch: number): string => `acct.${account}.money.${epoch}.ledger`;
 /** The guard and read filter of one epoch of one account's money. */
 export const epochMoneySubjects = (account: string, epoch: number): string => `acct.${account}.money.${epoch}.>`;
