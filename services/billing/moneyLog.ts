@@ -6,7 +6,6 @@ import { directMessages, guardedPublish } from "../shared/subjectLog.ts";
 
 /** Messages per direct batch get while catching an account up: a page with fewer is the end of what there is. */
 export const MONEY_PAGE = 256;
-const READ_BATCH = MONEY_PAGE;
 
 /** One money message: its events (a group commit holds several) and its stream sequence. */
 export interface MoneyMessage {
@@ -23,7 +22,7 @@ export interface MoneyMessage {
 export class MoneyLog {
   constructor(private readonly js: JetStreamClient, private readonly jsm: JetStreamManager) {}
 
-  /** The messages of one epoch of the account after `afterSequence`, up to `READ_BATCH` of them (fewer: the end). */
+  /** The messages of one epoch of the account after `afterSequence`, up to `MONEY_PAGE` of them (fewer: the end). */
   epochPage(account: string, epoch: number, afterSequence: number): Promise<MoneyMessage[]> {
     return this.page(epochMoneySubjects(account, epoch), afterSequence);
   }
@@ -36,7 +35,7 @@ export class MoneyLog {
     const events: Array<{ event: LedgerEvent; sequence: number }> = [];
     for (let after = afterSequence, page = await this.page(moneySubjects(account), after); ; page = await this.page(moneySubjects(account), after)) {
       for (const message of page) for (const event of message.events) events.push({ event, sequence: message.sequence });
-      if (page.length < READ_BATCH) return events;
+      if (page.length < MONEY_PAGE) return events;
       after = page.at(-1)?.sequence ?? after;
     }
   }
@@ -51,7 +50,7 @@ export class MoneyLog {
 
   private async page(filter: string, afterSequence: number): Promise<MoneyMessage[]> {
     const messages: MoneyMessage[] = [];
-    for await (const msg of directMessages(() => this.jsm.direct.getBatch(STREAMS.events.name, { seq: afterSequence + 1, next_by_subj: filter, batch: READ_BATCH }))) {
+    for await (const msg of directMessages(() => this.jsm.direct.getBatch(STREAMS.events.name, { seq: afterSequence + 1, next_by_subj: filter, batch: MONEY_PAGE }))) {
       messages.push({ events: ledgerEventsOf(msg.json()), sequence: msg.seq });
     }
     return messages;
