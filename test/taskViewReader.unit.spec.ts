@@ -137,4 +137,21 @@ describe("the edge's task views, kept by its feed of the task log", () => {
     expect(await reader.get("acme", 13)).toEqual(viewAfter(life.slice(0, 2)));
     expect(reads.log).toBe(1);
   });
+
+  it("given a feed catching up and a read of a task under way, when the feed brings the task's next event meanwhile, then memory has it once the feed is current", async () => {
+    const { reader, log, holdReads } = world();
+    // The feed holds the task as running; then it falls behind (its server restarted) and catches up.
+    for (const event of lifeOf(9).slice(0, 3)) reader.apply(event);
+    reader.setFed(false);
+    log.set(9, lifeOf(9).slice(0, 3));
+    let release = () => {};
+    holdReads(new Promise<void>((resolve) => (release = resolve)));
+    // A poll while the feed is behind reads the log; the success comes on the feed before that read answers.
+    const polled = reader.get("acme", 9);
+    reader.apply(lifeOf(9)[3] as TaskEvent);
+    release();
+    expect((await polled)?.status).toBe("success");
+    reader.setFed(true);
+    expect(reader.peek(9)?.status).toBe("success");
+  });
 });

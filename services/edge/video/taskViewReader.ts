@@ -82,10 +82,11 @@ export class TaskViewReader {
   apply(event: TaskEvent): void {
     const { taskId, version } = event.meta;
     const pending = this.reading.get(taskId);
-    if (pending) {
-      pending.push(event);
-      return;
-    }
+    // A read under way folds the event into what it reads. What memory holds of the task (the feed's view, kept
+    // while a read goes to NATS because the feed was behind) takes it too: otherwise that view kept its old status
+    // once the feed was current again, and the edge answered "running" for a task that had succeeded.
+    pending?.push(event);
+    if (pending && !this.cache.has(taskId)) return;
     if (event.type === "TaskSubmitted") {
       const view = evolveTaskView(null, event);
       if (view) this.remember(view, true, true);
