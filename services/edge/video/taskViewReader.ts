@@ -59,8 +59,7 @@ export class TaskViewReader {
    */
   created(opening: TaskEvent): void {
     const { taskId } = opening.meta;
-    let view = evolveTaskView(null, opening);
-    for (const event of this.reading.get(taskId) ?? []) if (view && event.meta.version === view.version + 1) view = evolveTaskView(view, event);
+    const view = this.withHeldEvents(taskId, evolveTaskView(null, opening));
     this.reading.delete(taskId);
     if (view) this.remember(view, true, true);
   }
@@ -130,13 +129,15 @@ export class TaskViewReader {
 
   /** Folds in what the feed brought during the read, and keeps the result. */
   private settle(taskId: number, read: TaskView | undefined, exact: boolean, ownRead: boolean): TaskView | undefined {
-    let view = read ?? null;
-    for (const event of (ownRead ? this.reading.get(taskId) : undefined) ?? []) {
-      // Only the next event of what was read (a task not found yet starts with its TaskSubmitted).
-      if (event.meta.version !== (view?.version ?? 0) + 1) continue;
-      view = evolveTaskView(view, event);
-    }
+    const view = ownRead ? this.withHeldEvents(taskId, read ?? null) : (read ?? null);
     return view ? this.remember(view, exact) : undefined;
+  }
+
+  /** `view` with the feed's events of the task held meanwhile folded in: only each next version (a task not found yet starts with its TaskSubmitted). */
+  private withHeldEvents(taskId: number, view: TaskView | null): TaskView | null {
+    let folded = view;
+    for (const event of this.reading.get(taskId) ?? []) if (event.meta.version === (folded?.version ?? 0) + 1) folded = evolveTaskView(folded, event);
+    return folded;
   }
 
   /** `fromFeed`: the feed's next event of a view it holds, kept whether or not the feed is current yet. */
