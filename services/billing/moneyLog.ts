@@ -33,10 +33,12 @@ export class MoneyLog {
    */
   async read(account: string, afterSequence: number): Promise<Array<{ event: LedgerEvent; sequence: number }>> {
     const events: Array<{ event: LedgerEvent; sequence: number }> = [];
-    for (let after = afterSequence, page = await this.page(moneySubjects(account), after); ; page = await this.page(moneySubjects(account), after)) {
+    for (let after = afterSequence; ; ) {
+      const page = await this.page(moneySubjects(account), after);
       for (const message of page) for (const event of message.events) events.push({ event, sequence: message.sequence });
-      if (page.length < MONEY_PAGE) return events;
-      after = page.at(-1)?.sequence ?? after;
+      const last = page.at(-1);
+      if (page.length < MONEY_PAGE || !last) return events;
+      after = last.sequence;
     }
   }
 
