@@ -7,7 +7,7 @@
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { MONEY_EPOCH_OPENINGS } from "../contracts/ledger.ts";
+import { moneyEpochAfter } from "../contracts/ledger.ts";
 
 const [url, secondsArg, accountsArg, bytesArg] = process.argv.slice(2);
 if (!url) {
@@ -34,12 +34,12 @@ async function chain(account: number, deadline: number): Promise<number> {
   while (performance.now() < deadline) {
     // As a create's opening: a subject of its own in the account's money epoch, guarded over that epoch only,
     // and the epoch's last opening ends it (contracts/ledger.ts).
-    const epoch = Math.floor((openings[account] ?? 0) / MONEY_EPOCH_OPENINGS);
+    const epoch = moneyEpochAfter(openings[account] ?? 0);
     const ack = await js.publish(`benchacct.${account}.money.${epoch}.task.${next++}`, payload, {
       expect: { lastSubjectSequence: last[account] ?? 0, lastSubjectSequenceSubject: `benchacct.${account}.money.${epoch}.>` },
     });
     openings[account] = (openings[account] ?? 0) + 1;
-    last[account] = (openings[account] ?? 0) % MONEY_EPOCH_OPENINGS === 0 ? 0 : ack.seq;
+    last[account] = moneyEpochAfter(openings[account] ?? 0) === epoch ? ack.seq : 0;
     written++;
   }
   return written;

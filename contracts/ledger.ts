@@ -153,6 +153,8 @@ export type TaskCharge = z.infer<typeof TaskCharge>;
  * reader and writer agrees on it; the number is part of the store's layout and never changes.
  */
 export const MONEY_EPOCH_OPENINGS = 256;
+/** The epoch a money message of an account is in, given how many openings the account wrote before it. */
+export const moneyEpochAfter = (openings: number): number => Math.floor(openings / MONEY_EPOCH_OPENINGS);
 export const ledgerSubject = (account: string, epoch: number): string => `acct.${account}.money.${epoch}.ledger`;
 /** The guard and read filter of one epoch of one account's money. */
 export const epochMoneySubjects = (account: string, epoch: number): string => `acct.${account}.money.${epoch}.>`;

@@ -1,4 +1,4 @@
-import { MONEY_EPOCH_OPENINGS } from "../../contracts/ledger.ts";
+import { moneyEpochAfter } from "../../contracts/ledger.ts";
 import type { TaskOpening } from "../../contracts/taskOpening.ts";
 import { taskEventsSubject, taskOpeningSubject, type TaskEvent } from "../../contracts/videoTask.ts";
 import { sampleJob } from "../../test/helpers/fixtures.ts";
@@ -26,7 +26,7 @@ export function finishedTaskMessages(taskId: number, account: string, accountVer
   };
   return [
     // The seeds' money is their openings alone: the opening at `accountVersion` is in the epoch its predecessors fill.
-    { subject: taskOpeningSubject(account, taskId, Math.floor((accountVersion - 1) / MONEY_EPOCH_OPENINGS)), body: JSON.stringify(opening), event: submitted },
+    { subject: taskOpeningSubject(account, taskId, moneyEpochAfter(accountVersion - 1)), body: JSON.stringify(opening), event: submitted },
     { subject: taskEventsSubject(account, taskId, "state"), body: JSON.stringify(succeeded), event: succeeded },
   ];
 }

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DeliverPolicy } from "@nats-io/jetstream";
-import { ledgerSubject, MONEY_EPOCH_OPENINGS, type LedgerEvent } from "../../contracts/ledger.ts";
+import { ledgerSubject, moneyEpochAfter, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { balancesProjection } from "../../services/billing/projections.ts";
@@ -48,7 +48,7 @@ async function fillLedger(nats: Nats): Promise<void> {
       const next = history.next();
       if (next.done) continue;
       // The subject's epoch follows the reservations before it, as the ledger writer's would (contracts/ledger.ts).
-      const epoch = Math.floor((reservations[i] ?? 0) / MONEY_EPOCH_OPENINGS);
+      const epoch = moneyEpochAfter(reservations[i] ?? 0);
       if (next.value.type === "CostReserved") reservations[i] = (reservations[i] ?? 0) + 1;
       pending.push(nats.js.publish(ledgerSubject(`acct-${i}`, epoch), JSON.stringify(next.value)));
       if (pending.length >= 2_000) {
