@@ -90,7 +90,7 @@ export const LedgerEvent = z.discriminatedUnion("type", [
 export type LedgerEvent = z.infer<typeof LedgerEvent>;
 export type NewLedgerEvent = { [E in LedgerEvent as E["type"]]: Omit<E, "meta"> }[LedgerEvent["type"]];
 
-/** Read model per account (bucket `balances`): totals only; per-task amounts are in `task_charges`. */
+/** Read model per account (bucket `balances`): totals only; what each task reserved and cost is in the ledger's own events. */
 export const AccountBalance = z.object({
   account: AccountName,
   /** Opened or credited at least once. */
@@ -124,19 +124,6 @@ export const LedgerSnapshot = AccountBalance.extend({
 });
 export type LedgerSnapshot = z.infer<typeof LedgerSnapshot>;
 
-/** Read model per task (bucket `task_charges`): what the task reserved and what it finally cost. */
-export const TaskCharge = z.object({
-  taskId: z.number().int(),
-  account: AccountName,
-  state: z.enum(["settled", "released"]),
-  reservedMicros: Micros,
-  costMicros: Micros.optional(),
-  totalTokens: z.number().int().optional(),
-  /** meta.version of the account event last applied: replays and redeliveries are no-ops. */
-  accountVersion: z.number().int(),
-});
-export type TaskCharge = z.infer<typeof TaskCharge>;
-
 /**
  * Every money movement of account A is on a subject under `acct.A.money.<epoch>.`: task openings (which
  * reserve) on `acct.A.money.<epoch>.task.N` (contracts/taskOpening.ts), everything else (credits, settlements,
@@ -162,8 +149,6 @@ export const epochMoneySubjects = (account: string, epoch: number): string => `a
 export const moneySubjects = (account: string): string => `acct.${account}.money.>`;
 /** Every account's money (the balance projections' filter). */
 export const MONEY_EVENTS = "acct.*.money.>";
-/** Every account's money but the task openings: credits, settlements, releases, chat charges. */
-export const LEDGER_MESSAGES = "acct.*.money.*.ledger";
 /** Whether a subject under `acct.A.money.` is a ledger message's (not a task opening's). */
 export const isLedgerSubject = (subject: string): boolean => subject.endsWith(".ledger");
 

@@ -81,7 +81,6 @@ export const BUCKETS = {
   apiKeys: "api_keys",
   taskViews: "task_views",
   balances: "balances",
-  taskCharges: "task_charges",
   /** Each account's writer state every few hundred events (services/billing/accountLedger.ts). */
   ledgerSnapshots: "ledger_snapshots",
   /** Idempotency-Key of a create → the task it made, per account. */
@@ -123,7 +122,7 @@ export const CONSUMERS = {
   /**
    * Every reactor on the task log and the ledger, through one delivery of each event
    * (services/projector/eventReactors.ts): the views (`task_views`), the counters (`task_stats`), settlement,
-   * the Idempotency-Key index, the webhook jobs, and the ledger's read models (`balances`, `task_charges`).
+   * the Idempotency-Key index, the webhook jobs, and the ledger's read model (`balances`).
    */
   taskLogReactors: "task_log_reactors",
   /** Delivers the webhook jobs (stream WEBHOOK_JOBS) to callback URLs. */

@@ -11,7 +11,6 @@ import {
   type AccountState,
   type LedgerCommand,
 } from "../services/billing/account.ts";
-import { taskChargesProjection } from "../services/billing/projections.ts";
 import { ForbiddenError } from "../services/shared/errors.ts";
 
 const ACCOUNT = "acme";
@@ -198,30 +197,6 @@ describe("causes (publish msgIDs) are derived from what caused the movement", ()
     expect(causeOf(reserve(5, 1), ACCOUNT)).toBe("reserve-task-5");
     expect(causeOf(settle(5, 1), ACCOUNT)).toBe("settle-task-5");
     expect(causeOf(release(5), ACCOUNT)).toBe("release-task-5");
-  });
-});
-
-describe("task_charges read model", () => {
-  const [reserveEvent, settleEvent, releaseEvent] = stamp([reserved(7, 5_009_400), settled(7, 5_009_400, 4_000_000), released(7, 5_009_400)], 3);
-  const evolve = (doc: Parameters<typeof taskChargesProjection.evolve>[0], event: LedgerEvent | undefined) =>
-    taskChargesProjection.evolve(doc, event as LedgerEvent, 1);
-
-  it("given a reservation, when it settles, then the task shows its cost; replaying the same events changes nothing", () => {
-    const afterReserve = evolve(null, reserveEvent);
-    const afterSettle = evolve(afterReserve, settleEvent);
-    expect(afterSettle).toEqual({ taskId: 7, account: ACCOUNT, state: "settled", reservedMicros: 5_009_400, costMicros: 4_000_000, totalTokens: 1000, accountVersion: 4 });
-    expect(evolve(afterSettle, settleEvent)).toBe(afterSettle);
-    expect(evolve(afterSettle, reserveEvent)).toBe(afterSettle);
-  });
-
-  it("a settlement or release closes the task's document on its own (it carries the amount reserved); only closed documents are written", () => {
-    const settledAlone = evolve(null, settleEvent);
-    expect(settledAlone).toEqual(evolve(evolve(null, reserveEvent), settleEvent));
-    expect(evolve(null, releaseEvent)).toEqual({ taskId: 7, account: ACCOUNT, state: "released", reservedMicros: 5_009_400, accountVersion: 5 });
-    const persists = (doc: ReturnType<typeof evolve>) => doc !== null && taskChargesProjection.persists?.(doc) !== false;
-    expect(persists(evolve(null, reserveEvent))).toBe(false);
-    expect(persists(settledAlone)).toBe(true);
-    expect(persists(evolve(null, releaseEvent))).toBe(true);
   });
 });
 

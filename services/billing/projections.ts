@@ -1,4 +1,4 @@
-import { AccountBalance, LEDGER_MESSAGES, ledgerEventsOf, MONEY_EVENTS, TaskCharge, type LedgerEvent } from "../../contracts/ledger.ts";
+import { AccountBalance, ledgerEventsOf, MONEY_EVENTS, type LedgerEvent } from "../../contracts/ledger.ts";
 import { STREAMS } from "../../infra/jetstreamLayout.ts";
 import { EventOutOfOrder, type Projection } from "../shared/projection.ts";
 import { applyToTotals, emptyBalance } from "./account.ts";
@@ -19,36 +19,4 @@ export const balancesProjection: Projection<LedgerEvent, AccountBalance> = {
     return { ...applyToTotals(doc ?? emptyBalance(event.meta.account), event), sequence };
   },
   docSchema: AccountBalance,
-};
-
-/**
- * Per-task charge index (bucket `task_charges`): once a task's reservation is settled or released, what it
- * reserved and what it cost. A settlement or release carries the amount it closes, so the document needs
- * nothing of the opening, and the projection reads the ledger messages only (not the openings: a delivery per
- * create saved). An open reservation is in the account's fold (`balances`, the ledger writer) meanwhile.
- */
-export const taskChargesProjection: Projection<LedgerEvent, TaskCharge> = {
-  name: "task charges",
-  stream: STREAMS.events.name,
-  subjects: [LEDGER_MESSAGES],
-  decode: ledgerEventsOf,
-  keyOf: (event) => (event.type === "ReservationSettled" || event.type === "ReservationReleased" ? String(event.data.taskId) : undefined),
-  // A task's closing makes its document: written with a create, no read first (a redelivery's create fails, then it reads).
-  startsDocument: () => true,
-  evolve: (doc, event) => {
-    if (doc && event.meta.version <= doc.accountVersion) return doc;
-    const accountVersion = event.meta.version;
-    const { account } = event.meta;
-    switch (event.type) {
-      case "ReservationSettled": {
-        const { taskId, reservedMicros, costMicros, totalTokens } = event.data;
-        return { taskId, account, state: "settled", reservedMicros, costMicros, totalTokens, accountVersion };
-      }
-      case "ReservationReleased":
-        return { taskId: event.data.taskId, account, state: "released", reservedMicros: event.data.reservedMicros, accountVersion };
-      default:
-        return doc;
-    }
-  },
-  docSchema: TaskCharge,
 };

@@ -5,7 +5,7 @@ import { availableMicros } from "../billing/account.ts";
 import { AccountBalance } from "../../contracts/ledger.ts";
 import { describeLedgerEvent, readAccountHistory } from "../billing/ledgerReader.ts";
 import { formatYuan } from "../billing/pricing.ts";
-import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
+import { balancesProjection } from "../billing/projections.ts";
 import { auditProjection, type ProjectionAudit } from "../shared/projectionAudit.ts";
 import type { Projection } from "../shared/projection.ts";
 import { taskViewProjection } from "../tasks/taskViewProjection.ts";
@@ -51,7 +51,6 @@ async function replay(nats: Nats, out: Out): Promise<number> {
   const audits = [
     await auditInto(nats, taskViewProjection, nats.taskViews, CONSUMERS.taskLogReactors, stamp),
     await auditInto(nats, balancesProjection, nats.balances, CONSUMERS.taskLogReactors, stamp),
-    await auditInto(nats, taskChargesProjection, nats.taskCharges, CONSUMERS.taskLogReactors, stamp),
   ];
   let negative = 0;
   for await (const key of await nats.balances.keys()) {

@@ -3,7 +3,7 @@ import { isLedgerSubject, ledgerEventsOf, type LedgerEvent } from "../../contrac
 import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../billing/accountLedger.ts";
-import { balancesProjection, taskChargesProjection } from "../billing/projections.ts";
+import { balancesProjection } from "../billing/projections.ts";
 import { Settlement } from "../billing/settlement.ts";
 import { startBatchReactor, type WrittenBehind } from "../shared/batchReactor.ts";
 import type { Logger } from "../shared/log.ts";
@@ -52,7 +52,7 @@ function decodeEventsMessage(msg: JsMsg): EventsMessage {
 /**
  * Every reactor on the event log, fed by one batch reactor on one durable consumer (`task_log_reactors`):
  * the views (`task_views`, final ones only), the counters (`task_stats`), settlement (the ledger), the webhook
- * jobs, the Idempotency-Key index, and the ledger's read models (`balances`, `task_charges`). Each message is
+ * jobs, the Idempotency-Key index, and the ledger's read model (`balances`). Each message is
  * delivered, parsed and validated once for all of them (an opening once for the task's reactors and the
  * ledger's), and acknowledged with its batch (the counters and ledger models are written behind: a batch is
  * acknowledged once they are kept too). A batch goes to all at once (they write different places); if one
@@ -82,12 +82,11 @@ export async function startEventReactors(nats: Nats, ledger: AccountLedger, log:
   const stats = new TaskStatsReactor(nats, log.child({ reactor: "task counters" }));
   const settlement = new Settlement(ledger, taskLog, log.child({ reactor: "settlement" }));
   const balances = new ProjectionRunner(balancesProjection, nats, CONSUMERS.taskLogReactors, nats.balances, log.child({ projection: balancesProjection.name }));
-  const charges = new ProjectionRunner(taskChargesProjection, nats, CONSUMERS.taskLogReactors, nats.taskCharges, log.child({ projection: taskChargesProjection.name }));
   const ledgerModels = new WriteBehind(
     LEDGER_MODEL_LINGER_MS,
     () => {
-      const [balancesHeld, chargesHeld] = [balances.takeHeld(), charges.takeHeld()];
-      return async () => void (await Promise.all([balancesHeld(), chargesHeld()]));
+      const balancesHeld = balances.takeHeld();
+      return async () => void (await balancesHeld());
     },
     log,
     "ledger read models",
@@ -122,7 +121,7 @@ export async function startEventReactors(nats: Nats, ledger: AccountLedger, log:
           parked.push(parkUndecodable(nats, taskViewProjection.name, msg, error, log));
         }
       }
-      const ledgerKept = Promise.all([balances.holdEvents(money, ledgerModels), charges.holdEvents(money, ledgerModels)]).then(() => undefined);
+      const ledgerKept = balances.holdEvents(money, ledgerModels);
       // Its failure is the batch's (through `durable`), not an unhandled rejection while the others finish.
       ledgerKept.catch(() => undefined);
       const results = await Promise.allSettled([...parked, ...reactors.map((reactor) => reactor.handleEntries(entries)), { durable: ledgerKept }]);

@@ -18,7 +18,6 @@ export interface Nats {
   apiKeys: KV;
   taskViews: KV;
   balances: KV;
-  taskCharges: KV;
   ledgerSnapshots: KV;
   idempotency: KV;
   webhookSecrets: KV;
@@ -71,7 +70,6 @@ export async function connectNats(url: string, name: string, layout?: LayoutOpti
     apiKeys: await bucket(BUCKETS.apiKeys),
     taskViews: await bucket(BUCKETS.taskViews),
     balances: await bucket(BUCKETS.balances),
-    taskCharges: await bucket(BUCKETS.taskCharges),
     ledgerSnapshots: await bucket(BUCKETS.ledgerSnapshots),
     idempotency: await bucket(BUCKETS.idempotency),
     webhookSecrets: await bucket(BUCKETS.webhookSecrets),
