@@ -1,14 +1,19 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ledgerSubject } from "../contracts/ledger.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
+import { MessageChannel } from "node:worker_threads";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
+import { BridgedCloser, serveCloses } from "../services/billing/reservationCloser.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { openTask } from "./helpers/openTask.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
 /**
- * The projector's ledger lingers before writing an idle account's closes, so settlements that come close
- * together are one money message: each money message fences the account's next create (services/projector/main.ts).
+ * Settlement's ledger lingers before writing an idle account's closes, so settlements that come close together
+ * are one money message: each money message fences the account's next create in every other process
+ * (SETTLEMENT_LINGER_MS in services/billing/settlement.ts). In `reelay serve` that ledger is the edge's own,
+ * reached from the projector's thread through a port (services/billing/reservationCloser.ts), and its creates
+ * must never wait for the closes it holds.
  */
 describe("settlement linger", () => {
   let server: Awaited<ReturnType<typeof startTestNats>>;
@@ -50,5 +55,41 @@ describe("settlement linger", () => {
     const eager = await new AccountLedger(nats).current("eager");
     expect([eager.balanceMicros, eager.reservedMicros]).toEqual([100_000_000 - 5 * 500_000, 0]);
     expect(await ledgerMessages("eager")).toBeGreaterThan(2);
+  });
+
+  it("given closes lingering in the ledger that also opens the account's tasks, when a task opens meanwhile, then it is written at once and the closes still go together after the linger", async () => {
+    const account = "shared-writer";
+    const ledger = new AccountLedger(nats, { closeLingerMs: 400 });
+    await ledger.execute(account, { type: "credit", amountMicros: 100_000_000, creditId: `${account}-credit` });
+    // Task ids are the store's, never reused (a settlement's msgID names its task): the specs above used 1–5.
+    for (let taskId = 21; taskId <= 23; taskId++) await openTask(ledger, account, taskId, { amountMicros: 1_000_000, msgID: `open-${account}-${taskId}` });
+    const closes = [21, 22, 23].map((taskId) => ledger.close(account, { type: "settle", taskId, costMicros: 500_000, totalTokens: 1, model: "m" }, 0));
+    const started = performance.now();
+    await openTask(ledger, account, 24, { amountMicros: 1_000_000, msgID: `open-${account}-24` });
+    expect(performance.now() - started, "the create waited for the closes' linger").toBeLessThan(200);
+    expect(await Promise.all(closes)).toEqual(["closed", "closed", "closed"]);
+    expect(await ledgerMessages(account)).toBe(2); // the credit, then the three settlements together
+    const after = await new AccountLedger(nats).current(account);
+    expect([after.balanceMicros, after.reservedMicros]).toEqual([100_000_000 - 3 * 500_000, 1_000_000]);
+  });
+
+  it("closes sent through a port are made by the ledger on its other end, which also says what it found; a failure there fails the close here", async () => {
+    const account = "bridged";
+    const ledger = new AccountLedger(nats);
+    await ledger.execute(account, { type: "credit", amountMicros: 10_000_000, creditId: `${account}-credit` });
+    const opening = await openTask(ledger, account, 11, { amountMicros: 1_000_000, msgID: `open-${account}-11` });
+    const { port1, port2 } = new MessageChannel();
+    serveCloses(port1, ledger);
+    const bridged = new BridgedCloser(port2);
+    const settle = { type: "settle" as const, taskId: opening.meta.taskId, costMicros: 400_000, totalTokens: 1, model: "m" };
+    expect(await bridged.close(account, settle, 0)).toBe("closed");
+    expect(await bridged.close(account, settle, 0)).toBe("closedBefore");
+    expect(await bridged.close(account, { type: "release", taskId: 12, reason: "never opened" }, 0)).toBe("notReserved");
+    expect((await ledger.current(account)).balanceMicros).toBe(10_000_000 - 400_000);
+
+    const broken = new MessageChannel();
+    serveCloses(broken.port1, { close: () => Promise.reject(new Error("NATS went away")) });
+    await expect(new BridgedCloser(broken.port2).close(account, settle, 0)).rejects.toThrow(/NATS went away/);
+    for (const port of [port1, port2, broken.port1, broken.port2]) port.close();
   });
 });

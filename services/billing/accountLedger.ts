@@ -72,6 +72,10 @@ export class AccountLedger {
   private readonly known = new LRUCache<string, AccountState>({ max: KNOWN_ACCOUNTS });
   /** Per account being written: the commands waiting for the message in flight. */
   private readonly waiting = new Map<string, Waiting[]>();
+  /** Accounts with a write under way (one at a time per account: its queue is written in order). */
+  private readonly writing = new Set<string>();
+  /** Accounts whose queued closes wait for others to join them (`closeLingerMs`), until the timer ends. */
+  private readonly lingering = new Map<string, NodeJS.Timeout>();
 
   /**
    * `closeLingerMs`: a settlement or release that finds its account idle waits this long for others to join its
@@ -119,16 +123,34 @@ export class AccountLedger {
   private enqueue(account: string, command: LedgerCommand, opening?: Opening): Promise<Written> {
     return new Promise((resolve, reject) => {
       const waiting: Waiting = { command, ...(opening ? { opening } : {}), resolve, reject };
-      const queue = this.waiting.get(account);
-      if (queue) {
-        queue.push(waiting);
-        return;
-      }
-      this.waiting.set(account, [waiting]);
+      const queue = this.waiting.get(account) ?? [];
+      this.waiting.set(account, queue);
+      const closing = isGroupable(command);
+      const lingering = this.lingering.has(account);
+      // A create (or any other command) never waits out the closes' linger: it goes ahead of them (after the others
+      // that did), and they go on waiting. It is decided without what they free, as when they lingered in another process.
+      if (lingering && !closing) {
+        const firstClose = queue.findIndex((queued) => isGroupable(queued.command));
+        queue.splice(firstClose === -1 ? queue.length : firstClose, 0, waiting);
+      } else queue.push(waiting);
       const linger = this.options.closeLingerMs ?? 0;
-      if (linger > 0 && (command.type === "settle" || command.type === "release")) setTimeout(() => void this.writeQueued(account), linger);
-      else void this.writeQueued(account);
+      if (closing && linger > 0 && queue.length === 1 && !this.writing.has(account)) {
+        this.lingering.set(account, setTimeout(() => this.endLinger(account), linger));
+      } else if (!(closing && lingering)) this.startWriting(account);
     });
+  }
+
+  /** The account's closes have waited long enough for others to join them: they are written next. */
+  private endLinger(account: string): void {
+    this.lingering.delete(account);
+    this.startWriting(account);
+  }
+
+  /** Writes the account's queue unless a write of it is under way (which goes on to what was queued meanwhile). */
+  private startWriting(account: string): void {
+    if (this.writing.has(account)) return;
+    this.writing.add(account);
+    void this.writeQueued(account);
   }
 
   /** The account as the ledger says now (catching up from the last known point). */
@@ -141,9 +163,10 @@ export class AccountLedger {
     this.known.clear();
   }
 
-  /** Writes the account's queued commands, a group at a time, until none is left. */
+  /** Writes the account's queued commands, a group at a time, until none is left or only lingering closes are. */
   private async writeQueued(account: string): Promise<void> {
-    for (let queue = this.waiting.get(account); queue && queue.length > 0; queue = this.waiting.get(account)) {
+    const queue = this.waiting.get(account) ?? [];
+    for (let head = queue[0]; head && !(isGroupable(head.command) && this.lingering.has(account)); head = queue[0]) {
       const group = nextGroup(queue);
       try {
         const { after, wrote, duplicateOf, outcomes } = await this.commit(account, group);
@@ -156,7 +179,8 @@ export class AccountLedger {
         for (const waiting of group) waiting.reject(error);
       }
     }
-    this.waiting.delete(account);
+    this.writing.delete(account);
+    if (queue.length === 0) this.waiting.delete(account);
   }
 
   /** Decides and writes one group: the account after it, whether a message was written, and each command's outcome. */

@@ -1,7 +1,9 @@
 import { availableParallelism } from "node:os";
+import { MessageChannel, type MessagePort } from "node:worker_threads";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
+import { serveCloses, type ReservationCloser } from "../billing/reservationCloser.ts";
 import { formatYuan } from "../billing/pricing.ts";
 import { AdminTokenStore } from "../shared/adminTokens.ts";
 import { ApiKeyStore } from "../shared/apiKeys.ts";
@@ -43,6 +45,13 @@ async function bootstrapDemoKey(nats: Nats, port: number): Promise<void> {
       "",
     ].join("\n"),
   );
+}
+
+/** A port for a projector thread's settlement to reach `closer` (the edge's ledger) through. */
+function closesPortTo(closer: ReservationCloser): MessagePort {
+  const { port1, port2 } = new MessageChannel();
+  serveCloses(port1, closer);
+  return port2;
 }
 
 /** A service thread's metrics join this process's scrapes until it stops. */
@@ -111,9 +120,12 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
   // Threads pay off only with cores to run them on; on one core they would just take turns.
   const threaded = availableParallelism() > 1;
   if (selected.includes("projector")) {
+    // Settlement closes reservations through the edge's ledger when there is one here: one writer per account.
+    const closer = edge?.reservationCloser;
+    const closes = closer ? () => closesPortTo(closer) : undefined;
     const projector = threaded
-      ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, ...(credentials ? { natsCredentials: credentials } : {}), config }, log))
-      : await (await import("../projector/main.ts")).startProjector(nats, config, createLogger("projector"));
+      ? withThreadMetrics(await startServiceThread({ service: "projector", natsUrl: url, ...(credentials ? { natsCredentials: credentials } : {}), config }, log, closes ? { closes } : {}))
+      : await (await import("../projector/main.ts")).startProjector(nats, config, createLogger("projector"), closer);
     stops.unshift({ service: "projector", stop: projector.stop });
   }
   if (selected.includes("runner")) {

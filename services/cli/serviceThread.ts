@@ -1,11 +1,11 @@
-import { parentPort, workerData } from "node:worker_threads";
+import { parentPort, workerData, type MessagePort } from "node:worker_threads";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { createLogger } from "../shared/log.ts";
 import { registry } from "../shared/metrics/metrics.ts";
 import { startThreadMetrics } from "../shared/metrics/threadMetrics.ts";
 import { startTracing, stopTracing } from "../shared/tracing/tracing.ts";
 import { asServiceUnavailable } from "../shared/infrastructureErrors.ts";
-import { connectNats } from "../shared/nats.ts";
+import { connectNats, type Nats } from "../shared/nats.ts";
 import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { drainWithin } from "./natsContext.ts";
 
@@ -19,6 +19,8 @@ export interface ServiceThreadData {
   /** The embedded server's (threads share the process's memory, never a command line). */
   natsCredentials?: NatsCredentials;
   config: ReelayConfig;
+  /** A projector's way to the edge's ledger in the main thread (services/billing/reservationCloser.ts), when the process has an edge. */
+  closes?: MessagePort;
 }
 
 /** The main thread asks for this thread's metrics with `{ type: "metrics", id }`. */
@@ -29,7 +31,7 @@ export interface MetricsRequest {
 const isMetricsRequest = (message: unknown): message is MetricsRequest =>
   typeof message === "object" && message !== null && (message as { type?: unknown }).type === "metrics";
 
-const { service, natsUrl, natsCredentials, config } = workerData as ServiceThreadData;
+const { service, natsUrl, natsCredentials, config, closes } = workerData as ServiceThreadData;
 const port = parentPort;
 if (!port) throw new Error("serviceThread.ts runs only as a worker thread");
 
@@ -54,8 +56,13 @@ async function startService() {
   const nats = await connectNats(natsUrl, `reelay-${service}`, undefined, natsCredentials);
   // Only this thread's service is loaded: a runner thread never loads the projector's modules, nor the reverse.
   const running =
-    service === "runner" ? await (await import("../runner/main.ts")).startRunner(nats, config, log) : await (await import("../projector/main.ts")).startProjector(nats, config, log);
+    service === "runner" ? await (await import("../runner/main.ts")).startRunner(nats, config, log) : await startProjectorThread(nats);
   return { nats, running };
+}
+
+async function startProjectorThread(nats: Nats) {
+  const closer = closes ? new (await import("../billing/reservationCloser.ts")).BridgedCloser(closes) : undefined;
+  return (await import("../projector/main.ts")).startProjector(nats, config, log, closer);
 }
 
 port.on("message", (message: unknown) => {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { Worker } from "node:worker_threads";
+import { Worker, type MessagePort } from "node:worker_threads";
 import type { Logger } from "../shared/log.ts";
 import type { MetricsSnapshot } from "../shared/metrics/processMetrics.ts";
 import type { ServiceThreadData, StartFailed } from "./serviceThread.ts";
@@ -45,10 +45,12 @@ const isStartFailed = (message: unknown): message is StartFailed =>
  * A thread whose start fails on passing NATS trouble (a JetStream request timing out right after the
  * server restarted) ends with all it had started, and a new one starts after a pause, a few times.
  */
-export async function startServiceThread(data: ServiceThreadData, log: Logger): Promise<ServiceThread> {
+export async function startServiceThread(data: ServiceThreadData, log: Logger, options: { closes?: () => MessagePort } = {}): Promise<ServiceThread> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await startThreadOnce(data);
+      // A port is transferred to one thread only: each attempt gets one of its own.
+      const closes = options.closes?.();
+      return await startThreadOnce(closes ? { ...data, closes } : data);
     } catch (error) {
       const pauseMs = RESTART_PAUSES_MS[attempt];
       if (!(error instanceof ThreadStartFailed && error.passing) || pauseMs === undefined) throw error;
@@ -59,7 +61,7 @@ export async function startServiceThread(data: ServiceThreadData, log: Logger): 
 }
 
 async function startThreadOnce(data: ServiceThreadData): Promise<ServiceThread> {
-  const worker = new Worker(ENTRY, { workerData: data, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
+  const worker = new Worker(ENTRY, { workerData: data, transferList: data.closes ? [data.closes] : [], resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
   let onMessage: ((message: unknown) => void) | undefined;
   let onError: ((error: Error) => void) | undefined;
   let onExit: ((code: number) => void) | undefined;

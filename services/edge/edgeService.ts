@@ -4,6 +4,8 @@ import { watchConnection } from "../shared/connectionHealth.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
+import type { ReservationCloser } from "../billing/reservationCloser.ts";
+import { SETTLEMENT_LINGER_MS } from "../billing/settlement.ts";
 import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
@@ -63,7 +65,8 @@ export class EdgeService {
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.views = new TaskViewReader(nats.taskViews, this.taskLog);
     this.hub = new TaskEventHub(nats, this.taskLog, log.child({ part: "event streams" }), this.views);
-    this.ledger = new AccountLedger(nats);
+    // Closes lingering for company: a projector in this process settles through this ledger (reservationCloser.ts).
+    this.ledger = new AccountLedger(nats, { closeLingerMs: SETTLEMENT_LINGER_MS });
     this.balances = new BalanceMirror(nats.balances, log);
     this.connection = watchConnection(nats.nc, log);
   }
@@ -82,6 +85,11 @@ export class EdgeService {
       this.admin = await startAdminListener({ ...this.options.admin, nats: this.nats, ledger: this.ledger, views: this.views, taskLog: this.taskLog, videoBaseUrl, keepaliveMs: this.config.limits.sseKeepaliveMs, log: this.log.child({ part: "admin" }) });
     }
     return this.boundPort;
+  }
+
+  /** This edge's ledger, for a projector in the same process to close reservations with (one writer per account). */
+  get reservationCloser(): ReservationCloser {
+    return this.ledger;
   }
 
   /** The admin API's bound port, when it listens. */

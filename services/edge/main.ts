@@ -1,6 +1,7 @@
 import type { ReelayConfig } from "../../contracts/config.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
+import type { ReservationCloser } from "../billing/reservationCloser.ts";
 import { EdgeService, type EdgeOptions } from "./edgeService.ts";
 
 /** Starts the HTTP edge; `port` is the bound port. */
@@ -9,8 +10,8 @@ export async function startEdge(
   config: ReelayConfig,
   log: Logger,
   options: EdgeOptions,
-): Promise<{ port: number; adminPort: number | undefined; stop(): Promise<void> }> {
+): Promise<{ port: number; adminPort: number | undefined; reservationCloser: ReservationCloser; stop(): Promise<void> }> {
   const edge = new EdgeService(nats, config, log, options);
   const port = await edge.start();
-  return { port, adminPort: edge.adminPort, stop: () => edge.stop() };
+  return { port, adminPort: edge.adminPort, reservationCloser: edge.reservationCloser, stop: () => edge.stop() };
 }

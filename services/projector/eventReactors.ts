@@ -2,7 +2,7 @@ import type { JsMsg } from "@nats-io/jetstream";
 import { isLedgerSubject, ledgerEventsOf, type LedgerEvent } from "../../contracts/ledger.ts";
 import { accountOfSubject, TaskEvent } from "../../contracts/videoTask.ts";
 import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
-import type { AccountLedger } from "../billing/accountLedger.ts";
+import type { ReservationCloser } from "../billing/reservationCloser.ts";
 import { balancesProjection } from "../billing/projections.ts";
 import { Settlement } from "../billing/settlement.ts";
 import { startBatchReactor, type WrittenBehind } from "../shared/batchReactor.ts";
@@ -62,7 +62,7 @@ function decodeEventsMessage(msg: JsMsg): EventsMessage {
  * An event no reactor can decode is parked on the dead-letter subject of the views (`deadletter.task_views`)
  * and the rest of its batch goes on.
  */
-export async function startEventReactors(nats: Nats, ledger: AccountLedger, log: Logger): Promise<{ stop(): Promise<void> }> {
+export async function startEventReactors(nats: Nats, ledger: ReservationCloser, log: Logger): Promise<{ stop(): Promise<void> }> {
   const taskLog = new TaskLog(nats.js, nats.jsm);
   const directory = new TaskDirectory();
   // The account of each task in the batch at hand: a view met mid-way is folded from its task's log, read under it.
