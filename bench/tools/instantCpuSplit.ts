@@ -1,5 +1,7 @@
 /**
- * Where the instant suite's CPU goes, per thread: `node --import tsx bench/tools/instantCpuSplit.ts [tasks]`.
+ * Where the instant suite's CPU goes, per thread: `node --import tsx bench/tools/instantCpuSplit.ts [tasks] [--parked]`.
+ * `--parked`: the create path instead (the video suite's "create accepted"): creates of its parked model from
+ * its 20 accounts, each counted at its answer (the task then waits 10 minutes in the runner).
  * Starts nats-server, the instant suite's fake upstream and `reelay serve` as the suite does, warms up with
  * 5,000 tasks, then reads every thread's CPU time from `/proc/<pid>/task/<tid>/stat` around `tasks` more
  * (default 3,000; 64 in flight) and prints µs per task for each thread of reelay, nats-server and this
@@ -16,7 +18,9 @@ import { setTimeout as pause } from "node:timers/promises";
 import { connect } from "@nats-io/transport-node";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
+import { prepareAccounts } from "../lib/benchAccounts.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
+import { benchConfig } from "../suites/videoPath.ts";
 import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.ts";
 
 /** As the instant suite's cold phase and first window: the gateway runs slower until then. */
@@ -24,18 +28,20 @@ const WARM_UP_TASKS = 5000;
 const IN_FLIGHT = 64;
 const NO_USE: ThreadUse = { cpu: 0, system: 0, writes: 0, reads: 0 };
 const tasks = Number(process.argv[2] ?? 3000);
+const parked = process.argv.includes("--parked");
 /** Clock ticks per second of /proc's CPU times (USER_HZ, 100 on Linux). */
 const TICKS_PER_SECOND = Number(execFileSync("getconf", ["CLK_TCK"]).toString().trim());
 
 const workDir = mkdtempSync(join(tmpdir(), "reelay-cpu-split-"));
 const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
-const { upstream, config, env } = await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 });
-const key = await prepareAccount(nats.url, workDir, config);
+const { upstream, config: instantConfig, env } = await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 });
+const config = parked ? benchConfig() : instantConfig;
+const keys = parked ? await prepareAccounts(nats.url, config, 20, "tenant") : [await prepareAccount(nats.url, workDir, config)];
 const nodeOptions: Record<string, string> = process.env.R_NODE_OPTIONS ? { NODE_OPTIONS: process.env.R_NODE_OPTIONS } : {};
 const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env: { ...env, ...nodeOptions } });
 const nc = await connect({ servers: nats.url });
 const finals = await watchFinals(nc);
-const create = videoCreator(reelay.baseUrl, [key], { model: "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
+const create = videoCreator(reelay.baseUrl, keys, { model: parked ? "Bench-parked" : "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
 
 try {
   await createConcurrently(WARM_UP_TASKS, IN_FLIGHT, create);
@@ -49,7 +55,7 @@ try {
   const started = performance.now();
   finals.succeeded = 0;
   await createConcurrently(tasks, IN_FLIGHT, create);
-  while (finals.succeeded < tasks) await pause(10);
+  while (!parked && finals.succeeded < tasks) await pause(10);
   const seconds = (performance.now() - started) / 1000;
   const after = threadUse(processes);
 
@@ -61,14 +67,14 @@ try {
     })
     .filter(({ micros }) => micros >= 5)
     .sort((a, b) => b.micros - a.micros);
-  process.stdout.write(`${(tasks / seconds).toFixed(0)} tasks/s\n   CPU per task (in the kernel)   writes  reads (system calls per task)\n`);
+  process.stdout.write(`${(tasks / seconds).toFixed(0)} ${parked ? "creates" : "tasks"}/s\n   CPU per task (in the kernel)   writes  reads (system calls per task)\n`);
   for (const { thread, micros, systemMicros, writes, reads } of rows)
     process.stdout.write(`${micros.toFixed(0).padStart(6)} µs/task (${systemMicros.toFixed(0).padStart(4)})  ${writes.toFixed(1).padStart(6)} ${reads.toFixed(1).padStart(6)}  ${thread}\n`);
   process.stdout.write(`${rows.reduce((sum, { micros }) => sum + micros, 0).toFixed(0).padStart(6)} µs/task  in all\n`);
 } finally {
   finals.stop();
   await nc.close();
-  await reelay.proc.stop(5000);
+  await reelay.proc.stop(15_000);
   await nats.stop();
   await upstream.stop();
   rmSync(workDir, { recursive: true, force: true });
