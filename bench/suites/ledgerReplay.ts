@@ -1,6 +1,7 @@
 /**
- * Issue 3 benchmark: how fast `audit replay` rebuilds balances from LEDGER, as a ratio of how fast the
- * same stream can merely be read by an ordered consumer, both measured in this run on the same server.
+ * Issue 3 benchmark: how fast `audit replay` rebuilds balances from the ledger (the money subjects of stream
+ * EVENTS), as a ratio of how fast the same messages can merely be read by an ordered consumer, both measured in
+ * this run on the same server.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -60,10 +61,16 @@ async function fillLedger(nats: Nats): Promise<void> {
   await Promise.all(pending);
 }
 
-/** Baseline: read every message of the stream with an ordered consumer and do nothing with it. */
-async function rawRead(nats: Nats): Promise<number> {
+/**
+ * Baseline: read the messages the replay reads (the money subjects, `filter` set) or the whole stream, with an
+ * ordered consumer, and do nothing with them. Since a create is one write (issue 31) the money shares stream
+ * EVENTS with the tasks' later events, so the replay reads it through a filter, which costs nats-server more per
+ * message than the unfiltered read (about 0.6 of its rate here, where every message is money): the replay's own
+ * work is measured against the same filtered read.
+ */
+async function rawRead(nats: Nats, filter: boolean): Promise<number> {
   const { state } = await nats.jsm.streams.info(STREAMS.events.name);
-  const consumer = await nats.js.consumers.get(STREAMS.events.name, { deliver_policy: DeliverPolicy.All });
+  const consumer = await nats.js.consumers.get(STREAMS.events.name, { deliver_policy: DeliverPolicy.All, ...(filter ? { filter_subjects: [...balancesProjection.subjects] } : {}) });
   let count = 0;
   for await (const msg of await consumer.consume({ max_messages: 2048 })) {
     count += msg.data.length > 0 ? 1 : 0;
@@ -85,13 +92,15 @@ export async function ledgerReplayBench(): Promise<BenchRow[]> {
   const nats = await connectNats(server.url, "bench-ledger", { replicas: 1, leaseMs: 30_000 });
   try {
     const fill = await timed(() => fillLedger(nats));
-    // Alternate the two reads and keep each one's best, so a noisy moment hurts neither side alone.
+    // Alternate the reads and keep each one's best, so a noisy moment hurts none alone.
     let raw = Infinity;
+    let whole = Infinity;
     let replay = Infinity;
     for (let round = 0; round < 2; round++) {
-      const read = await timed(() => rawRead(nats));
+      const read = await timed(() => rawRead(nats, true));
       if (read.result !== TOTAL) throw new Error(`raw read saw ${read.result} of ${TOTAL} events`);
       raw = Math.min(raw, read.seconds);
+      whole = Math.min(whole, (await timed(() => rawRead(nats, false))).seconds);
       const rebuilt = await timed(() => replayProjection(nats.js, nats.jsm, balancesProjection));
       if (rebuilt.result.events !== TOTAL || rebuilt.result.docs.size !== ACCOUNTS) throw new Error("replay saw a different ledger");
       replay = Math.min(replay, rebuilt.seconds);
@@ -100,10 +109,11 @@ export async function ledgerReplayBench(): Promise<BenchRow[]> {
     const replayRate = TOTAL / replay;
     return [
       { suite: "ledger", metric: `ledger events written (setup, ${ACCOUNTS} accounts)`, value: Math.round(TOTAL / fill.seconds), unit: "events/s" },
-      { suite: "ledger", metric: `raw ordered-consumer read of ${TOTAL} events`, value: Math.round(rawRate), unit: "events/s" },
+      { suite: "ledger", metric: `raw ordered-consumer read of ${TOTAL} events, the whole stream`, value: Math.round(TOTAL / whole), unit: "events/s" },
+      { suite: "ledger", metric: `raw ordered-consumer read of ${TOTAL} events, the money subjects`, value: Math.round(rawRate), unit: "events/s" },
       {
         suite: "ledger",
-        metric: "replay: rebuild balances from LEDGER",
+        metric: "replay: rebuild balances from the money subjects (vs reading them)",
         value: Math.round(replayRate),
         unit: "events/s",
         baseline: Math.round(rawRate),
