@@ -1,10 +1,9 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { LRUCache } from "lru-cache";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
 import { settlementProblems } from "../shared/metrics/metrics.ts";
-import { retryPauseMs } from "../shared/retryPause.ts";
+import { tryUntilStopped } from "../shared/retryPause.ts";
 import type { WrittenBehind } from "../shared/batchReactor.ts";
 import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
 import { contextOfMessage } from "../shared/tracing/natsTraceHeaders.ts";
@@ -77,17 +76,10 @@ export class Settlement {
     this.stopping.abort();
   }
 
-  private async untilSettled(settle: () => Promise<void>, account: string, taskId: number): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        return await settle();
-      } catch (error) {
-        if (this.stopping.signal.aborted) throw error;
-        this.log.warn({ err: error, account, taskId, attempt }, "settlement: could not write the task's charge; trying again");
-        await sleep(retryPauseMs(attempt), undefined, { signal: this.stopping.signal }).catch(() => undefined);
-        if (this.stopping.signal.aborted) throw error;
-      }
-    }
+  private untilSettled(settle: () => Promise<void>, account: string, taskId: number): Promise<void> {
+    return tryUntilStopped(settle, this.stopping.signal, (error, attempt) =>
+      this.log.warn({ err: error, account, taskId, attempt }, "settlement: could not write the task's charge; trying again"),
+    );
   }
 
   private async settle(account: string, event: FinalEvent): Promise<void> {

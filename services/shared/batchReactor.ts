@@ -3,10 +3,12 @@ import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
 import { feedClient, LIVE_PULL, watchDurablePull } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 import type { Nats } from "./nats.ts";
-import { retryPauseMs } from "./retryPause.ts";
+import { tryUntilStopped } from "./retryPause.ts";
 
 /** Messages handed to one call of `handle` at most. */
 const MAX_BATCH = 512;
+/** A batch's handling ended by a stop, not kept. */
+const STOPPED: unique symbol = Symbol("stopped");
 /**
  * With `ack_policy: all`, handled batches are acknowledged together at most this often: small batches come
  * one after another when events trickle in, and one acknowledgement covers them all. Far below any ack wait;
@@ -137,19 +139,14 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
       const batch = buffer.splice(0, MAX_BATCH);
       drained?.();
       drained = undefined;
-      for (let attempt = 0; ; attempt++) {
-        try {
-          const handled = await options.handle(batch);
-          acknowledgeWhenKept(batch, handled ? handled.durable : undefined);
-          break;
-        } catch (error) {
-          options.log.warn({ err: error, attempt, firstSeq: batch[0]?.seq, messages: batch.length }, `${options.what}: batch failed; trying it again`);
-          // Stopping leaves the batch unacknowledged: it is delivered again, here or to another process.
-          if (stopping.signal.aborted) return;
-          await sleep(retryPauseMs(attempt), undefined, { signal: stopping.signal }).catch(() => undefined);
-          if (stopping.signal.aborted) return;
-        }
-      }
+      const handled = await tryUntilStopped(
+        () => options.handle(batch),
+        stopping.signal,
+        (error, attempt) => options.log.warn({ err: error, attempt, firstSeq: batch[0]?.seq, messages: batch.length }, `${options.what}: batch failed; trying it again`),
+      ).catch((): typeof STOPPED => STOPPED);
+      // Stopping leaves the batch unacknowledged: it is delivered again, here or to another process.
+      if (handled === STOPPED) return;
+      acknowledgeWhenKept(batch, handled ? handled.durable : undefined);
     }
   })();
 
