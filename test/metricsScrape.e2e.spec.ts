@@ -3,6 +3,7 @@ import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freeLoopbackPort } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
+import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
@@ -81,6 +82,25 @@ describe("GET /metrics of reelay serve", () => {
     expect(threads.sort()).toEqual(["main", "projector", "runner"]);
     expect(sampleSum(samples, "reelay_process_resident_memory_bytes")).toBeGreaterThan(0);
     expect(sampleSum(samples, "reelay_runner_heartbeat_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000 - 60);
+  });
+
+  it("creates and settlements of one process never race each other: its edge writes the projector's closes (no lost money write)", async () => {
+    // Creates keep coming while the earlier tasks succeed and settle: with a ledger in each thread, settlements
+    // and openings of the account made each other's guarded writes fail (services/billing/reservationCloser.ts).
+    const ids: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      ids.push((await client.create({ model: "VideoModel-2.0-mini", prompt: `a fox ${i}`, duration: 4 })).body.data?.task_id as number);
+      await new Promise((resolve) => setTimeout(resolve, 15));
+    }
+    for (const taskId of ids) expect((await client.waitForFinal(taskId, 30_000)).body.data?.status).toBe("success");
+    // Each settlement is written up to 100 ms after its task's end.
+    const settled = async () => {
+      const history = await readAccountHistory(nats.js, nats.jsm, "scraped");
+      return history.filter(({ event }) => event.type === "ReservationSettled" && ids.includes(event.data.taskId)).length;
+    };
+    for (let i = 0; i < 100 && (await settled()) < ids.length; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(await settled()).toBe(ids.length);
+    expect(sampleSum(parseSamples(await scrapeText()), "reelay_ledger_lost_writes_total")).toBe(0);
   });
 
   it("answers GET /metrics on the edge's own port to loopback clients too", async () => {

@@ -7,7 +7,7 @@ import { taskOpeningSubject, type TaskSubmittedEvent } from "../../contracts/vid
 import { ConcurrencyError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
-import { countLedgerEvent } from "./ledgerMetrics.ts";
+import { countLedgerEvent, countLostWrite } from "./ledgerMetrics.ts";
 import { applyLedgerEvent, atMessage, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
 import { MONEY_PAGE, MoneyLog } from "./moneyLog.ts";
 import { DuplicateAppendError } from "../shared/subjectLog.ts";
@@ -210,7 +210,10 @@ export class AccountLedger {
         }
         if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
         // Writers that keep colliding on one account back off a little, at random, so one gets through.
-        if (!(error instanceof DuplicateAppendError)) await sleep(Math.random() * Math.min(50, 2 ** attempt));
+        if (!(error instanceof DuplicateAppendError)) {
+          countLostWrite(opening ? "open" : commands.every(isGroupable) ? "close" : "other");
+          await sleep(Math.random() * Math.min(50, 2 ** attempt));
+        }
         known = await this.catchUp(account);
         fresh = true;
       }

@@ -1,6 +1,6 @@
 import type { LedgerEvent } from "../../contracts/ledger.ts";
 import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
-import { chatTokens, ledgerMovements } from "../shared/metrics/metrics.ts";
+import { chatTokens, ledgerLostWrites, ledgerMovements } from "../shared/metrics/metrics.ts";
 
 /** Counts a ledger event this process wrote: money by kind, and the chat tokens it bills. */
 export function countLedgerEvent(event: LedgerEvent): void {
@@ -34,4 +34,9 @@ export function countLedgerEvent(event: LedgerEvent): void {
       chatTokens.inc({ model: event.data.model, kind: "completion" }, event.data.completionTokens);
       return;
   }
+}
+
+/** Counts a write that lost its account's guard to another writer's (a write of its own is never raced). */
+export function countLostWrite(what: "open" | "close" | "other"): void {
+  ledgerLostWrites.inc({ what });
 }

@@ -131,6 +131,13 @@ export const ledgerMovements = new Counter({
   registers: [registry],
 });
 
+export const ledgerLostWrites = new Counter({
+  name: "reelay_ledger_lost_writes_total",
+  help: "Money writes of this process that lost their account's guard to another writer's and were decided again, by what they wrote (open: a create's opening, close: settlements and releases, other). One process writes each account alone; these are races between processes.",
+  labelNames: ["what"] as const,
+  registers: [registry],
+});
+
 export const runnerHeartbeat = new Gauge({
   name: "reelay_runner_heartbeat_timestamp_seconds",
   help: "Unix time of this process's runner's last heartbeat round (it beats every leaseMs / 3 while it runs).",
