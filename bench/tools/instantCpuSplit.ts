@@ -77,7 +77,8 @@ try {
   await reelay.proc.stop(15_000);
   await nats.stop();
   await upstream.stop();
-  rmSync(workDir, { recursive: true, force: true });
+  if (process.env.BENCH_KEEP_WORKDIR === "1") process.stdout.write(`kept ${workDir}\n`);
+  else rmSync(workDir, { recursive: true, force: true });
 }
 
 /** User + system ticks and read and write system calls of every thread of the processes, keyed `<process>:<thread name> <tid>`. */
