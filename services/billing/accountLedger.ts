@@ -79,8 +79,9 @@ export class AccountLedger {
 
   /**
    * `closeLingerMs`: a settlement or release that finds its account idle waits this long for others to join its
-   * group (settlement's ledger, services/projector): each close written is a new last money message that the
-   * account's next create, decided on a fold from before it, loses its guarded write to.
+   * group (SETTLEMENT_LINGER_MS: the ledger settlement closes with, the edge's in `reelay serve`); each close
+   * written is a new last money message that a create decided elsewhere on an older fold loses its guard to.
+   * Any other command joining the account's queue meanwhile is written at once, ahead of the lingering closes.
    */
   constructor(
     private readonly nats: Nats,
