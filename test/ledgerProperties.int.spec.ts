@@ -126,7 +126,9 @@ describe("ledger properties (real NATS, projector running)", () => {
 
   beforeAll(async () => {
     app = await startTestApp({ services: ["projector"] });
-    ledgers = [newLedger(), newLedger()];
+    // The second lingers on closes as settlement's does (SETTLEMENT_LINGER_MS, shorter here): its creates go ahead
+    // of closes it holds, in every interleaving the property makes.
+    ledgers = [newLedger(), new AccountLedger(app.nats, { closeLingerMs: 20 })];
   });
   afterAll(async () => app?.stop());
 
