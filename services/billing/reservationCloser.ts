@@ -17,7 +17,7 @@ type CloseReply = { id: number; outcome: CloseOutcome } | { id: number; error: s
  * Why settlement crosses threads: an account's money is one chain of guarded writes. Two ledgers in one
  * `reelay serve` (the edge's, opening tasks, and the projector thread's, closing them) each decide on the
  * account as they last read it, so each one's write made the other's next write lose its guard, read the
- * account again and try again: in the instant suite a fifth of creates and most settlement writes lost a race.
+ * account again and try again: in the instant suite a fifth of creates and two in five settlement writes lost a race.
  * With the projector's closes sent to the edge's ledger, the process has one writer per account, whose queue
  * orders opens and closes and never races itself. Another process (a second edge, `serve projector` alone)
  * still races, and the guard still decides.
