@@ -1,11 +1,10 @@
 import type { KV } from "@nats-io/kv";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ApiKeyDirectory, redactApiKey } from "../services/edge/auth.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { InvalidApiKeyError } from "../services/shared/errors.ts";
-import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { silentLog } from "./helpers/testApp.ts";
-import { startTestNats } from "./helpers/testNats.ts";
+import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 
 /** The api_keys bucket with its gets counted: a refused key asked again must not cost another lookup. */
 function countingGets(bucket: KV): { bucket: KV; gets: () => number } {
@@ -26,19 +25,10 @@ function countingGets(bucket: KV): { bucket: KV; gets: () => number } {
 const authenticate = async (directory: ApiKeyDirectory, key: string) => directory.authenticate(`Bearer ${key}`);
 
 describe("the API-key directory's caches", () => {
-  let server: Awaited<ReturnType<typeof startTestNats>>;
-  let nats: Nats;
-  beforeAll(async () => {
-    server = await startTestNats();
-    nats = await connectNats(server.url, "api-key-cache-test", { replicas: 1, leaseMs: 2000 });
-  });
-  afterAll(async () => {
-    await nats?.nc.drain();
-    await server?.stop();
-  });
+  const suite = natsPerSuite("api-key-cache-test", 2000);
 
   it("keeps thousands of distinct invalid keys (10 KiB each) within its bounds, and looks a refused key up once", async () => {
-    const { bucket, gets } = countingGets(nats.apiKeys);
+    const { bucket, gets } = countingGets(suite.nats.apiKeys);
     const directory = new ApiKeyDirectory(bucket, silentLog, undefined, { validKeys: 50, refusedKeys: 200, refusedTtlMs: 60_000 });
     await directory.start();
     try {
@@ -55,8 +45,8 @@ describe("the API-key directory's caches", () => {
   });
 
   it("remembers valid keys up to its bound, and a revoked key stops working", async () => {
-    const store = new ApiKeyStore(nats.apiKeys);
-    const directory = new ApiKeyDirectory(nats.apiKeys, silentLog, undefined, { validKeys: 3, refusedKeys: 10, refusedTtlMs: 60_000 });
+    const store = new ApiKeyStore(suite.nats.apiKeys);
+    const directory = new ApiKeyDirectory(suite.nats.apiKeys, silentLog, undefined, { validKeys: 3, refusedKeys: 10, refusedTtlMs: 60_000 });
     await directory.start();
     try {
       const keys = await Promise.all(Array.from({ length: 5 }, () => store.create("cached")));

@@ -1,32 +1,22 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
-import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { writeConfigFile } from "./helpers/childService.ts";
 import { testConfig } from "./helpers/testApp.ts";
-import { startTestNats } from "./helpers/testNats.ts";
+import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 
 const run = promisify(execFile);
 const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
 
 describe("the stream layout changes only when asked", () => {
-  let server: Awaited<ReturnType<typeof startTestNats>>;
-  let nats: Nats;
+  const suite = natsPerSuite("layout-test", 30_000);
   /** A config whose runner lease (the consumers' ack wait) differs from the one the layout was made with. */
   const otherLease = writeConfigFile(testConfig((config) => (config.runner.leaseMs = 7_000)));
   const reelay = async (...args: string[]) =>
-    (await run(process.execPath, [CLI, ...args], { env: { ...process.env, NATS_URL: server.url, REELAY_CONFIG: otherLease } })).stdout;
-  const ackWaitSeconds = async () => ((await nats.jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners)).config.ack_wait ?? 0) / 1e9;
+    (await run(process.execPath, [CLI, ...args], { env: { ...process.env, NATS_URL: suite.url, REELAY_CONFIG: otherLease } })).stdout;
+  const ackWaitSeconds = async () => ((await suite.nats.jsm.consumers.info(STREAMS.events.name, CONSUMERS.runners)).config.ack_wait ?? 0) / 1e9;
 
-  beforeAll(async () => {
-    server = await startTestNats();
-    nats = await connectNats(server.url, "layout-test", { replicas: 1, leaseMs: 30_000 });
-  });
-  afterAll(async () => {
-    await nats?.nc.close();
-    await server?.stop();
-  });
 
   it("a CLI call with another lease leaves existing consumers as they are", async () => {
     await reelay("accounts", "list");
@@ -47,7 +37,7 @@ describe("the stream layout changes only when asked", () => {
     expect(shown).toContain("ack_wait 30s → 7s");
     expect(shown).toMatch(/applied \d+ changes/);
     expect(await ackWaitSeconds()).toBe(7);
-    expect((await nats.jsm.streams.info("OBJ_videos")).config.max_age).toBe(30 * 24 * 60 * 60 * 1e9);
+    expect((await suite.nats.jsm.streams.info("OBJ_videos")).config.max_age).toBe(30 * 24 * 60 * 60 * 1e9);
     expect(await reelay("infra", "plan")).toContain("nothing to change");
   });
 });

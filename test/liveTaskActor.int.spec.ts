@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { TaskEvent, TaskSubmittedEvent } from "../contracts/videoTask.ts";
 import { OBJECT_STORES } from "../infra/jetstreamLayout.ts";
-import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
 import { LiveTaskActor } from "../services/runner/liveTask.ts";
 import type { LiveTaskDeps } from "../services/runner/liveTaskDeps.ts";
@@ -11,7 +10,7 @@ import { ChannelPool } from "../services/runner/policy/channelPool.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import { silentLog } from "./helpers/testApp.ts";
-import { startTestNats } from "./helpers/testNats.ts";
+import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 import { readTask } from "./helpers/taskReads.ts";
 import { openTask } from "./helpers/openTask.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
@@ -46,25 +45,16 @@ function hangingStatusUpstream(): VideoProvider & { cancels: string[] } {
 }
 
 describe("a live task actor on NATS", () => {
-  let server: Awaited<ReturnType<typeof startTestNats>>;
-  let nats: Nats;
-  beforeAll(async () => {
-    server = await startTestNats();
-    nats = await connectNats(server.url, "actor-deadline", { replicas: 1, leaseMs: 5_000 });
-  });
-  afterAll(async () => {
-    await nats?.nc.close();
-    await server?.stop();
-  });
+  const suite = natsPerSuite("actor-deadline", 5_000);
 
   /** The job's provider as the runner's only channel. */
   const onlyChannel = (provider: VideoProvider) =>
-    new ChannelPool(new Map([[job.provider, { kind: "custom", provider, weight: 1, coolDownMs: 60_000 }]]), { store: nats.fleet, runner: "actor-test", leaseMs: 5_000 }, silentLog);
+    new ChannelPool(new Map([[job.provider, { kind: "custom", provider, weight: 1, coolDownMs: 60_000 }]]), { store: suite.nats.fleet, runner: "actor-test", leaseMs: 5_000 }, silentLog);
 
   /** Writes the task's first event, as the edge's create does. */
   async function created(taskId: number, maxTaskMs: number): Promise<TaskSubmittedEvent> {
     const deadlineAt = new Date(Date.now() + maxTaskMs).toISOString();
-    return openTask(new AccountLedger(nats), "acme", taskId, { job, maxTaskMs: Date.parse(deadlineAt) - Date.now() });
+    return openTask(new AccountLedger(suite.nats), "acme", taskId, { job, maxTaskMs: Date.parse(deadlineAt) - Date.now() });
   }
 
   /** The actor's exit, as RunnerService hears it. */
@@ -87,11 +77,11 @@ describe("a live task actor on NATS", () => {
     new LiveTaskActor(
       submitted,
       {
-        videos: nats.videos,
-        videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+        videos: suite.nats.videos,
+        videoBucket: { nc: suite.nats.nc, js: suite.nats.js, jsm: suite.nats.jsm, name: OBJECT_STORES.videos },
         videoNameKey: Buffer.alloc(32, 7),
         log: silentLog,
-        taskLog: new TaskLog(nats.js, nats.jsm),
+        taskLog: new TaskLog(suite.nats.js, suite.nats.jsm),
         channels: onlyChannel(provider),
         maxTaskMs,
         maxResultBytes: 1_000_000,
@@ -116,17 +106,17 @@ describe("a live task actor on NATS", () => {
 
     expect(await runToExit(actorFor(submitted, vendor, new AbortController().signal), true)).toBe("final");
     expect(vendor.submits).toHaveLength(1);
-    const { events } = await readTask(nats, 42);
+    const { events } = await readTask(suite.nats, 42);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationSucceeded"]);
     expect(events[1]?.data).toEqual({ providerTaskId: vendor.submits[0], channel: job.provider });
   });
 
   it("retries a submit that keeps failing until the deadline, then fails with a timeout reason and is queued for release", async () => {
-    const taskLog = new TaskLog(nats.js, nats.jsm);
+    const taskLog = new TaskLog(suite.nats.js, suite.nats.jsm);
     const upstream = failingUpstream();
     const deps: LiveTaskDeps = {
-      videos: nats.videos,
-      videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+      videos: suite.nats.videos,
+      videoBucket: { nc: suite.nats.nc, js: suite.nats.js, jsm: suite.nats.jsm, name: OBJECT_STORES.videos },
       videoNameKey: Buffer.alloc(32, 7),
       log: silentLog,
       taskLog,
@@ -149,11 +139,11 @@ describe("a live task actor on NATS", () => {
   it("may be handed back while it waits for its first slot, and not once it holds one or the upstream has it", async () => {
     const upstream = { ...hangingStatusUpstream(), policy: { pollFirstAfterMs: 0, pollEveryMs: 20, pollMaxEveryMs: 20, maxInFlight: 1, submitsPerSecond: 0, timeoutMs: 60_000 } };
     const deps: LiveTaskDeps = {
-      videos: nats.videos,
-      videoBucket: { nc: nats.nc, js: nats.js, jsm: nats.jsm, name: OBJECT_STORES.videos },
+      videos: suite.nats.videos,
+      videoBucket: { nc: suite.nats.nc, js: suite.nats.js, jsm: suite.nats.jsm, name: OBJECT_STORES.videos },
       videoNameKey: Buffer.alloc(32, 7),
       log: silentLog,
-      taskLog: new TaskLog(nats.js, nats.jsm),
+      taskLog: new TaskLog(suite.nats.js, suite.nats.jsm),
       channels: onlyChannel(upstream),
       maxTaskMs: 10_000,
       maxResultBytes: 1_000_000,
@@ -178,7 +168,7 @@ describe("a live task actor on NATS", () => {
     const upstream = hangingStatusUpstream();
     const actor = actorFor(await created(43, 400), upstream, new AbortController().signal, 400);
     expect(await runToExit(actor, false)).toBe("final");
-    const { events } = await readTask(nats, 43);
+    const { events } = await readTask(suite.nats, 43);
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationFailed"]);
     // A second cancel would delete the cancelled task's record at vendors like Ark.
     expect(upstream.cancels).toEqual(["hung-1"]);

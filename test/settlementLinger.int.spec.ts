@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ledgerSubject } from "../contracts/ledger.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { MessageChannel } from "node:worker_threads";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { BridgedCloser, serveCloses } from "../services/billing/reservationCloser.ts";
-import { connectNats, type Nats } from "../services/shared/nats.ts";
 import { openTask } from "./helpers/openTask.ts";
-import { startTestNats } from "./helpers/testNats.ts";
+import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 
 /**
  * Settlement's ledger lingers before writing an idle account's closes, so settlements that come close together
@@ -16,22 +15,13 @@ import { startTestNats } from "./helpers/testNats.ts";
  * must never wait for the closes it holds.
  */
 describe("settlement linger", () => {
-  let server: Awaited<ReturnType<typeof startTestNats>>;
-  let nats: Nats;
-  beforeAll(async () => {
-    server = await startTestNats();
-    nats = await connectNats(server.url, "linger-test", { replicas: 1, leaseMs: 5_000 });
-  });
-  afterAll(async () => {
-    await nats?.nc.close();
-    await server?.stop();
-  });
+  const suite = natsPerSuite("linger-test", 5_000);
 
   // The account opens five tasks: its money stays in its first epoch.
-  const ledgerMessages = async (account: string) => (await nats.jsm.streams.info(STREAMS.events.name, { subjects_filter: ledgerSubject(account, 0) })).state.subjects?.[ledgerSubject(account, 0)] ?? 0;
+  const ledgerMessages = async (account: string) => (await suite.nats.jsm.streams.info(STREAMS.events.name, { subjects_filter: ledgerSubject(account, 0) })).state.subjects?.[ledgerSubject(account, 0)] ?? 0;
 
   async function settleFive(account: string, ledger: AccountLedger): Promise<void> {
-    const opener = new AccountLedger(nats);
+    const opener = new AccountLedger(suite.nats);
     await opener.execute(account, { type: "credit", amountMicros: 100_000_000, creditId: `${account}-credit` });
     for (let taskId = 1; taskId <= 5; taskId++) await openTask(opener, account, taskId, { amountMicros: 1_000_000, msgID: `open-${account}-${taskId}` });
     await Promise.all(
@@ -44,22 +34,22 @@ describe("settlement linger", () => {
   }
 
   it("given a ledger that lingers 100 ms on closes, when five settlements of one account come within 25 ms, then they are one ledger message and each is charged", async () => {
-    await settleFive("lingering", new AccountLedger(nats, { closeLingerMs: 100 }));
+    await settleFive("lingering", new AccountLedger(suite.nats, { closeLingerMs: 100 }));
     expect(await ledgerMessages("lingering")).toBe(2); // the credit, then the five settlements together
-    const account = await new AccountLedger(nats).current("lingering");
+    const account = await new AccountLedger(suite.nats).current("lingering");
     expect([account.balanceMicros, account.reservedMicros]).toEqual([100_000_000 - 5 * 500_000, 0]);
   });
 
   it("given a ledger that does not linger, then the first settlement goes alone", async () => {
-    await settleFive("eager", new AccountLedger(nats));
-    const eager = await new AccountLedger(nats).current("eager");
+    await settleFive("eager", new AccountLedger(suite.nats));
+    const eager = await new AccountLedger(suite.nats).current("eager");
     expect([eager.balanceMicros, eager.reservedMicros]).toEqual([100_000_000 - 5 * 500_000, 0]);
     expect(await ledgerMessages("eager")).toBeGreaterThan(2);
   });
 
   it("given closes lingering in the ledger that also opens the account's tasks, when a task opens meanwhile, then it is written at once and the closes still go together after the linger", async () => {
     const account = "shared-writer";
-    const ledger = new AccountLedger(nats, { closeLingerMs: 400 });
+    const ledger = new AccountLedger(suite.nats, { closeLingerMs: 400 });
     await ledger.execute(account, { type: "credit", amountMicros: 100_000_000, creditId: `${account}-credit` });
     // Task ids are the store's, never reused (a settlement's msgID names its task): the specs above used 1–5.
     for (let taskId = 21; taskId <= 23; taskId++) await openTask(ledger, account, taskId, { amountMicros: 1_000_000, msgID: `open-${account}-${taskId}` });
@@ -69,13 +59,13 @@ describe("settlement linger", () => {
     expect(performance.now() - started, "the create waited for the closes' linger").toBeLessThan(200);
     expect(await Promise.all(closes)).toEqual(["closed", "closed", "closed"]);
     expect(await ledgerMessages(account)).toBe(2); // the credit, then the three settlements together
-    const after = await new AccountLedger(nats).current(account);
+    const after = await new AccountLedger(suite.nats).current(account);
     expect([after.balanceMicros, after.reservedMicros]).toEqual([100_000_000 - 3 * 500_000, 1_000_000]);
   });
 
   it("closes sent through a port are made by the ledger on its other end, which also says what it found; a failure there fails the close here", async () => {
     const account = "bridged";
-    const ledger = new AccountLedger(nats);
+    const ledger = new AccountLedger(suite.nats);
     await ledger.execute(account, { type: "credit", amountMicros: 10_000_000, creditId: `${account}-credit` });
     const opening = await openTask(ledger, account, 11, { amountMicros: 1_000_000, msgID: `open-${account}-11` });
     const { port1, port2 } = new MessageChannel();

@@ -1,14 +1,13 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { hourKey } from "../contracts/taskStats.ts";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
-import { connectNats, type Nats } from "../services/shared/nats.ts";
 import type { TaskLogEntry } from "../services/shared/taskLog.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { STATS_QUIET_MS, STATS_WRITE_BEHIND_MS, TaskStatsReactor } from "../services/tasks/taskStats.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 import { silentLog } from "./helpers/testApp.ts";
-import { startTestNats } from "./helpers/testNats.ts";
+import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 
 const at = "2031-02-03T04:05:06.000Z";
 const submitted = (taskId: number): NewTaskEvent => ({ type: "TaskSubmitted", data: { account: "acme", job, ignoredFields: [], deadlineAt: at, clientReference: `reelay-task-${taskId}` } });
@@ -21,21 +20,12 @@ const entry = (taskId: number, seq: number): TaskLogEntry => ({
 });
 
 describe("task counters, written behind", () => {
-  let server: { url: string; stop(): Promise<void> };
-  let nats: Nats;
-  beforeAll(async () => {
-    server = await startTestNats();
-    nats = await connectNats(server.url, "stats-write-behind", { replicas: 1, leaseMs: 2000 });
-  });
-  afterAll(async () => {
-    await nats?.nc.close();
-    await server?.stop();
-  });
-  const created = async () => ((await nats.taskStats.get(hourKey(at)))?.json() as { created: number } | undefined)?.created;
+  const suite = natsPerSuite("stats-write-behind", 2000);
+  const created = async () => ((await suite.nats.taskStats.get(hourKey(at)))?.json() as { created: number } | undefined)?.created;
 
   it("given batches in quick succession, when their writes are kept, then each document was written once with their sum", async () => {
-    const stats = new TaskStatsReactor(nats, silentLog);
-    const revisionBefore = (await nats.taskStats.status()).values;
+    const stats = new TaskStatsReactor(suite.nats, silentLog);
+    const revisionBefore = (await suite.nats.taskStats.status()).values;
     // Taken before the first batch, whose changes start the hold: under load the steps below take time of their own.
     const heldSince = performance.now();
     const first = await stats.handleEntries([entry(1, 1), entry(2, 2)]);
@@ -46,13 +36,13 @@ describe("task counters, written behind", () => {
     expect(performance.now() - heldSince).toBeGreaterThanOrEqual(STATS_QUIET_MS - 20);
     expect(await created()).toBe(3);
     // status, hour and day: three documents, one write each for the two batches.
-    expect((await nats.taskStats.status()).values - revisionBefore).toBe(3);
+    expect((await suite.nats.taskStats.status()).values - revisionBefore).toBe(3);
     await stats.stop();
   });
 
   it("given batches that keep coming for longer than the period, then each document is written about once per period, not once per batch", async () => {
-    const stats = new TaskStatsReactor(nats, silentLog);
-    const writesSoFar = async () => (await nats.jsm.streams.info("KV_task_stats")).state.last_seq;
+    const stats = new TaskStatsReactor(suite.nats, silentLog);
+    const writesSoFar = async () => (await suite.nats.jsm.streams.info("KV_task_stats")).state.last_seq;
     const before = await writesSoFar();
     // Another hour and account than the other specs', whose counts they check.
     const elsewhere = (taskId: number): TaskLogEntry => {
@@ -76,21 +66,21 @@ describe("task counters, written behind", () => {
   });
 
   it("given a batch handed over again (another reactor failed), when it is written, then nothing counts twice", async () => {
-    const stats = new TaskStatsReactor(nats, silentLog);
+    const stats = new TaskStatsReactor(suite.nats, silentLog);
     const batch = [entry(4, 4), entry(5, 5)];
     const once = await stats.handleEntries(batch);
     const again = await stats.handleEntries(batch);
     await Promise.all([once.durable, again.durable]);
     expect(await created()).toBe(5);
     // A new process meeting the same events (a crash before the acknowledgement): the documents' sequence skips them.
-    const restarted = new TaskStatsReactor(nats, silentLog);
+    const restarted = new TaskStatsReactor(suite.nats, silentLog);
     await (await restarted.handleEntries([...batch, entry(6, 6)])).durable;
     expect(await created()).toBe(6);
     await Promise.all([stats.stop(), restarted.stop()]);
   });
 
   it("when stopping, what is held is written at once", async () => {
-    const stats = new TaskStatsReactor(nats, silentLog);
+    const stats = new TaskStatsReactor(suite.nats, silentLog);
     const { durable } = await stats.handleEntries([entry(7, 7)]);
     const stoppedAt = performance.now();
     await stats.stop();
