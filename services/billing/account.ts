@@ -5,7 +5,7 @@
  */
 export {
   applyLedgerEvent,
-  atMessage,
+  applyMoneyMessage,
   applyToTotals,
   availableMicros,
   emptyAccount,

@@ -164,14 +164,14 @@ function countOpening(state: AccountState): AccountState {
 }
 
 /**
- * The state after a message at `sequence` was folded into `after` from `before`: read on from there, and guard
- * the next write with it unless that message ended its epoch (the next one is empty).
+ * Folds one money message (its events; a group commit holds several) at stream `sequence` into the writer's
+ * state: read on from there, and guard the next write with it unless that message ended its epoch (the next
+ * one is empty).
  */
-export const atMessage = (before: AccountState, after: AccountState, sequence: number): AccountState => ({
-  ...after,
-  sequence,
-  epochSequence: after.epoch === before.epoch ? sequence : 0,
-});
+export function applyMoneyMessage(state: AccountState, events: readonly LedgerEvent[], sequence: number): AccountState {
+  const after = events.reduce(applyLedgerEvent, state);
+  return { ...after, sequence, epochSequence: after.epoch === state.epoch ? sequence : 0 };
+}
 
 /** A chat hold stops holding money at its expiry, whether or not its lapse was written yet. */
 export const expired = (hold: ChatHold, at: string): boolean => hold.expiresAt <= at;

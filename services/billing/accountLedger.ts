@@ -8,7 +8,7 @@ import { ConcurrencyError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { countLedgerEvent, countLostWrite } from "./ledgerMetrics.ts";
-import { applyLedgerEvent, atMessage, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
+import { applyMoneyMessage, decideGroup, emptyAccount, isGroupable, type AccountState, type GroupOutcome, type LedgerCommand } from "./account.ts";
 import { MONEY_PAGE, MoneyLog } from "./moneyLog.ts";
 import { DuplicateAppendError } from "../shared/subjectLog.ts";
 
@@ -232,12 +232,8 @@ export class AccountLedger {
     const sequence = opening
       ? await this.log.append(account, epoch, taskOpeningSubject(account, opening.event.meta.taskId, epoch), openingBody(opening.event, events), opening.msgID, epochSequence, opening.headers)
       : await this.log.append(account, epoch, ledgerSubject(account, epoch), ledgerMessageBody(events), messageId(events), epochSequence);
-    let state = known;
-    for (const event of events) {
-      state = applyLedgerEvent(state, event);
-      countLedgerEvent(event);
-    }
-    state = atMessage(known, state, sequence);
+    const state = applyMoneyMessage(known, events, sequence);
+    for (const event of events) countLedgerEvent(event);
     this.known.set(account, state);
     if (Math.floor(state.version / SNAPSHOT_EVERY) !== Math.floor(known.version / SNAPSHOT_EVERY)) this.saveSnapshot(state);
     return { after: state, wrote: true };
@@ -252,11 +248,7 @@ export class AccountLedger {
     for (let more = true; more; ) {
       const epoch = state.epoch;
       const page = await this.log.epochPage(account, epoch, state.sequence);
-      for (const message of page) {
-        let next = state;
-        for (const event of message.events) next = applyLedgerEvent(next, event);
-        state = atMessage(state, next, message.sequence);
-      }
+      for (const message of page) state = applyMoneyMessage(state, message.events, message.sequence);
       more = page.length === MONEY_PAGE || state.epoch !== epoch;
     }
     this.known.set(account, state);
