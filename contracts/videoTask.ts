@@ -284,16 +284,16 @@ export const laterEventKind = (type: TaskEventType): LaterEventKind => (type ===
 export const taskEventsSubject = (account: string, taskId: number, kind: LaterEventKind): string => `acct.${account}.task.${taskId}.${kind}`;
 /** Every later event of task N: what its appends are fenced on. */
 export const taskLaterSubjects = (account: string, taskId: number): string => `acct.${account}.task.${taskId}.*`;
+/** One account's openings (`*`: every account's), in every money epoch: its task list. */
+export const accountOpenings = (account: string): string => `acct.${account}.money.*.task.*`;
 /** Every task's opening: what runners consume. */
-export const TASK_OPENINGS = "acct.*.money.*.task.*";
+export const TASK_OPENINGS = accountOpenings("*");
 /** Every task's later events the reactors read. */
 export const TASK_STATE_EVENTS = "acct.*.task.*.state";
 /** Every task's later events, of every kind. */
 export const TASK_LATER_EVENTS = "acct.*.task.*.*";
 /** One account's task log: the openings and later events of its tasks only. */
-export const accountTaskSubjects = (account: string): string[] => [`acct.${account}.money.*.task.*`, `acct.${account}.task.*.*`];
-/** One account's openings: its task list. */
-export const accountOpenings = (account: string): string => `acct.${account}.money.*.task.*`;
+export const accountTaskSubjects = (account: string): string[] => [accountOpenings(account), `acct.${account}.task.*.*`];
 /** The task log: openings and later events of every task (without the ledger's own messages). */
 export const TASK_LOG_SUBJECTS = [TASK_OPENINGS, TASK_LATER_EVENTS] as const;
 /** The part of the task log the reactors read: openings and `state` events. */
