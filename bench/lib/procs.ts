@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { openSync, readdirSync, readFileSync } from "node:fs";
+import { openSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -170,13 +170,23 @@ function statOf(pid: number): { comm: string; ppid: number } | undefined {
  * (a launcher may wrap the program in a shell, whose pid is not the one to pin or to measure).
  */
 export function programPid(pid: number, comm: string): number {
-  if (statOf(pid)?.comm === comm) return pid;
+  if (isProgram(pid, statOf(pid)?.comm, comm)) return pid;
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     const stat = statOf(Number(entry));
-    if (stat?.ppid === pid && stat.comm === comm) return Number(entry);
+    if (stat?.ppid === pid && isProgram(Number(entry), stat.comm, comm)) return Number(entry);
   }
   throw new Error(`no process named ${comm} at or under pid ${pid}`);
+}
+
+/** Node 24 names its main thread "MainThread", which is what /proc says its process is called: the executable then tells. */
+function isProgram(pid: number, actual: string | undefined, comm: string): boolean {
+  if (actual === comm) return true;
+  try {
+    return basename(readlinkSync(`/proc/${pid}/exe`)).slice(0, 15) === comm;
+  } catch {
+    return false;
+  }
 }
 
 /** Moves every thread of a running process onto `cpu` (threads it creates later inherit it). */
