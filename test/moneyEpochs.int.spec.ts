@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { MONEY_EPOCH_OPENINGS, moneySubjects } from "../contracts/ledger.ts";
+import { epochMoneySubjects, ledgerSubject, MONEY_EPOCH_OPENINGS, moneySubjects } from "../contracts/ledger.ts";
 import { isTaskOpeningSubject } from "../contracts/videoTask.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { availableMicros } from "../services/billing/account.ts";
@@ -84,7 +84,7 @@ describe("money epochs", () => {
     const seq = firstEpoch.at(-2)?.seq ?? 0;
     expect(seq).toBeGreaterThan(0);
     await expect(
-      suite.nats.js.publish("acct.epochal.money.0.ledger", "{}", { expect: { lastSubjectSequence: seq, lastSubjectSequenceSubject: "acct.epochal.money.0.>" } }),
+      suite.nats.js.publish(ledgerSubject("epochal", 0), "{}", { expect: { lastSubjectSequence: seq, lastSubjectSequenceSubject: epochMoneySubjects("epochal", 0) } }),
     ).rejects.toThrow(/wrong last sequence/);
   });
 });

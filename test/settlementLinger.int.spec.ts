@@ -1,7 +1,7 @@
+import { MessageChannel } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { ledgerSubject } from "../contracts/ledger.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
-import { MessageChannel } from "node:worker_threads";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { BridgedCloser, serveCloses } from "../services/billing/reservationCloser.ts";
 import { openTask } from "./helpers/openTask.ts";
