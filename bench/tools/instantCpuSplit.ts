@@ -8,7 +8,7 @@
  * process (the load generator and the fake upstream). Names: `main` is a process's main thread (reelay's
  * edge); reelay's runner and projector are worker threads (the runner is the busiest), V8's helper threads
  * (garbage collection) are the four alike; nats-server's threads are summed. Beside each: the part spent in the
- * kernel, and write and read system calls per task (proc(5)'s `syscw`, `syscr`: sockets and files). `R_NODE_OPTIONS` is passed to reelay as NODE_OPTIONS (to try V8 flags).
+ * kernel, and write and read system calls per task (proc(5)'s `syscw`, `syscr`: sockets and files). `BENCH_NODE_ARGS` gives reelay's node more flags (bench/lib/reelayChild.ts; V8's too, which NODE_OPTIONS refuses in part).
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -37,8 +37,7 @@ const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () =>
 const { upstream, config: instantConfig, env } = await instantVideoUpstream({ pollEveryMs: 10, maxInFlight: 5000 });
 const config = parked ? benchConfig() : instantConfig;
 const keys = parked ? await prepareAccounts(nats.url, config, 20, "tenant") : [await prepareAccount(nats.url, workDir, config)];
-const nodeOptions: Record<string, string> = process.env.R_NODE_OPTIONS ? { NODE_OPTIONS: process.env.R_NODE_OPTIONS } : {};
-const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env: { ...env, ...nodeOptions } });
+const reelay = await startReelay({ natsUrl: nats.url, config, workDir, env });
 const nc = await connect({ servers: nats.url });
 const finals = await watchFinals(nc);
 const create = videoCreator(reelay.baseUrl, keys, { model: parked ? "Bench-parked" : "VideoModel-2.0-mini", prompt: "instant bench", duration: 4, generate_audio: false });
