@@ -8,10 +8,11 @@
  * The answers are built once, so what is timed is the machine: its transitions, guards, assigns and snapshots.
  * Prints µs (wall clock, and the process's CPU time, collector threads included) and bytes allocated per life
  * for each round (the heap's growth plus what each collection in the round freed, from v8.GCProfiler), then
- * the median round.
+ * the median round, beside xstate's floor measured in the same run: a machine of two states, no guards,
+ * actions or context, stepped as many times per life the same way. What is above the floor is this machine's.
  */
 import { GCProfiler, getHeapStatistics } from "node:v8";
-import { createActor, type ActorScope, type ExecutableActionsFrom, type SnapshotFrom } from "xstate";
+import { createActor, createMachine, type ActorScope, type EventFromLogic, type ExecutableActionsFrom, type SnapshotFrom } from "xstate";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
 import { liveTaskMachine } from "../../machines/liveTask.ts";
 import type { LiveTaskEffect, LiveTaskEvent, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
@@ -86,7 +87,7 @@ function answer(action: Action, state: TaskDeciderState): LiveTaskEvent | undefi
   }
 }
 
-function life(): number {
+function taskLife(): number {
   const input: LiveTaskInput = { taskId: 7, account: "acme", job: opening.data.job, deadlineAt: Date.parse(opening.data.deadlineAt), maxTaskMs: 15 * 60_000, redelivered: false, task: firstState, now: Date.now, jitter: Math.random() };
   collected = [];
   const lifeScope = scopeFor(input);
@@ -109,6 +110,19 @@ function life(): number {
   return steps;
 }
 
+/** xstate's own cost per step, whatever the machine: two states that send each other back and forth. */
+const floorMachine = createMachine({ id: "floor", initial: "a", states: { a: { on: { GO: "b" } }, b: { on: { GO: "a" } } } });
+const GO = { type: "GO" } as const;
+const floorActor = createActor(floorMachine);
+const floorScope: ActorScope<SnapshotFrom<typeof floorMachine>, EventFromLogic<typeof floorMachine>> = { self: floorActor, id: "", sessionId: "", system: floorActor.system, logger: () => undefined, defer: () => undefined, emit: () => undefined, stopChild: () => undefined, actionExecutor: () => undefined };
+let stepsPerLife = 0;
+
+function floorLife(): number {
+  let snapshot = floorMachine.getInitialSnapshot(floorScope);
+  for (let step = 1; step < stepsPerLife; step++) snapshot = floorMachine.transition(snapshot, GO, floorScope);
+  return stepsPerLife;
+}
+
 interface Round {
   usPerLife: number;
   cpuUsPerLife: number;
@@ -116,7 +130,7 @@ interface Round {
   steps: number;
 }
 
-function round(count: number): Round {
+function round(count: number, life: () => number): Round {
   const profiler = new GCProfiler();
   profiler.start();
   const heapBefore = getHeapStatistics().used_heap_size;
@@ -132,9 +146,15 @@ function round(count: number): Round {
   return { usPerLife: elapsedNs / 1000 / count, cpuUsPerLife: (cpu.user + cpu.system) / count, bytesPerLife: (heapAfter - heapBefore + freed) / count, steps };
 }
 
-round(WARM_UP_LIVES);
-const results = Array.from({ length: rounds }, () => round(lives));
+stepsPerLife = round(WARM_UP_LIVES, taskLife).steps;
+round(WARM_UP_LIVES, floorLife);
+// Alternating, so a slow spell of the machine falls on both.
+const results = Array.from({ length: rounds }, () => ({ task: round(lives, taskLife), floor: round(lives, floorLife) }));
 const describe = (r: Round) => `${r.usPerLife.toFixed(2)} µs (CPU ${r.cpuUsPerLife.toFixed(2)} µs), ${Math.round(r.bytesPerLife)} bytes allocated per life`;
-for (const [i, result] of results.entries()) process.stdout.write(`round ${i + 1}: ${describe(result)} (${result.steps} steps)\n`);
-const median = [...results].sort((a, b) => a.usPerLife - b.usPerLife)[Math.floor(rounds / 2)];
-if (median) process.stdout.write(`median of ${rounds} rounds of ${lives} lives: ${describe(median)}\n`);
+for (const [i, { task, floor }] of results.entries()) process.stdout.write(`round ${i + 1}: ${describe(task)} (${task.steps} steps); xstate's floor: ${describe(floor)}\n`);
+const medianOf = (pick: (r: { task: Round; floor: Round }) => Round) => [...results.map(pick)].sort((a, b) => a.usPerLife - b.usPerLife)[Math.floor(rounds / 2)];
+const [task, floor] = [medianOf((r) => r.task), medianOf((r) => r.floor)];
+if (task && floor) {
+  process.stdout.write(`median of ${rounds} rounds of ${lives} lives: ${describe(task)}\n`);
+  process.stdout.write(`xstate's floor, ${stepsPerLife} steps of a two-state machine: ${describe(floor)} (the task machine: ${(task.usPerLife / floor.usPerLife).toFixed(2)}× its time, ${(task.bytesPerLife / floor.bytesPerLife).toFixed(2)}× its bytes)\n`);
+}
