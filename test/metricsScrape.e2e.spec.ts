@@ -68,7 +68,8 @@ describe("GET /metrics of reelay serve", () => {
     const created = await client.create({ model: "VideoModel-2.0-mini", prompt: "a fox", duration: 4 });
     const taskId = created.body.data?.task_id as number;
     expect((await client.waitForFinal(taskId, 30_000)).body.data?.status).toBe("success");
-    let samples = parseSamples(await scrapeText());
+    const firstScrape = await scrapeText();
+    let samples = parseSamples(firstScrape);
     // The runner thread counts the finish, then the settler the charge: wait for both, not a sleep.
     const settled = () => sampleSum(samples, "reelay_video_tasks_finished_total") > 0 && sampleSum(samples, "reelay_ledger_movements_yuan_total", { kind: "settled" }) > 0;
     for (let i = 0; i < 100 && !settled(); i++) {
@@ -80,6 +81,12 @@ describe("GET /metrics of reelay serve", () => {
     expect(sampleSum(samples, "reelay_ledger_movements_yuan_total", { kind: "settled" })).toBeGreaterThan(0);
     const threads = samples.filter((s) => s.name === "reelay_thread_event_loop_delay_p99_seconds").map((s) => s.labels.thread);
     expect(threads.sort()).toEqual(["main", "projector", "runner"]);
+    // Collector pauses per thread (a thread that has not collected yet has no sample, so only their shape is sure).
+    expect(firstScrape).toContain("# TYPE reelay_thread_gc_pause_seconds_total counter");
+    for (const pause of samples.filter((s) => s.name === "reelay_thread_gc_pause_seconds_total")) {
+      expect(["main", "projector", "runner"]).toContain(pause.labels.thread);
+      expect(["minor", "major", "incremental", "weakcb", "other"]).toContain(pause.labels.kind);
+    }
     expect(sampleSum(samples, "reelay_process_resident_memory_bytes")).toBeGreaterThan(0);
     expect(sampleSum(samples, "reelay_runner_heartbeat_timestamp_seconds")).toBeGreaterThan(Date.now() / 1000 - 60);
   });

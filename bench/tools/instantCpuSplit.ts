@@ -8,7 +8,8 @@
  * process (the load generator and the fake upstream). Names: `main` is a process's main thread (reelay's
  * edge); reelay's runner and projector are worker threads (the runner is the busiest), V8's helper threads
  * (garbage collection) are the four alike; nats-server's threads are summed. Beside each: the part spent in the
- * kernel, and write and read system calls per task (proc(5)'s `syscw`, `syscr`: sockets and files). `BENCH_NODE_ARGS` gives reelay's node more flags (bench/lib/reelayChild.ts; V8's too, which NODE_OPTIONS refuses in part).
+ * kernel, and write and read system calls per task (proc(5)'s `syscw`, `syscr`: sockets and files); then the
+ * time each reelay thread's loop stood still for V8's collector per task, by kind (its `/metrics`). `BENCH_NODE_ARGS` gives reelay's node more flags (bench/lib/reelayChild.ts; V8's too, which NODE_OPTIONS refuses in part).
  */
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
@@ -22,6 +23,7 @@ import { prepareAccounts } from "../lib/benchAccounts.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { benchConfig } from "../suites/videoPath.ts";
 import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.ts";
+import { parseSamples } from "../../test/helpers/promText.ts";
 
 /** As the instant suite's cold phase and first window: the gateway runs slower until then. */
 const WARM_UP_TASKS = 5000;
@@ -50,6 +52,7 @@ try {
     { label: "nats-server", pid: childNamed(nats.pid, "nats-server") },
     { label: "bench", pid: process.pid },
   ];
+  const pausedBefore = await gcPauses(reelay.baseUrl);
   const before = threadUse(processes);
   const started = performance.now();
   finals.succeeded = 0;
@@ -57,6 +60,7 @@ try {
   while (!parked && finals.succeeded < tasks) await pause(10);
   const seconds = (performance.now() - started) / 1000;
   const after = threadUse(processes);
+  const pausedAfter = await gcPauses(reelay.baseUrl);
 
   const rows = [...after]
     .map(([thread, use]) => {
@@ -70,6 +74,11 @@ try {
   for (const { thread, micros, systemMicros, writes, reads } of rows)
     process.stdout.write(`${micros.toFixed(0).padStart(6)} µs/task (${systemMicros.toFixed(0).padStart(4)})  ${writes.toFixed(1).padStart(6)} ${reads.toFixed(1).padStart(6)}  ${thread}\n`);
   process.stdout.write(`${rows.reduce((sum, { micros }) => sum + micros, 0).toFixed(0).padStart(6)} µs/task  in all\n`);
+  process.stdout.write("   collector pauses per task (the thread's loop stood still; part of its CPU above)\n");
+  for (const [key, secondsPaused] of [...pausedAfter].sort(([a], [b]) => a.localeCompare(b))) {
+    const micros = ((secondsPaused - (pausedBefore.get(key) ?? 0)) / tasks) * 1e6;
+    if (micros >= 0.5) process.stdout.write(`${micros.toFixed(1).padStart(6)} µs/task  reelay:${key}\n`);
+  }
 } finally {
   finals.stop();
   await nc.close();
@@ -122,6 +131,14 @@ function systemCalls(ioFile: string): { reads: number; writes: number } {
   } catch {
     return { reads: 0, writes: 0 };
   }
+}
+
+/** Seconds each reelay thread was paused by its collector so far, keyed `<thread> <kind>` (its `/metrics`). */
+async function gcPauses(baseUrl: string): Promise<Map<string, number>> {
+  const samples = parseSamples(await (await fetch(`${baseUrl}/metrics`)).text());
+  const paused = new Map<string, number>();
+  for (const { name, labels, value } of samples) if (name === "reelay_thread_gc_pause_seconds_total") paused.set(`${labels.thread} ${labels.kind}`, value);
+  return paused;
 }
 
 /** The child of `parent` running `command` (nats-server runs under a small watchdog shell). */
