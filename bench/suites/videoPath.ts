@@ -153,7 +153,8 @@ async function measure(workDir: string, cleanup: Cleanup, started: (child: Reela
   // use both cores; wrk, which needs little at these rates, shares CPU 1.
   pinProcess(reelay.proc.pid, BOTH_CPUS);
   pinProcess(natsPid, BOTH_CPUS);
-  rows.push(...(await createPhase(workDir, reelay, { url: nats.url, pid: natsPid, version: nats.version }, tenants, "2 cores")));
+  const twoCores = await createPhase(workDir, reelay, { url: nats.url, pid: natsPid, version: nats.version }, tenants, "2 cores");
+  rows.push(...twoCores, ...(await floorPhase(workDir, cleanup, { url: nats.url, pid: natsPid }, twoCores)));
   return rows;
 }
 
@@ -321,6 +322,40 @@ async function rawGuardedPublishRate(natsUrl: string): Promise<number> {
   const rate: unknown = (JSON.parse(line) as Record<string, unknown>).msgsPerS;
   if (typeof rate !== "number") throw new Error(`raw guarded publisher result has no rate: ${line}`);
   return rate;
+}
+
+/**
+ * The create path's floor on the same 2 cores: the design's messages made by the least code that makes them
+ * (bench/createFloor.ts), loaded as reelay's create path is. What reelay spends above it is its own work.
+ */
+async function floorPhase(workDir: string, cleanup: Cleanup, nats: { url: string; pid: number }, twoCores: readonly BenchRow[]): Promise<BenchRow[]> {
+  const accepted = twoCores.find((row) => row.metric.startsWith("create accepted"))?.value ?? Number.NaN;
+  const floor = spawnTsx("create floor", "bench/createFloor.ts", [nats.url, String(ACCOUNTS)], { cpu: BOTH_CPUS });
+  cleanup.add(() => floor.stop(5000));
+  const port = (await waitForOutput(floor, /PORT (\d+)/, 15_000))[1];
+  const request = {
+    url: `http://127.0.0.1:${port}/api/compat/videosGenerations`,
+    workDir,
+    cpu: LOAD_CPU,
+    connections: CONNECTIONS,
+    timeoutS: 15,
+    method: "POST" as const,
+    headers: { "Content-Type": "application/json" },
+    authorizations: Array.from({ length: ACCOUNTS }, (_, index) => `Bearer floor-${index}`),
+    body: JSON.stringify({ model: PARKED_MODEL_2, prompt: "a red fox running through snow", duration: 4 }),
+    bodyMarker: "provider_task_id",
+  };
+  await runWrk({ ...request, name: "warm-floor", durationS: 3, maxResponses: 2000 });
+  say(`create path floor: up to ${CREATE_MAX} tasks / ${CREATE_SECONDS} s`);
+  const { result: run, cpuUs } = await measureCpu([floor.pid, nats.pid], () => runWrk({ ...request, name: "floor", durationS: CREATE_SECONDS, maxResponses: CREATE_MAX }));
+  await floor.stop(5000);
+  const rate = run.marked / run.durationS;
+  const perTask = (micros: number) => (run.marked > 0 ? micros / run.marked : Number.NaN);
+  return [
+    { suite: SUITE, metric: "create path floor: the design's messages, no reelay work (bench/createFloor.ts), 2 cores", value: rate, unit: "tasks/s" },
+    { suite: SUITE, metric: "create path floor: its process's CPU per task (nats-server's beside it)", value: perTask(cpuUs[0] ?? 0), unit: "µs", baseline: perTask(cpuUs[1] ?? 0) },
+    { suite: SUITE, metric: "create accepted, 2 cores (vs the create path floor)", value: accepted, unit: "tasks/s", baseline: rate, ratio: accepted / rate },
+  ];
 }
 
 /**
