@@ -12,7 +12,7 @@ import { logTail, prepareAccount, startReelay, type ReelayChild } from "../lib/r
 import { openingBytes, prepareAccounts } from "../lib/benchAccounts.ts";
 import { meteredAnswerCost } from "../lib/meteredAnswerCost.ts";
 import { runOpenLoop } from "../lib/openLoop.ts";
-import { runWrk, type WrkResult } from "../lib/wrk.ts";
+import { runWrk, type WrkOptions, type WrkResult } from "../lib/wrk.ts";
 import type { BenchRow } from "../table.ts";
 
 const SUITE = "video";
@@ -324,6 +324,24 @@ async function rawGuardedPublishRate(natsUrl: string): Promise<number> {
   return rate;
 }
 
+/** wrk's create load: CONNECTIONS in flight, the accounts' keys in turn; answers with the upstream's task id are counted. */
+function createLoad(baseUrl: string, workDir: string, authorizations: readonly string[], model: string): WrkOptions {
+  return {
+    url: `${baseUrl}/api/compat/videosGenerations`,
+    workDir,
+    name: "create",
+    cpu: LOAD_CPU,
+    connections: CONNECTIONS,
+    durationS: CREATE_SECONDS,
+    timeoutS: 15,
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    authorizations,
+    body: JSON.stringify({ model, prompt: "a red fox running through snow", duration: 4 }),
+    bodyMarker: "provider_task_id",
+  };
+}
+
 /**
  * The create path's floor on the same 2 cores: the design's messages made by the least code that makes them
  * (bench/createFloor.ts), loaded as reelay's create path is. What reelay spends above it is its own work.
@@ -333,18 +351,8 @@ async function floorPhase(workDir: string, cleanup: Cleanup, nats: { url: string
   const floor = spawnTsx("create floor", "bench/createFloor.ts", [nats.url, String(ACCOUNTS)], { cpu: BOTH_CPUS });
   cleanup.add(() => floor.stop(5000));
   const port = (await waitForOutput(floor, /PORT (\d+)/, 15_000))[1];
-  const request = {
-    url: `http://127.0.0.1:${port}/api/compat/videosGenerations`,
-    workDir,
-    cpu: LOAD_CPU,
-    connections: CONNECTIONS,
-    timeoutS: 15,
-    method: "POST" as const,
-    headers: { "Content-Type": "application/json" },
-    authorizations: Array.from({ length: ACCOUNTS }, (_, index) => `Bearer floor-${index}`),
-    body: JSON.stringify({ model: PARKED_MODEL_2, prompt: "a red fox running through snow", duration: 4 }),
-    bodyMarker: "provider_task_id",
-  };
+  const floorKeys = Array.from({ length: ACCOUNTS }, (_, index) => `Bearer floor-${index}`);
+  const request = createLoad(`http://127.0.0.1:${port}`, workDir, floorKeys, PARKED_MODEL_2);
   await runWrk({ ...request, name: "warm-floor", durationS: 3, maxResponses: 2000 });
   say(`create path floor: up to ${CREATE_MAX} tasks / ${CREATE_SECONDS} s`);
   const { result: run, cpuUs } = await measureCpu([floor.pid, nats.pid], () => runWrk({ ...request, name: "floor", durationS: CREATE_SECONDS, maxResponses: CREATE_MAX }));
@@ -435,18 +443,7 @@ async function createPhase(
   const { url: natsUrl, pid: natsPid } = nats;
   const publishRate = await rawPublishRate(natsUrl);
   const guardedRate = await rawGuardedPublishRate(natsUrl);
-  const request = {
-    url: `${reelay.baseUrl}/api/compat/videosGenerations`,
-    workDir,
-    cpu: LOAD_CPU,
-    connections: CONNECTIONS,
-    timeoutS: 15,
-    method: "POST" as const,
-    headers: { "Content-Type": "application/json" },
-    authorizations: tenants,
-    body: JSON.stringify({ model: cores === "2 cores" ? PARKED_MODEL_2 : PARKED_MODEL, prompt: "a red fox running through snow", duration: 4 }),
-    bodyMarker: "provider_task_id",
-  };
+  const request = createLoad(reelay.baseUrl, workDir, tenants, cores === "2 cores" ? PARKED_MODEL_2 : PARKED_MODEL);
   await runWrk({ ...request, name: "warm-create", durationS: 3, maxResponses: 2000 });
   say(`create path (${cores}): up to ${CREATE_MAX} tasks / ${CREATE_SECONDS} s`);
   const before = await varz(natsUrl);
