@@ -20,10 +20,10 @@ import { createServer, type ServerResponse } from "node:http";
 import { isMainThread, Worker, workerData } from "node:worker_threads";
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, type JetStreamClient } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
-import { moneyEpochAfter } from "../contracts/ledger.ts";
 import { coalesceWrites } from "../services/shared/natsWriteCoalescing.ts";
 import { LIVE_PULL } from "../services/shared/liveFeed.ts";
 import { openingBytes } from "./lib/benchAccounts.ts";
+import { OpeningChain } from "./lib/openingChain.ts";
 
 const STREAM = "FLOOR";
 /** A real acceptance's size (an `UpstreamAccepted` event of a parked task). */
@@ -73,18 +73,19 @@ async function projector(url: string): Promise<void> {
   }
 }
 
-/** An account's chain of guarded openings: one in flight, the next guarded by the sequence it got. */
+/** An account's openings as they come, written one at a time on its chain (one in flight, the next guarded by its answer). */
 class AccountChain {
-  private last = 0;
-  private openings = 0;
+  private readonly chain: OpeningChain;
   private writing = false;
   private readonly queue: Array<{ taskId: number; body: string }> = [];
 
   constructor(
-    private readonly js: JetStreamClient,
-    private readonly account: string,
+    js: JetStreamClient,
+    account: string,
     private readonly failed: (taskId: number) => void,
-  ) {}
+  ) {
+    this.chain = new OpeningChain(js, `floor.${account}`);
+  }
 
   open(taskId: number, body: string): void {
     this.queue.push({ taskId, body });
@@ -94,14 +95,8 @@ class AccountChain {
   private async drain(): Promise<void> {
     this.writing = true;
     for (let next = this.queue.shift(); next !== undefined; next = this.queue.shift()) {
-      const epoch = moneyEpochAfter(this.openings);
       try {
-        const ack = await this.js.publish(`floor.${this.account}.money.${epoch}.task.${next.taskId}`, next.body, {
-          msgID: `open-${next.taskId}`,
-          expect: { lastSubjectSequence: this.last, lastSubjectSequenceSubject: `floor.${this.account}.money.${epoch}.>` },
-        });
-        this.openings++;
-        this.last = moneyEpochAfter(this.openings) === epoch ? ack.seq : 0;
+        await this.chain.publish(next.taskId, next.body, `open-${next.taskId}`);
       } catch {
         this.failed(next.taskId);
       }

@@ -7,7 +7,7 @@
  */
 import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { moneyEpochAfter } from "../contracts/ledger.ts";
+import { OpeningChain } from "./lib/openingChain.ts";
 
 const [url, secondsArg, accountsArg, bytesArg] = process.argv.slice(2);
 if (!url) {
@@ -24,22 +24,15 @@ const nc = await connect({ servers: url, name: "bench-js-guarded-publish" });
 const jsm = await jetstreamManager(nc);
 await jsm.streams.add({ name: STREAM, subjects: ["benchacct.>"] });
 const js = jetstream(nc);
-const last = new Array<number>(accounts).fill(0);
-const openings = new Array<number>(accounts).fill(0);
+const chains = Array.from({ length: accounts }, (_, account) => new OpeningChain(js, `benchacct.${account}`));
 let next = 0;
 
 /** One account's chain: each publish guarded by the sequence the previous one got, until `deadline`. */
 async function chain(account: number, deadline: number): Promise<number> {
+  const openings = chains[account] as OpeningChain;
   let written = 0;
   while (performance.now() < deadline) {
-    // As a create's opening: a subject of its own in the account's money epoch, guarded over that epoch only,
-    // and the epoch's last opening ends it (contracts/ledger.ts).
-    const epoch = moneyEpochAfter(openings[account] ?? 0);
-    const ack = await js.publish(`benchacct.${account}.money.${epoch}.task.${next++}`, payload, {
-      expect: { lastSubjectSequence: last[account] ?? 0, lastSubjectSequenceSubject: `benchacct.${account}.money.${epoch}.>` },
-    });
-    openings[account] = (openings[account] ?? 0) + 1;
-    last[account] = moneyEpochAfter(openings[account] ?? 0) === epoch ? ack.seq : 0;
+    await openings.publish(next++, payload);
     written++;
   }
   return written;

@@ -20,6 +20,7 @@ import { connect } from "@nats-io/transport-node";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { prepareAccounts } from "../lib/benchAccounts.ts";
+import { programPid } from "../lib/procs.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { benchConfig } from "../suites/videoPath.ts";
 import { createConcurrently, videoCreator, watchFinals } from "../lib/taskLoad.ts";
@@ -49,7 +50,7 @@ try {
   await pause(2000);
   const processes = [
     { label: "reelay", pid: reelay.proc.pid },
-    { label: "nats-server", pid: childNamed(nats.pid, "nats-server") },
+    { label: "nats-server", pid: programPid(nats.pid, "nats-server") },
     { label: "bench", pid: process.pid },
   ];
   const pausedBefore = await gcPauses(reelay.baseUrl);
@@ -90,10 +91,9 @@ try {
 }
 
 /** User + system ticks and read and write system calls of every thread of the processes, keyed `<process>:<thread name> <tid>`. */
-function threadUse(processes: ReadonlyArray<{ label: string; pid: number | undefined }>): Map<string, ThreadUse> {
+function threadUse(processes: ReadonlyArray<{ label: string; pid: number }>): Map<string, ThreadUse> {
   const ticks = new Map<string, ThreadUse>();
   for (const { label, pid } of processes) {
-    if (pid === undefined) continue;
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
       let stat: string;
       try {
@@ -139,10 +139,4 @@ async function gcPauses(baseUrl: string): Promise<Map<string, number>> {
   const paused = new Map<string, number>();
   for (const { name, labels, value } of samples) if (name === "reelay_thread_gc_pause_seconds_total") paused.set(`${labels.thread} ${labels.kind}`, value);
   return paused;
-}
-
-/** The child of `parent` running `command` (nats-server runs under a small watchdog shell). */
-function childNamed(parent: number, command: string): number | undefined {
-  const children = readFileSync(`/proc/${parent}/task/${parent}/children`, "utf8").trim().split(" ").filter(Boolean).map(Number);
-  return children.find((pid) => readFileSync(`/proc/${pid}/comm`, "utf8").trim() === command);
 }

@@ -1,0 +1,30 @@
+import type { JetStreamClient, PubAck } from "@nats-io/jetstream";
+import { moneyEpochAfter } from "../../contracts/ledger.ts";
+
+/**
+ * One account's chain of guarded openings, in the shape a create's opening takes (contracts/ledger.ts): a
+ * subject of its own in the account's money epoch, guarded over that epoch only by the sequence the previous
+ * opening got, and the epoch's last opening ends it (the next epoch starts empty). For the bench's baselines,
+ * which write openings without reelay: `account` is the subject's prefix (e.g. `benchacct.3`). One publish at
+ * a time: the next one's guard is this one's answer.
+ */
+export class OpeningChain {
+  private last = 0;
+  private openings = 0;
+
+  constructor(
+    private readonly js: JetStreamClient,
+    private readonly account: string,
+  ) {}
+
+  async publish(taskId: number, body: string | Uint8Array, msgID?: string): Promise<PubAck> {
+    const epoch = moneyEpochAfter(this.openings);
+    const ack = await this.js.publish(`${this.account}.money.${epoch}.task.${taskId}`, body, {
+      ...(msgID === undefined ? {} : { msgID }),
+      expect: { lastSubjectSequence: this.last, lastSubjectSequenceSubject: `${this.account}.money.${epoch}.>` },
+    });
+    this.openings++;
+    this.last = moneyEpochAfter(this.openings) === epoch ? ack.seq : 0;
+    return ack;
+  }
+}
