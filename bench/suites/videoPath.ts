@@ -148,13 +148,13 @@ async function measure(workDir: string, cleanup: Cleanup, started: (child: Reela
   rows.push(...(await queryPhase(workDir, cleanup, { measured, unmeasured, unmeasuredLater, measuredLater }, key, e2e.firstTaskId)));
   await Promise.all(edges.map((child) => child.proc.stop(10_000)));
   rows.push(...(await createBurst(reelay, nats.url, tenants)));
-  rows.push(...(await createPhase(workDir, reelay, { url: nats.url, pid: natsPid, version: nats.version }, tenants, "1 server core")));
+  rows.push(...(await createPhase(workDir, reelay, { url: nats.url, pid: natsPid, version: nats.version }, tenants, "1 server core")).rows);
   // The target is for this 2-core machine: the server side (reelay's threads and nats-server) may
   // use both cores; wrk, which needs little at these rates, shares CPU 1.
   pinProcess(reelay.proc.pid, BOTH_CPUS);
   pinProcess(natsPid, BOTH_CPUS);
   const twoCores = await createPhase(workDir, reelay, { url: nats.url, pid: natsPid, version: nats.version }, tenants, "2 cores");
-  rows.push(...twoCores, ...(await floorPhase(workDir, cleanup, { url: nats.url, pid: natsPid }, twoCores)));
+  rows.push(...twoCores.rows, ...(await floorPhase(workDir, cleanup, { url: nats.url, pid: natsPid }, twoCores.acceptedRate)));
   return rows;
 }
 
@@ -346,8 +346,7 @@ function createLoad(baseUrl: string, workDir: string, authorizations: readonly s
  * The create path's floor on the same 2 cores: the design's messages made by the least code that makes them
  * (bench/createFloor.ts), loaded as reelay's create path is. What reelay spends above it is its own work.
  */
-async function floorPhase(workDir: string, cleanup: Cleanup, nats: { url: string; pid: number }, twoCores: readonly BenchRow[]): Promise<BenchRow[]> {
-  const accepted = twoCores.find((row) => row.metric.startsWith("create accepted"))?.value ?? Number.NaN;
+async function floorPhase(workDir: string, cleanup: Cleanup, nats: { url: string; pid: number }, accepted: number): Promise<BenchRow[]> {
   const floor = spawnTsx("create floor", "bench/createFloor.ts", [nats.url, String(ACCOUNTS)], { cpu: BOTH_CPUS });
   cleanup.add(() => floor.stop(5000));
   const port = (await waitForOutput(floor, /PORT (\d+)/, 15_000))[1];
@@ -439,7 +438,7 @@ async function createPhase(
   nats: { url: string; pid: number; version: string },
   tenants: readonly string[],
   cores: string,
-): Promise<BenchRow[]> {
+): Promise<{ rows: BenchRow[]; acceptedRate: number }> {
   const { url: natsUrl, pid: natsPid } = nats;
   const publishRate = await rawPublishRate(natsUrl);
   const guardedRate = await rawGuardedPublishRate(natsUrl);
@@ -481,5 +480,5 @@ async function createPhase(
   if (withoutProviderId > 0) {
     rows.push({ suite: SUITE, metric: "create answers without provider_task_id", value: withoutProviderId, unit: "count", target: "<= 0/run" });
   }
-  return rows;
+  return { rows, acceptedRate: rate };
 }
