@@ -258,4 +258,23 @@ describe("channel pools of several runners share one budget per channel", () => 
     expect(lines[0]).toMatchObject({ channel: "relay", why });
     expect(await report("relay")).toMatchObject({ state: "in rotation", recentErrors: [], cleanupFailures: { count: 3, last: { message: why } } });
   });
+  it("given nobody waiting, then grantNow gives a slot at once from the runner's block; with a task waiting on this runner or another, it leaves the slot to the queue's turns", async () => {
+    const here = await runner("now-here", { instant: provider(16) });
+    // The block is empty until the queue grew it once (a NATS write): the first slot always comes from the queue.
+    expect(here.grantNow("a", ["instant"])).toBeUndefined();
+    const first = await here.acquire("a", ["instant"], never);
+    // The block grew by 2 (an eighth of 16): the next slot is in it, once the queue's pass has ended.
+    let second: ChannelLease | undefined;
+    await expect.poll(() => (second ??= here.grantNow("b", ["instant"]))?.channel, { timeout: 5_000 }).toBe("instant");
+    // Full: a third task waits in the queue, and while it waits no task of this runner is served past it.
+    const third = here.acquire("c", ["instant"], never);
+    second?.release();
+    expect(here.grantNow("d", ["instant"])).toBeUndefined();
+    (await third).release();
+    // Another runner's task waits for the channel: its turn is weighed, no slot is taken past it.
+    await nats.fleet.write("chan.instant.wait.elsewhere.e", { channel: "instant", runner: "elsewhere", account: "e", count: 1, since: Date.now(), servedAt: 0, until: Date.now() + 60_000 }, { ttlMs: 60_000 });
+    await expect.poll(() => here.fleet.waitingElsewhere("instant").length, { timeout: 5_000 }).toBe(1);
+    expect(here.grantNow("f", ["instant"])).toBeUndefined();
+    first.release();
+  });
 });

@@ -5,7 +5,7 @@ import type { LiveTaskContext, LiveTaskEffect, LiveTaskEvent, LiveTaskExit, Live
 import { isFinal } from "../../machines/videoTask.ts";
 import { foldTask, initialTaskState, taskOf, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
 import type { Logger } from "../shared/log.ts";
-import { runCall, type TaskCalls } from "./liveTaskCalls.ts";
+import { runCall, slotAtOnce, type TaskCalls } from "./liveTaskCalls.ts";
 import type { LiveTaskDeps } from "./liveTaskDeps.ts";
 import { firstStep, nextStep, takeActions, type LiveTaskAction, type LiveTaskSnapshot as Snapshot } from "./liveTaskStep.ts";
 import type { ChannelLease } from "./policy/channelPool.ts";
@@ -56,7 +56,7 @@ export class LiveTaskActor implements TaskCalls {
   private taskLogger: Logger | undefined;
   /** The task's first event folded, until the machine holds the task's state (then only the snapshot keeps it). */
   private first: TaskDeciderState | undefined;
-  private readonly deadlineAt: number;
+  readonly deadlineAt: number;
 
   constructor(
     submitted: TaskSubmittedEvent,
@@ -88,8 +88,12 @@ export class LiveTaskActor implements TaskCalls {
     const { taskId, account, job, deadlineAt } = this;
     const input: LiveTaskInput = { taskId, account, job, deadlineAt, maxTaskMs: this.deps.maxTaskMs, redelivered, task: this.decided, now: CLOCK, jitter: RANDOM_JITTER() };
     this.first = undefined;
+    this.stepping = true;
     this.snapshot = firstStep(input);
     this.settle();
+    this.stepping = false;
+    const queued = this.queue?.shift();
+    if (queued !== undefined) this.send(queued);
   }
 
   /** Feeds one event to the machine (queued when it arrives while another is being handled). */
@@ -235,6 +239,13 @@ export class LiveTaskActor implements TaskCalls {
     if (type !== "effect") return;
     const effect = action.params as LiveTaskEffect;
     switch (effect.do) {
+      case "acquire": {
+        // A slot free at once is the step's answer, taken after the step's other actions (as a call's would be).
+        const slot = slotAtOnce(this, effect);
+        if (slot === undefined) break;
+        (this.queue ??= []).push(slot);
+        return;
+      }
       case "release":
         this.lease?.release();
         this.lease = undefined;
@@ -248,9 +259,8 @@ export class LiveTaskActor implements TaskCalls {
       case "warn":
         this.log.warn(effect.detail === undefined ? {} : { detail: effect.detail }, effect.message);
         return;
-      default:
-        void this.hooks.run(this, () => runCall(this, effect)).then((event) => this.answered(event));
     }
+    void this.hooks.run(this, () => runCall(this, effect)).then((event) => this.answered(event));
   }
 
   timerFired(event: LiveTaskEvent): void {

@@ -31,6 +31,8 @@ export interface TaskCalls {
   readonly decided: TaskDeciderState;
   readonly sequence: number;
   lease: ChannelLease | undefined;
+  /** When the task runs out of time (epoch ms). */
+  readonly deadlineAt: number;
   /** Runs `call` bounded by the task's deadline and `limitMs`; undefined when the deadline cut it short. */
   bounded<T>(call: (signal: AbortSignal) => Promise<T>, limitMs?: number): Promise<T | undefined>;
 }
@@ -59,8 +61,7 @@ async function answer(task: TaskCalls, effect: LiveTaskEffect): Promise<LiveTask
       const candidates = effect.on === undefined ? jobChannels(task.job) : [effect.on];
       if (effect.on === undefined && !deps.channels.anyInRotation(candidates)) return { type: "NO_CHANNEL", channels: candidates };
       const askedAt = Date.now();
-      const options = { pinned: effect.on !== undefined, ...(effect.avoid === undefined ? {} : { avoid: effect.avoid }) };
-      const lease = await task.bounded((signal) => deps.channels.acquire(task.account, candidates, signal, options));
+      const lease = await task.bounded((signal) => deps.channels.acquire(task.account, candidates, signal, acquireOptions(effect)));
       if (lease === undefined) return DEADLINE;
       task.lease = lease;
       return { type: "SLOT", channel: lease.channel, policy: lease.provider.policy, waitedMs: Date.now() - askedAt };
@@ -108,6 +109,21 @@ async function answer(task: TaskCalls, effect: LiveTaskEffect): Promise<LiveTask
       throw new Error(`${effect.do} is not a call`);
   }
 }
+
+/**
+ * The answer to an `acquire` when the pool grants a slot at once (ChannelPool.grantNow: nobody waits), without
+ * the call's promises; undefined: the effect runs as a call (it waits, or answers NO_CHANNEL or DEADLINE).
+ */
+export function slotAtOnce(task: TaskCalls, effect: Extract<LiveTaskEffect, { do: "acquire" }>): LiveTaskEvent | undefined {
+  if (Date.now() >= task.deadlineAt) return undefined;
+  const candidates = effect.on === undefined ? jobChannels(task.job) : [effect.on];
+  const lease = task.deps.channels.grantNow(task.account, candidates, acquireOptions(effect));
+  if (lease === undefined) return undefined;
+  task.lease = lease;
+  return { type: "SLOT", channel: lease.channel, policy: lease.provider.policy, waitedMs: 0 };
+}
+
+const acquireOptions = (effect: Extract<LiveTaskEffect, { do: "acquire" }>): { pinned: boolean; avoid?: string } => ({ pinned: effect.on !== undefined, ...(effect.avoid === undefined ? {} : { avoid: effect.avoid }) });
 
 /** Decide, then append each event at the next position of the task's log; the state the decider led to is the answer. */
 async function append(task: TaskCalls, command: Parameters<typeof decideTaskSteps>[0]): Promise<LiveTaskEvent | undefined> {

@@ -115,6 +115,37 @@ export class ChannelPool implements SlotOwner {
     });
   }
 
+  /**
+   * A slot at once when nothing has to be weighed: no task of this runner waits, no other runner waits for any
+   * of `candidates`, and every candidate this task could be served on has room in this runner's block. A pass
+   * of the queue would grant exactly this then (an account alone in line takes any free slot, by the same
+   * weights), with a promise, a queue entry and a fleet notice more per task. Undefined: `acquire` (the queue).
+   */
+  grantNow(account: string, candidates: readonly string[], options: { pinned?: boolean; avoid?: string } = {}): ChannelLease | undefined {
+    if (this.turns.length > 0 || this.dispatching) return undefined;
+    const now = Date.now();
+    const open: string[] = [];
+    for (const name of candidates) {
+      const block = this.blocks.get(name);
+      if (block === undefined || (!options.pinned && this.cooling(name, now))) continue;
+      if (this.fleet.waitingElsewhere(name, now).length > 0) return undefined;
+      // A candidate that could be served only after its block grows (a NATS write): the queue weighs it.
+      if (block.room <= 0) {
+        if (block.room + block.fleetFree(now) > 0) return undefined;
+        continue;
+      }
+      open.push(name);
+    }
+    const preferred = open.filter((name) => name !== options.avoid);
+    const channel = byWeight(preferred.length > 0 ? preferred : open, (name) => this.channels.get(name)?.weight ?? 1, this.random);
+    if (channel === undefined) return undefined;
+    (this.blocks.get(channel) as ChannelBlock).take(account);
+    this.servedAt.set(`${channel}\n${account}`, now);
+    const slot = new Slot(channel, account, this);
+    this.slots.add(slot);
+    return slot;
+  }
+
   /** Takes a channel out of rotation for every runner, for its cool-down, after the upstream refused our key, quota or account. */
   sideline(name: string, why: string): void {
     const settings = this.channels.get(name);
