@@ -74,6 +74,8 @@ export interface LiveTaskInput {
   maxTaskMs: number;
   /** Delivered before: another runner may have held the task, so its log is read first. */
   redelivered: boolean;
+  /** A slot the runner could grant with a first delivery (nobody waited for one): the machine starts holding it. */
+  slot?: { channel: string; policy: PollPolicy };
   /** The task's first event, folded: a first delivery has nothing else yet. */
   task: TaskDeciderState;
   /** The clock (epoch ms): injected, so the machine stays pure and specs set the time. */

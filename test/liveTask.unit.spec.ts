@@ -52,6 +52,13 @@ describe("the live task machine (no NATS: given a log, when the provider answers
     expect(spec.exit()).toBe("final");
   });
 
+  it("given a fresh task that holds a slot from its start (the runner had one free, nobody waited), then it submits at once and records the acceptance on that channel", () => {
+    const spec = givenLiveTask({ slotAtStart: true }).start();
+    expect(spec.effects()).toEqual([{ do: "submit" }]);
+    spec.when({ type: "SUBMITTED", providerTaskId: "up-1" });
+    expect(appendOf(spec.effects())).toEqual({ type: "RecordAcceptance", providerTaskId: "up-1", channel: "local" });
+  });
+
   it("given a copied result, when writing the success times out at NATS, then the log is reread and the same success written: no second copy, nothing held against the channel", () => {
     const spec = acceptedAndWaiting();
     vi.advanceTimersByTime(POLICY.pollFirstAfterMs);

@@ -86,11 +86,20 @@ export class LiveTaskActor implements TaskCalls {
   /** Starts the machine: `redelivered` when another runner may have held the task (its log is read first). */
   start(redelivered: boolean): void {
     const { taskId, account, job, deadlineAt } = this;
-    const input: LiveTaskInput = { taskId, account, job, deadlineAt, maxTaskMs: this.deps.maxTaskMs, redelivered, task: this.decided, now: CLOCK, jitter: RANDOM_JITTER() };
+    // A first delivery takes a slot free at once with it: the machine then starts at the submit, a step fewer.
+    const slot = redelivered ? undefined : slotAtOnce(this, { do: "acquire" });
+    const input: LiveTaskInput = { taskId, account, job, deadlineAt, maxTaskMs: this.deps.maxTaskMs, redelivered, task: this.decided, now: CLOCK, jitter: RANDOM_JITTER(), ...(slot === undefined ? {} : { slot }) };
     this.first = undefined;
     this.stepping = true;
-    this.snapshot = firstStep(input);
-    this.settle();
+    try {
+      this.snapshot = firstStep(input);
+      this.settle();
+    } catch (error) {
+      // A machine that threw is dead (the runner hands its job back): its slot goes back to the pool.
+      this.lease?.release();
+      this.lease = undefined;
+      throw error;
+    }
     this.stepping = false;
     const queued = this.queue?.shift();
     if (queued !== undefined) this.send(queued);

@@ -114,7 +114,7 @@ async function answer(task: TaskCalls, effect: LiveTaskEffect): Promise<LiveTask
  * The answer to an `acquire` when the pool grants a slot at once (ChannelPool.grantNow: nobody waits), without
  * the call's promises; undefined: the effect runs as a call (it waits, or answers NO_CHANNEL or DEADLINE).
  */
-export function slotAtOnce(task: TaskCalls, effect: Extract<LiveTaskEffect, { do: "acquire" }>): LiveTaskEvent | undefined {
+export function slotAtOnce(task: TaskCalls, effect: Extract<LiveTaskEffect, { do: "acquire" }>): Extract<LiveTaskEvent, { type: "SLOT" }> | undefined {
   if (Date.now() >= task.deadlineAt) return undefined;
   const candidates = effect.on === undefined ? jobChannels(task.job) : [effect.on];
   const lease = task.deps.channels.grantNow(task.account, candidates, acquireOptions(effect));

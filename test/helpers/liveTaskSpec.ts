@@ -13,7 +13,7 @@ export const POLICY = { pollFirstAfterMs: 1_000, pollEveryMs: 1_000, pollMaxEver
  * recorded, and the spec answers as the interpreter would (`when`). Time is the caller's (vitest's fake timers):
  * the machine's clock and its delays both run on it.
  */
-export function givenLiveTask(options: { events?: TaskEvent[]; redelivered?: boolean; maxTaskMs?: number; job?: VideoJobSpec } = {}) {
+export function givenLiveTask(options: { events?: TaskEvent[]; redelivered?: boolean; maxTaskMs?: number; job?: VideoJobSpec; slotAtStart?: boolean } = {}) {
   const opening = openingEvent("acme", 7, { job: options.job ?? sampleJob, maxTaskMs: options.maxTaskMs ?? 60_000 });
   const log: TaskEvent[] = [opening, ...(options.events ?? [])];
   const effects: LiveTaskEffect[] = [];
@@ -28,6 +28,7 @@ export function givenLiveTask(options: { events?: TaskEvent[]; redelivered?: boo
       task: foldTask([opening]),
       now: () => Date.now(),
       jitter: 0,
+      ...(options.slotAtStart ? { slot: { channel: "local", policy: POLICY } } : {}),
     },
   });
   let seen = 0;
