@@ -258,23 +258,34 @@ describe("channel pools of several runners share one budget per channel", () => 
     expect(lines[0]).toMatchObject({ channel: "relay", why });
     expect(await report("relay")).toMatchObject({ state: "in rotation", recentErrors: [], cleanupFailures: { count: 3, last: { message: why } } });
   });
-  it("given nobody waiting, then grantNow gives a slot at once from the runner's block; with a task waiting on this runner or another, it leaves the slot to the queue's turns", async () => {
+  it("given nobody waiting, then grantNow gives a slot at once from the runner's block and grows the block ahead of its tasks; with a task waiting on this runner or another, it leaves the slot to the queue's turns", async () => {
     const here = await runner("now-here", { instant: provider(16) });
     // The block is empty until the queue grew it once (a NATS write): the first slot always comes from the queue.
     expect(here.grantNow("a", ["instant"])).toBeUndefined();
     const first = await here.acquire("a", ["instant"], never);
     // The block grew by 2 (an eighth of 16): the next slot is in it, once the queue's pass has ended.
-    let second: ChannelLease | undefined;
-    await expect.poll(() => (second ??= here.grantNow("b", ["instant"]))?.channel, { timeout: 5_000 }).toBe("instant");
-    // Full: a third task waits in the queue, and while it waits no task of this runner is served past it.
-    const third = here.acquire("c", ["instant"], never);
-    second?.release();
-    expect(here.grantNow("d", ["instant"])).toBeUndefined();
-    (await third).release();
+    const granted: ChannelLease[] = [];
+    const grantAtOnce = (account: string) => {
+      const lease = here.grantNow(account, ["instant"]);
+      if (lease) granted.push(lease);
+      return lease?.channel;
+    };
+    await expect.poll(() => grantAtOnce("b"), { timeout: 5_000 }).toBe("instant");
+    // That took the block's last slot: it grows ahead (a write in the background), and the next task is served at once too.
+    await expect.poll(() => grantAtOnce("c"), { timeout: 5_000 }).toBe("instant");
+    for (const lease of [first, ...granted]) lease.release();
+
+    // A task of this runner waits (the channel is full): no task is served past it.
+    const tight = await runner("now-tight", { tight: provider(1) });
+    const holder = await tight.acquire("a", ["tight"], never);
+    const waiting = tight.acquire("b", ["tight"], never);
+    expect(tight.grantNow("c", ["tight"])).toBeUndefined();
+    holder.release();
+    (await waiting).release();
+
     // Another runner's task waits for the channel: its turn is weighed, no slot is taken past it.
     await nats.fleet.write("chan.instant.wait.elsewhere.e", { channel: "instant", runner: "elsewhere", account: "e", count: 1, since: Date.now(), servedAt: 0, until: Date.now() + 60_000 }, { ttlMs: 60_000 });
     await expect.poll(() => here.fleet.waitingElsewhere("instant").length, { timeout: 5_000 }).toBe(1);
     expect(here.grantNow("f", ["instant"])).toBeUndefined();
-    first.release();
   });
 });

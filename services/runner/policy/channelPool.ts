@@ -43,6 +43,8 @@ export class ChannelPool implements SlotOwner {
   private readonly cleanupLogged = new Set<string>();
   /** When this runner last gave an account a slot, per `channel\naccount`: it goes back in line from then. */
   private readonly servedAt = new Map<string, number>();
+  /** Channels whose block is growing ahead of its tasks (grantNow): one such write at a time each. */
+  private readonly growingAhead = new Set<string>();
   private tick: NodeJS.Timeout | undefined;
   private dispatching = false;
   private beating = false;
@@ -139,11 +141,32 @@ export class ChannelPool implements SlotOwner {
     const preferred = open.filter((name) => name !== options.avoid);
     const channel = byWeight(preferred.length > 0 ? preferred : open, (name) => this.channels.get(name)?.weight ?? 1, this.random);
     if (channel === undefined) return undefined;
-    (this.blocks.get(channel) as ChannelBlock).take(account);
+    const block = this.blocks.get(channel) as ChannelBlock;
+    block.take(account);
     this.servedAt.set(`${channel}\n${account}`, now);
     const slot = new Slot(channel, account, this);
     this.slots.add(slot);
+    this.growAhead(block, now);
     return slot;
+  }
+
+  /**
+   * A block whose room fell to half a step grows by a step before it is full, while nobody elsewhere waits for
+   * the channel: its next tasks are then served at once too, instead of queueing behind the write. What goes
+   * unused is given back as any block's room is (to a runner that waits, or after a lease).
+   */
+  private growAhead(block: ChannelBlock, now: number): void {
+    const step = this.step(block, now);
+    if (block.room > step / 2 || this.growingAhead.has(block.channel) || block.fleetFree(now) <= 0) return;
+    this.growingAhead.add(block.channel);
+    block
+      .grow(step)
+      .catch((error: unknown) => this.log.warn({ err: error, channel: block.channel }, "could not grow this runner's block of a channel ahead of its tasks; they queue for it"))
+      .finally(() => {
+        this.growingAhead.delete(block.channel);
+        // Tasks that queued meanwhile take the new room.
+        if (this.turns.length > 0) this.dispatch();
+      });
   }
 
   /** Takes a channel out of rotation for every runner, for its cool-down, after the upstream refused our key, quota or account. */
