@@ -124,7 +124,8 @@ export class ChannelPool implements SlotOwner {
    * weights), with a promise, a queue entry and a fleet notice more per task. Undefined: `acquire` (the queue).
    */
   grantNow(account: string, candidates: readonly string[], options: { pinned?: boolean; avoid?: string } = {}): ChannelLease | undefined {
-    if (this.turns.length > 0 || this.dispatching) return undefined;
+    // A pass of the queue under way with nobody in it is only announcing or giving back: nothing to jump.
+    if (this.turns.length > 0) return undefined;
     const now = Date.now();
     const open: string[] = [];
     for (const name of candidates) {
@@ -151,13 +152,13 @@ export class ChannelPool implements SlotOwner {
   }
 
   /**
-   * A block whose room fell to half a step grows by a step before it is full, while nobody elsewhere waits for
+   * A block whose room fell to a step grows by a step before it is full, while nobody elsewhere waits for
    * the channel: its next tasks are then served at once too, instead of queueing behind the write. What goes
    * unused is given back as any block's room is (to a runner that waits, or after a lease).
    */
   private growAhead(block: ChannelBlock, now: number): void {
     const step = this.step(block, now);
-    if (block.room > step / 2 || this.growingAhead.has(block.channel) || block.fleetFree(now) <= 0) return;
+    if (block.room > step || this.growingAhead.has(block.channel) || block.fleetFree(now) <= 0) return;
     this.growingAhead.add(block.channel);
     block
       .grow(step)
