@@ -98,25 +98,33 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
     unacknowledged?.ack();
     unacknowledged = undefined;
   };
-  const acknowledge = (batch: readonly JsMsg[]) => {
+  /** The messages whose acknowledgement covers `batch`: with `ack_policy: all`, its last alone. */
+  const acknowledging = (batch: readonly JsMsg[]): readonly JsMsg[] => (ackAll ? batch.slice(-1) : batch);
+  const acknowledge = (messages: readonly JsMsg[]) => {
     if (!ackAll) {
-      for (const msg of batch) msg.ack();
+      for (const msg of messages) msg.ack();
       return;
     }
-    unacknowledged = batch.at(-1) ?? unacknowledged;
+    unacknowledged = messages.at(-1) ?? unacknowledged;
     ackTimer ??= setTimeout(flushAck, ACK_EVERY_MS);
   };
 
-  /** Batches are acknowledged in order, each once it is kept; after one that will not be, none is. */
+  /**
+   * Batches are acknowledged in order, each once it is kept; after one that will not be, none is. Until then
+   * only what its acknowledgement needs is held: a written-behind batch waits up to a second, and holding every
+   * message of it (with its parsed event) made the collector copy them all, twice, per batch.
+   */
   let kept: Promise<void> = Promise.resolve();
   let keepingFailed = false;
   const acknowledgeWhenKept = (batch: readonly JsMsg[], durable: Promise<void> | undefined) => {
+    const messages = acknowledging(batch);
+    const firstSeq = batch[0]?.seq;
     kept = Promise.all([kept, durable]).then(
       () => {
-        if (!keepingFailed) acknowledge(batch);
+        if (!keepingFailed) acknowledge(messages);
       },
       (error: unknown) => {
-        if (!keepingFailed) options.log.warn({ err: error, firstSeq: batch[0]?.seq }, `${options.what}: a batch's writes were not kept; it will be handed over again`);
+        if (!keepingFailed) options.log.warn({ err: error, firstSeq }, `${options.what}: a batch's writes were not kept; it will be handed over again`);
         keepingFailed = true;
       },
     );
