@@ -206,6 +206,9 @@ describe("OpenAI Videos API through the official Node SDK", () => {
     await expect.poll(() => deleter.videos.retrieve(created.id).then(() => "found", (error: unknown) => (error instanceof OpenAI.NotFoundError ? "gone" : "other"))).toBe("gone");
     await expect(deleter.videos.downloadContent(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(deleter.videos.delete(created.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    // The projector no longer holds a final view once it is written: the deletion is folded onto the stored one.
+    await expect.poll(async () => (await app.nats.taskViews.get(String(taskId)))?.json<{ deletedAt?: string; video?: unknown }>()).toMatchObject({ deletedAt: expect.any(String) });
+    expect((await app.nats.taskViews.get(String(taskId)))?.json<{ video?: unknown }>().video).toBeUndefined();
     const after = await spec.query(taskId);
     expect(after.body.data).toMatchObject({ task_id: taskId, status: "success", total_tokens: before.body.data?.total_tokens });
     expect((await app.ledger.current("sdk-delete")).balanceMicros).toBe(balance);

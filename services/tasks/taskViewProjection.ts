@@ -20,4 +20,5 @@ export const taskViewProjection: Projection<TaskEvent, TaskView> = {
   evolve: evolveTaskViewForReactors,
   docSchema: TaskView,
   persists: isFinalView,
+  settled: isFinalView,
 };
