@@ -285,7 +285,7 @@ describe("channel pools of several runners share one budget per channel", () => 
 
     // Another runner's task waits for the channel: its turn is weighed, no slot is taken past it.
     await nats.fleet.write("chan.instant.wait.elsewhere.e", { channel: "instant", runner: "elsewhere", account: "e", count: 1, since: Date.now(), servedAt: 0, until: Date.now() + 60_000 }, { ttlMs: 60_000 });
-    await expect.poll(() => here.fleet.waitingElsewhere("instant").length, { timeout: 5_000 }).toBe(1);
+    await expect.poll(() => here.fleet.anyWaitingElsewhere("instant"), { timeout: 5_000 }).toBe(true);
     expect(here.grantNow("f", ["instant"])).toBeUndefined();
   });
 });

@@ -131,7 +131,7 @@ export class ChannelPool implements SlotOwner {
     for (const name of candidates) {
       const block = this.blocks.get(name);
       if (block === undefined || (!options.pinned && this.cooling(name, now))) continue;
-      if (this.fleet.waitingElsewhere(name, now).length > 0) return undefined;
+      if (this.fleet.anyWaitingElsewhere(name, now)) return undefined;
       // A candidate that could be served only after its block grows (a NATS write): the queue weighs it.
       if (block.room <= 0) {
         if (block.room + block.fleetFree(now) > 0) return undefined;
@@ -213,7 +213,7 @@ export class ChannelPool implements SlotOwner {
   slotReleased(slot: Slot): void {
     if (!this.slots.delete(slot)) return;
     this.blocks.get(slot.channel)?.give(slot.account);
-    if (this.turns.length > 0 || this.fleet.waitingElsewhere(slot.channel).length > 0) this.dispatch();
+    if (this.turns.length > 0 || this.fleet.anyWaitingElsewhere(slot.channel)) this.dispatch();
   }
 
   private cooling(name: string, now: number): boolean {
@@ -309,12 +309,12 @@ export class ChannelPool implements SlotOwner {
 
   /** How many slots a full block asks for: an eighth of the channel (at most 64), one while another runner waits for it. */
   private step(block: ChannelBlock, now: number): number {
-    return this.fleet.waitingElsewhere(block.channel, now).length > 0 ? 1 : Math.min(64, Math.ceil(block.max / 8));
+    return this.fleet.anyWaitingElsewhere(block.channel, now) ? 1 : Math.min(64, Math.ceil(block.max / 8));
   }
 
   /** Blocks with room while another runner waits for the channel give the room back (what is left after this runner's waiters were served). */
   private async giveBack(): Promise<void> {
-    for (const block of this.blocks.values()) if (block.room > 0 && this.fleet.waitingElsewhere(block.channel).length > 0) await block.giveBack();
+    for (const block of this.blocks.values()) if (block.room > 0 && this.fleet.anyWaitingElsewhere(block.channel)) await block.giveBack();
   }
 
   /** Whether another runner holds an older waiting task of the same account for `channel` (it goes first: a runner with room would otherwise feed only its own). */

@@ -77,7 +77,19 @@ export class FleetChannels {
 
   /** Other runners' waiting tasks on `channel` still counted (their records' `until`), with a count above 0. */
   waitingElsewhere(channel: string, now = Date.now()): WaitRecord[] {
-    return [...(this.waitsOf.get(fleetToken(channel))?.values() ?? [])].filter((record) => record.runner !== this.runner && record.count > 0 && record.until > now);
+    return [...(this.waitsOf.get(fleetToken(channel))?.values() ?? [])].filter((record) => this.countsElsewhere(record, now));
+  }
+
+  /** Whether another runner has a task waiting on `channel` (asked for every slot granted and given back: no list built). */
+  anyWaitingElsewhere(channel: string, now = Date.now()): boolean {
+    const records = this.waitsOf.get(fleetToken(channel));
+    if (records === undefined) return false;
+    for (const record of records.values()) if (this.countsElsewhere(record, now)) return true;
+    return false;
+  }
+
+  private countsElsewhere(record: WaitRecord, now: number): boolean {
+    return record.runner !== this.runner && record.count > 0 && record.until > now;
   }
 
   /**
