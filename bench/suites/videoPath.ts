@@ -33,6 +33,8 @@ const PARKED_MODEL = "Bench-parked";
 const OFFERED_MODEL = "Bench-parked-offered";
 /** The two-core create phase's tasks park apart from the one-core phase's: both phases' warm-ups and runs (up to 10,000, and wrk sends a few past its count) would fill one provider. */
 const PARKED_MODEL_2 = "Bench-parked-2";
+/** Tasks a parked model's provider holds at once; past that, openings are handed back and delivered again. */
+export const PARKED_MAX_IN_FLIGHT = 10_000;
 const BURST_MODEL = "Bench-parked-burst";
 /** Tenants the create phases' load comes from (each account's money is one chain of guarded writes). */
 const ACCOUNTS = 20;
@@ -60,7 +62,7 @@ export function benchConfig(): ReelayConfig {
   // Parked tasks are first polled when they could be done (after their 10 minutes, as one would set a vendor
   // whose tasks take that long), not every 250 ms–1 s like the renderer's: thousands of parked tasks polled
   // each second, or a wave of first polls in the middle of a phase, would measure that polling, not creates.
-  const parked = { ...local, queueDelayMs: 600_000, maxInFlight: 10_000, pollFirstAfterMs: 600_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000 };
+  const parked = { ...local, queueDelayMs: 600_000, maxInFlight: PARKED_MAX_IN_FLIGHT, pollFirstAfterMs: 600_000, pollEveryMs: 10_000, pollMaxEveryMs: 30_000 };
   config.providers.parked = parked;
   // The two-core and open-loop phases' tasks park on providers of their own (a provider holds 10,000 at most).
   config.providers["parked-2"] = { ...parked };
