@@ -27,4 +27,14 @@ export class OpeningChain {
     this.last = moneyEpochAfter(this.openings) === epoch ? ack.seq : 0;
     return ack;
   }
+
+  /** A ledger message (settlements, credits) on `<account>.money.<epoch>.ledger`, on the same chain: it opens no task, so the epoch goes on. */
+  async publishLedger(body: string | Uint8Array): Promise<PubAck> {
+    const epoch = moneyEpochAfter(this.openings);
+    const ack = await this.js.publish(`${this.account}.money.${epoch}.ledger`, body, {
+      expect: { lastSubjectSequence: this.last, lastSubjectSequenceSubject: `${this.account}.money.${epoch}.>` },
+    });
+    this.last = ack.seq;
+    return ack;
+  }
 }

@@ -15,10 +15,11 @@ export interface FinalsWatch {
 
 /**
  * Watches the `state` events of every task (`acct.<account>.task.<id>.state`, where finals are; openings and
- * acceptances are not delivered) and reads only each event's type: the watch shares the 2 cores with what it measures.
+ * acceptances are not delivered) and reads only each event's type: the watch shares the 2 cores with what it
+ * measures. `log`: another stream and its state subjects (the instant floor's, bench/createFloor.ts).
  */
-export async function watchFinals(nc: NatsConnection): Promise<FinalsWatch> {
-  const consumer = await jetstream(nc).consumers.get(STREAMS.events.name, { filter_subjects: TASK_STATE_EVENTS, deliver_policy: DeliverPolicy.New });
+export async function watchFinals(nc: NatsConnection, log: { stream: string; subjects: string } = { stream: STREAMS.events.name, subjects: TASK_STATE_EVENTS }): Promise<FinalsWatch> {
+  const consumer = await jetstream(nc).consumers.get(log.stream, { filter_subjects: log.subjects, deliver_policy: DeliverPolicy.New });
   const feed = await consumer.consume();
   const watch: FinalsWatch = { succeeded: 0, failed: 0, lastFinal: 0, stop: () => feed.stop() };
   void (async () => {
