@@ -200,8 +200,16 @@ describe("channel pools of several runners share one budget per channel", () => 
     a.sideline("bad", "HTTP 401 AuthenticationError");
     await expect.poll(() => b.anyInRotation(["bad"]), { timeout: 5_000 }).toBe(false);
     expect(await report("bad")).toMatchObject({ state: "cooling down", coolDownReason: "HTTP 401 AuthenticationError" });
-    expect((await b.acquire("x", ["bad", "good"], never)).channel).toBe("good");
-    expect((await b.acquire("x", ["bad"], never, { pinned: true })).channel).toBe("bad");
+    const good = await b.acquire("x", ["bad", "good"], never);
+    expect(good.channel).toBe("good");
+    const pinned = await b.acquire("x", ["bad"], never, { pinned: true });
+    expect(pinned.channel).toBe("bad");
+    // Granted at once, the same holds (each block grew to one slot above, free again once given back).
+    good.release();
+    pinned.release();
+    expect(b.grantNow("x", ["bad", "good"])?.channel).toBe("good");
+    expect(b.grantNow("x", ["bad"])).toBeUndefined();
+    expect(b.grantNow("x", ["bad"], { pinned: true })?.channel).toBe("bad");
     await expect.poll(() => b.anyInRotation(["bad"]), { timeout: 5_000 }).toBe(true);
     expect((await b.acquire("x", ["bad", "good"], never, { avoid: "bad" })).channel).toBe("good");
     expect((await report("bad"))?.recentErrors.at(-1)?.message).toBe("HTTP 401 AuthenticationError");
