@@ -95,9 +95,8 @@ export class LiveTaskActor implements TaskCalls {
       this.snapshot = firstStep(input);
       this.settle();
     } catch (error) {
-      // A machine that threw is dead (the runner hands its job back): its slot goes back to the pool.
-      this.lease?.release();
-      this.lease = undefined;
+      // The runner hands the job back (its `crashed`): the dead actor lets go of what it holds first.
+      this.letGo();
       throw error;
     }
     this.stepping = false;
@@ -292,12 +291,17 @@ export class LiveTaskActor implements TaskCalls {
       this.send(event);
     } catch (error) {
       if (this.exited) return;
-      this.exited = true;
-      clearTimeout(this.timer);
-      this.lease?.release();
-      this.lease = undefined;
+      this.letGo();
       this.hooks.crashed(this, error);
     }
+  }
+
+  /** The machine threw (a bug, not a fault it handles): the actor is dead, its timer and slot go. */
+  private letGo(): void {
+    this.exited = true;
+    clearTimeout(this.timer);
+    this.lease?.release();
+    this.lease = undefined;
   }
 }
 

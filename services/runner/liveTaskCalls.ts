@@ -58,7 +58,7 @@ async function answer(task: TaskCalls, effect: LiveTaskEffect): Promise<LiveTask
       return { type: "LOG_READ", task: foldTask(history.events), sequence: history.lastSequence };
     }
     case "acquire": {
-      const candidates = effect.on === undefined ? jobChannels(task.job) : [effect.on];
+      const candidates = acquireCandidates(task, effect);
       if (effect.on === undefined && !deps.channels.anyInRotation(candidates)) return { type: "NO_CHANNEL", channels: candidates };
       const askedAt = Date.now();
       const lease = await task.bounded((signal) => deps.channels.acquire(task.account, candidates, signal, acquireOptions(effect)));
@@ -116,12 +116,14 @@ async function answer(task: TaskCalls, effect: LiveTaskEffect): Promise<LiveTask
  */
 export function slotAtOnce(task: TaskCalls, effect: Extract<LiveTaskEffect, { do: "acquire" }>): Extract<LiveTaskEvent, { type: "SLOT" }> | undefined {
   if (Date.now() >= task.deadlineAt) return undefined;
-  const candidates = effect.on === undefined ? jobChannels(task.job) : [effect.on];
-  const lease = task.deps.channels.grantNow(task.account, candidates, acquireOptions(effect));
+  const lease = task.deps.channels.grantNow(task.account, acquireCandidates(task, effect), acquireOptions(effect));
   if (lease === undefined) return undefined;
   task.lease = lease;
   return { type: "SLOT", channel: lease.channel, policy: lease.provider.policy, waitedMs: 0 };
 }
+
+/** The channels an `acquire` may be served on: the one that accepted the task, or any of its model's. */
+const acquireCandidates = (task: TaskCalls, effect: Extract<LiveTaskEffect, { do: "acquire" }>): readonly string[] => (effect.on === undefined ? jobChannels(task.job) : [effect.on]);
 
 const acquireOptions = (effect: Extract<LiveTaskEffect, { do: "acquire" }>): { pinned: boolean; avoid?: string } => ({ pinned: effect.on !== undefined, ...(effect.avoid === undefined ? {} : { avoid: effect.avoid }) });
 

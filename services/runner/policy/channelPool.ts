@@ -139,8 +139,7 @@ export class ChannelPool implements SlotOwner {
       }
       open.push(name);
     }
-    const preferred = open.filter((name) => name !== options.avoid);
-    const channel = byWeight(preferred.length > 0 ? preferred : open, (name) => this.channels.get(name)?.weight ?? 1, this.random);
+    const channel = this.choose(open, options.avoid);
     if (channel === undefined) return undefined;
     const block = this.blocks.get(channel) as ChannelBlock;
     block.take(account);
@@ -327,9 +326,13 @@ export class ChannelPool implements SlotOwner {
   private pick(waiter: Waiter, now: number, full: ReadonlySet<string>, turnsOf: (channel: string) => ChannelTurns): string | undefined {
     // A pinned task is already at that upstream (taken over from a runner that died): it needs only a free slot.
     const open = waiter.candidates.filter((name) => !full.has(name) && (waiter.pinned ? turnsOf(name).free > 0 : !this.cooling(name, now) && fairTurn(turnsOf(name), waiter.account, now) && !this.olderElsewhere(waiter, name, now)));
-    const preferred = open.filter((name) => name !== waiter.avoid);
-    const choices = preferred.length > 0 ? preferred : open;
-    return byWeight(choices, (name) => this.channels.get(name)?.weight ?? 1, this.random);
+    return this.choose(open, waiter.avoid);
+  }
+
+  /** One of the `open` channels by weight, the avoided one only when it is the last open. */
+  private choose(open: readonly string[], avoid: string | undefined): string | undefined {
+    const preferred = open.filter((name) => name !== avoid);
+    return byWeight(preferred.length > 0 ? preferred : open, (name) => this.channels.get(name)?.weight ?? 1, this.random);
   }
 
   /** This runner's waiting accounts on `channel`: how many tasks, since when the oldest waits, when this runner last served the account there. */
