@@ -36,9 +36,9 @@ import { multipartBody } from "../services/runner/providers/openai/multipartBody
 import { coalesceWrites } from "../services/shared/natsWriteCoalescing.ts";
 import { LIVE_PULL } from "../services/shared/liveFeed.ts";
 import { openingBytes } from "./lib/benchAccounts.ts";
+import { FLOOR_STREAM as STREAM, floorKeys } from "./lib/floorNames.ts";
 import { OpeningChain } from "./lib/openingChain.ts";
 
-const STREAM = "FLOOR";
 /** A real acceptance's size (an `UpstreamAccepted` event of a parked task). */
 const ACCEPTANCE_BYTES = 190;
 /** About a real success's size (`GenerationSucceeded` with its video, tokens and the acceptance's copy). */
@@ -242,7 +242,7 @@ async function edge(url: string, accounts: number, upstream: Upstream | undefine
     });
   }
 
-  const accountsByKey = new Map(Array.from({ length: accounts }, (_, index) => [`Bearer floor-${index}`, `tenant-${index}`]));
+  const accountsByKey = new Map(floorKeys(accounts).map((key, index) => [`Bearer ${key}`, `tenant-${index}`]));
   const openingSize = openingBytes();
   let nextTaskId = 1;
 

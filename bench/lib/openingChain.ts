@@ -19,10 +19,7 @@ export class OpeningChain {
 
   async publish(taskId: number, body: string | Uint8Array, msgID?: string): Promise<PubAck> {
     const epoch = moneyEpochAfter(this.openings);
-    const ack = await this.js.publish(`${this.account}.money.${epoch}.task.${taskId}`, body, {
-      ...(msgID === undefined ? {} : { msgID }),
-      expect: { lastSubjectSequence: this.last, lastSubjectSequenceSubject: `${this.account}.money.${epoch}.>` },
-    });
+    const ack = await this.append(epoch, `task.${taskId}`, body, msgID);
     this.openings++;
     this.last = moneyEpochAfter(this.openings) === epoch ? ack.seq : 0;
     return ack;
@@ -30,11 +27,16 @@ export class OpeningChain {
 
   /** A ledger message (settlements, credits) on `<account>.money.<epoch>.ledger`, on the same chain: it opens no task, so the epoch goes on. */
   async publishLedger(body: string | Uint8Array): Promise<PubAck> {
-    const epoch = moneyEpochAfter(this.openings);
-    const ack = await this.js.publish(`${this.account}.money.${epoch}.ledger`, body, {
-      expect: { lastSubjectSequence: this.last, lastSubjectSequenceSubject: `${this.account}.money.${epoch}.>` },
-    });
+    const ack = await this.append(moneyEpochAfter(this.openings), "ledger", body);
     this.last = ack.seq;
     return ack;
+  }
+
+  /** `body` on `<account>.money.<epoch>.<rest>`, guarded over the epoch by the chain's last sequence. */
+  private append(epoch: number, rest: string, body: string | Uint8Array, msgID?: string): Promise<PubAck> {
+    return this.js.publish(`${this.account}.money.${epoch}.${rest}`, body, {
+      ...(msgID === undefined ? {} : { msgID }),
+      expect: { lastSubjectSequence: this.last, lastSubjectSequenceSubject: `${this.account}.money.${epoch}.>` },
+    });
   }
 }

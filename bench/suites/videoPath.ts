@@ -13,6 +13,7 @@ import { openingBytes, prepareAccounts } from "../lib/benchAccounts.ts";
 import { meteredAnswerCost } from "../lib/meteredAnswerCost.ts";
 import { runOpenLoop } from "../lib/openLoop.ts";
 import { runWrk, type WrkOptions, type WrkResult } from "../lib/wrk.ts";
+import { floorKeys } from "../lib/floorNames.ts";
 import type { BenchRow } from "../table.ts";
 
 const SUITE = "video";
@@ -327,7 +328,7 @@ async function rawGuardedPublishRate(natsUrl: string): Promise<number> {
 }
 
 /** wrk's create load: CONNECTIONS in flight, the accounts' keys in turn; answers with the upstream's task id are counted. */
-function createLoad(baseUrl: string, workDir: string, authorizations: readonly string[], model: string): WrkOptions {
+export function createLoad(baseUrl: string, workDir: string, authorizations: readonly string[], model: string): WrkOptions {
   return {
     url: `${baseUrl}/api/compat/videosGenerations`,
     workDir,
@@ -352,8 +353,7 @@ async function floorPhase(workDir: string, cleanup: Cleanup, nats: { url: string
   const floor = spawnTsx("create floor", "bench/createFloor.ts", [nats.url, String(ACCOUNTS)], { cpu: BOTH_CPUS });
   cleanup.add(() => floor.stop(5000));
   const port = (await waitForOutput(floor, /PORT (\d+)/, 15_000))[1];
-  const floorKeys = Array.from({ length: ACCOUNTS }, (_, index) => `Bearer floor-${index}`);
-  const request = createLoad(`http://127.0.0.1:${port}`, workDir, floorKeys, PARKED_MODEL_2);
+  const request = createLoad(`http://127.0.0.1:${port}`, workDir, floorKeys(ACCOUNTS).map((key) => `Bearer ${key}`), PARKED_MODEL_2);
   await runWrk({ ...request, name: "warm-floor", durationS: 3, maxResponses: 2000 });
   say(`create path floor: up to ${CREATE_MAX} tasks / ${CREATE_SECONDS} s`);
   const { result: run, cpuUs } = await measureCpu([floor.pid, nats.pid], () => runWrk({ ...request, name: "floor", durationS: CREATE_SECONDS, maxResponses: CREATE_MAX }));

@@ -12,7 +12,7 @@ import { startNatsServer } from "../../infra/natsServer.ts";
 import { prepareAccounts } from "../lib/benchAccounts.ts";
 import { prepareAccount, startReelay } from "../lib/reelayChild.ts";
 import { runWrk } from "../lib/wrk.ts";
-import { benchConfig, PARKED_MAX_IN_FLIGHT } from "../suites/videoPath.ts";
+import { benchConfig, createLoad, PARKED_MAX_IN_FLIGHT } from "../suites/videoPath.ts";
 import { summarizeProfile } from "./profileTop.ts";
 
 const seconds = Number(process.argv[2] ?? 5);
@@ -29,17 +29,7 @@ const tenants = accounts > 1 ? (await prepareAccounts(nats.url, config, accounts
 if (profiling) process.env.BENCH_CPU_PROF_DIR = profileDir;
 const reelay = await startReelay({ natsUrl: nats.url, config, workDir });
 delete process.env.BENCH_CPU_PROF_DIR;
-const request = {
-  url: `${reelay.baseUrl}/api/compat/videosGenerations`,
-  workDir,
-  cpu: "1",
-  connections: 64,
-  timeoutS: 15,
-  method: "POST" as const,
-  headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
-  body: JSON.stringify({ model: "Bench-parked", prompt: "a red fox running through snow", duration: 4 }),
-  ...(tenants ? { authorizations: tenants } : {}),
-};
+const request = createLoad(reelay.baseUrl, workDir, tenants ?? [`Bearer ${key}`], "Bench-parked");
 // Past the parked model's capacity every opening is handed back and delivered again: the profile would
 // measure that churn instead of creates.
 const run = await runWrk({ ...request, name: "create", durationS: seconds, maxResponses: PARKED_MAX_IN_FLIGHT - 1_000 });

@@ -33,7 +33,7 @@ export interface Projection<Event, Doc> {
   /**
    * Whether a written document is settled: later events change it rarely if ever (a final task's view, until
    * its video is deleted), so it is not kept in memory once written; such an event reads it back. Kept, every
-   * task's final view stayed live for the next 50,000 documents, which the collector copied and marked.
+   * task's final view stayed in memory until 50,000 later documents pushed it out.
    */
   settled?: (doc: Doc) => boolean;
 }
