@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { scheduledCommand, type CpuScheduling } from "./cpuScheduling.ts";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
 import { PACKAGE_ROOT } from "./packageRoot.ts";
 import { authorizationBlock, embeddedCredentials, type NatsCredentials } from "./natsCredentials.ts";
@@ -79,6 +80,8 @@ export async function startNatsServer(options: {
   port?: number;
   /** Required of every client; none: any client may connect (tests' servers). */
   credentials?: NatsCredentials;
+  /** How Linux schedules the server (infra/cpuScheduling.ts): SCHED_BATCH unless `normal`. */
+  scheduling?: CpuScheduling;
 }): Promise<RunningNatsServer> {
   const binary = natsServerBinary(options.say);
   mkdirSync(options.storeDir, { recursive: true });
@@ -91,7 +94,7 @@ export async function startNatsServer(options: {
     let port = options.port ?? (await freeLoopbackPort());
     while (port >= 65534) port = await freeLoopbackPort();
     const monitorPort = options.port !== undefined && attempt > 1 ? ((await probePort(0)) ?? port + 1) : port + 1;
-    const child = spawnWatched(binary.path, configFile, port, monitorPort, options.storeDir, logFile);
+    const child = spawnWatched([...scheduledCommand(options.scheduling ?? "batch"), binary.path], configFile, port, monitorPort, options.storeDir, logFile);
     try {
       await waitUntilReady(child, monitorPort, logFile);
       return running(child, port, binary.version);
@@ -120,12 +123,13 @@ function serverConfigWith(credentials: NatsCredentials, dir: string): string {
   return path;
 }
 
-function spawnWatched(bin: string, configFile: string, port: number, monitorPort: number, storeDir: string, logFile: string): ChildProcess {
+/** `command`: the server binary, after the program that sets its scheduling (chrt execs it: the pid stays the server's). */
+function spawnWatched(command: readonly string[], configFile: string, port: number, monitorPort: number, storeDir: string, logFile: string): ChildProcess {
   const out = openSync(logFile, "a");
-  const args = ["-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", resolve(storeDir)];
+  const args = [...command, "-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", resolve(storeDir)];
   // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
   // outlive reelay's own shutdown (which still needs it to drain), not race it.
-  return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
+  return spawn("sh", ["-c", WATCHDOG, "sh", ...args], { stdio: ["pipe", out, out], detached: true });
 }
 
 function running(child: ChildProcess, port: number, version: string): RunningNatsServer {
@@ -182,11 +186,15 @@ export function runningEmbeddedServer(dataDir: string): EmbeddedServerRecord | u
  * The NATS that a data dir belongs to: the one already running for it, or a new one started now
  * (and stopped by `stop`). One store directory must never be opened by two servers at once.
  */
-export async function embeddedNats(dataDir: string, say: (line: string) => void): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
+export async function embeddedNats(
+  dataDir: string,
+  say: (line: string) => void,
+  scheduling: CpuScheduling = "batch",
+): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
   const credentials = embeddedCredentials(dataDir);
   const running = runningEmbeddedServer(dataDir);
   if (running) return { url: running.url, credentials, stop: async () => {} };
-  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say, credentials });
+  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say, credentials, scheduling });
   say(`embedded nats-server ${server.version} started at ${server.url}, store ${join(dataDir, "nats")}`);
   writeFileSync(recordPath(dataDir), JSON.stringify({ pid: server.pid, url: server.url }));
   return {
