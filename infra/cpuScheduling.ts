@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process";
+import { ReelayEnvironment } from "../contracts/environment.ts";
 import { executableOnPath } from "./binaries.ts";
 
 /**
@@ -11,6 +12,9 @@ import { executableOnPath } from "./binaries.ts";
  * processes (no privilege); where `chrt` (util-linux) is missing, or off Linux, nothing changes.
  */
 export type CpuScheduling = "batch" | "normal";
+
+/** REELAY_SCHEDULING as the environment sets it (`batch` when unset); a bad value throws naming the variable's values. */
+export const configuredScheduling = (env: NodeJS.ProcessEnv = process.env): CpuScheduling => ReelayEnvironment.shape.REELAY_SCHEDULING.parse(env.REELAY_SCHEDULING);
 
 const chrtPath = (): string | undefined => (process.platform === "linux" ? executableOnPath("chrt") : undefined);
 

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { scheduledCommand, type CpuScheduling } from "./cpuScheduling.ts";
+import { configuredScheduling, scheduledCommand, type CpuScheduling } from "./cpuScheduling.ts";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
 import { PACKAGE_ROOT } from "./packageRoot.ts";
 import { authorizationBlock, embeddedCredentials, type NatsCredentials } from "./natsCredentials.ts";
@@ -80,7 +80,7 @@ export async function startNatsServer(options: {
   port?: number;
   /** Required of every client; none: any client may connect (tests' servers). */
   credentials?: NatsCredentials;
-  /** How Linux schedules the server (infra/cpuScheduling.ts): SCHED_BATCH unless `normal`. */
+  /** How Linux schedules the server (infra/cpuScheduling.ts): REELAY_SCHEDULING's by default. */
   scheduling?: CpuScheduling;
 }): Promise<RunningNatsServer> {
   const binary = natsServerBinary(options.say);
@@ -94,7 +94,7 @@ export async function startNatsServer(options: {
     let port = options.port ?? (await freeLoopbackPort());
     while (port >= 65534) port = await freeLoopbackPort();
     const monitorPort = options.port !== undefined && attempt > 1 ? ((await probePort(0)) ?? port + 1) : port + 1;
-    const child = spawnWatched([...scheduledCommand(options.scheduling ?? "batch"), binary.path], configFile, port, monitorPort, options.storeDir, logFile);
+    const child = spawnWatched([...scheduledCommand(options.scheduling ?? configuredScheduling()), binary.path], configFile, port, monitorPort, options.storeDir, logFile);
     try {
       await waitUntilReady(child, monitorPort, logFile);
       return running(child, port, binary.version);
@@ -186,15 +186,11 @@ export function runningEmbeddedServer(dataDir: string): EmbeddedServerRecord | u
  * The NATS that a data dir belongs to: the one already running for it, or a new one started now
  * (and stopped by `stop`). One store directory must never be opened by two servers at once.
  */
-export async function embeddedNats(
-  dataDir: string,
-  say: (line: string) => void,
-  scheduling: CpuScheduling = "batch",
-): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
+export async function embeddedNats(dataDir: string, say: (line: string) => void): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
   const credentials = embeddedCredentials(dataDir);
   const running = runningEmbeddedServer(dataDir);
   if (running) return { url: running.url, credentials, stop: async () => {} };
-  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say, credentials, scheduling });
+  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say, credentials });
   say(`embedded nats-server ${server.version} started at ${server.url}, store ${join(dataDir, "nats")}`);
   writeFileSync(recordPath(dataDir), JSON.stringify({ pid: server.pid, url: server.url }));
   return {

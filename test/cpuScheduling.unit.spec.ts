@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
 import { executableOnPath } from "../infra/binaries.ts";
-import { scheduledCommand, scheduleProcess } from "../infra/cpuScheduling.ts";
+import { configuredScheduling, scheduledCommand, scheduleProcess } from "../infra/cpuScheduling.ts";
 
 /** SCHED_BATCH's number in sched(7), as /proc/<pid>/task/<tid>/stat reports a thread's policy (field 41). */
 const SCHED_BATCH = 3;
@@ -60,5 +60,14 @@ describe.skipIf(process.platform !== "linux" || executableOnPath("chrt") === und
 
   it("reports failure for a process that is not there, instead of throwing", () => {
     expect(scheduleProcess("batch", 2 ** 22 + 1)).toBe(false);
+  });
+});
+
+describe("REELAY_SCHEDULING", () => {
+  it("is batch unless set to normal, and a value it does not know stops start-up", () => {
+    expect(configuredScheduling({})).toBe("batch");
+    expect(configuredScheduling({ REELAY_SCHEDULING: "" })).toBe("batch");
+    expect(configuredScheduling({ REELAY_SCHEDULING: "normal" })).toBe("normal");
+    expect(() => configuredScheduling({ REELAY_SCHEDULING: "realtime" })).toThrow(/batch|normal/);
   });
 });

@@ -40,7 +40,7 @@ export async function openNats(
   say: (line: string) => void,
 ): Promise<{ nats: Nats; url: string; credentials: NatsCredentials | undefined; close(): Promise<void> }> {
   const external = externalNatsUrl();
-  const embedded = external ? undefined : await embeddedNats(dataDir(), say, environment().REELAY_SCHEDULING);
+  const embedded = external ? undefined : await embeddedNats(dataDir(), say);
   const url = external ?? embedded?.url ?? "";
   const layout = layoutOptions(config);
   // An operator's NATS_URL is used as given; the embedded server needs the credentials of its data dir.
