@@ -48,11 +48,6 @@ export const ReelayEnvironment = z.object({
    * keep, so the bench can measure what each pays against the client as shipped (bench/suites/natsClientPatches.ts).
    */
   REELAY_NATS_PATCHES: z.preprocess(blankAsUnset, z.enum(["both", "none", "coalesce-writes", "settled-requests"]).default("both")),
-  /**
-   * How Linux schedules reelay's threads and the embedded nats-server (infra/cpuScheduling.ts): `batch`
-   * (SCHED_BATCH: a woken thread does not preempt the running one) unless `normal`.
-   */
-  REELAY_SCHEDULING: z.preprocess(blankAsUnset, z.enum(["batch", "normal"]).default("batch")),
   /** The admin API's interface: loopback unless set (put a proxy with TLS in front before opening it wider). */
   REELAY_ADMIN_HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
   /** The admin API's port (0: any free port); unset: PORT + 1 (any free port when PORT is 0); `off`: no admin API. */

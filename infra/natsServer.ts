@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { configuredScheduling, scheduledCommand, type CpuScheduling } from "./cpuScheduling.ts";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
 import { PACKAGE_ROOT } from "./packageRoot.ts";
 import { authorizationBlock, embeddedCredentials, type NatsCredentials } from "./natsCredentials.ts";
@@ -80,8 +79,6 @@ export async function startNatsServer(options: {
   port?: number;
   /** Required of every client; none: any client may connect (tests' servers). */
   credentials?: NatsCredentials;
-  /** How Linux schedules the server (infra/cpuScheduling.ts): REELAY_SCHEDULING's by default. */
-  scheduling?: CpuScheduling;
 }): Promise<RunningNatsServer> {
   const binary = natsServerBinary(options.say);
   mkdirSync(options.storeDir, { recursive: true });
@@ -94,7 +91,7 @@ export async function startNatsServer(options: {
     let port = options.port ?? (await freeLoopbackPort());
     while (port >= 65534) port = await freeLoopbackPort();
     const monitorPort = options.port !== undefined && attempt > 1 ? ((await probePort(0)) ?? port + 1) : port + 1;
-    const child = spawnWatched([...scheduledCommand(options.scheduling ?? configuredScheduling()), binary.path], configFile, port, monitorPort, options.storeDir, logFile);
+    const child = spawnWatched(binary.path, configFile, port, monitorPort, options.storeDir, logFile);
     try {
       await waitUntilReady(child, monitorPort, logFile);
       return running(child, port, binary.version);
@@ -123,13 +120,12 @@ function serverConfigWith(credentials: NatsCredentials, dir: string): string {
   return path;
 }
 
-/** `command`: the server binary, after the program that sets its scheduling (chrt execs it: the pid stays the server's). */
-function spawnWatched(command: readonly string[], configFile: string, port: number, monitorPort: number, storeDir: string, logFile: string): ChildProcess {
+function spawnWatched(bin: string, configFile: string, port: number, monitorPort: number, storeDir: string, logFile: string): ChildProcess {
   const out = openSync(logFile, "a");
-  const args = [...command, "-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", resolve(storeDir)];
+  const args = ["-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", resolve(storeDir)];
   // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
   // outlive reelay's own shutdown (which still needs it to drain), not race it.
-  return spawn("sh", ["-c", WATCHDOG, "sh", ...args], { stdio: ["pipe", out, out], detached: true });
+  return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
 }
 
 function running(child: ChildProcess, port: number, version: string): RunningNatsServer {

@@ -2,7 +2,6 @@ import { availableParallelism } from "node:os";
 import { MessageChannel, type MessagePort } from "node:worker_threads";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { MICROS_PER_YUAN } from "../../contracts/ledger.ts";
-import { scheduleProcess } from "../../infra/cpuScheduling.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { serveCloses, type ReservationCloser } from "../billing/reservationCloser.ts";
 import { formatYuan } from "../billing/pricing.ts";
@@ -96,10 +95,6 @@ async function bootstrapAdminToken(nats: Nats, adminPort: number): Promise<void>
  */
 export async function serve(config: ReelayConfig, selected: readonly ServiceName[]): Promise<void> {
   const log = createLogger(selected.length === SERVICES.length ? "reelay" : selected.join("+"));
-  // Before the service threads start: they inherit the policy from this one.
-  const scheduling = environment().REELAY_SCHEDULING;
-  if (scheduleProcess(scheduling)) log.info({ scheduling }, "threads scheduled as SCHED_BATCH (REELAY_SCHEDULING=normal to leave them as started)");
-  else if (scheduling === "batch") log.info("SCHED_BATCH not available here (Linux with chrt only): threads keep the default scheduling");
   const { nats, url, credentials, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
   log.info({ nats: url, natsServer: nats.nc.info?.version }, "connected to NATS; streams and buckets ready");
 
