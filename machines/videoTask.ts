@@ -1,5 +1,6 @@
 import { assign, createActor, initialTransition, setup, type ActorScope, type SnapshotFrom } from "xstate";
 import type { StoredVideo, TaskEvent, UpstreamUsage, VideoJobSpec } from "../contracts/videoTask.ts";
+import { inertScope } from "./inertScope.ts";
 
 /**
  * One video task's lifecycle: the only transition table. Pure: no I/O, no clocks. Which event is legal
@@ -116,11 +117,7 @@ export const INITIAL_SNAPSHOT: VideoTaskSnapshot = initialTransition(videoTaskMa
  * actions to execute, no emitted events), so nothing is ever registered in the scope or run through it, and one
  * scope serves all tasks; `test/videoTaskMachine.unit.spec.ts` checks it against `transition()`.
  */
-const TRANSITION_SCOPE: ActorScope<VideoTaskSnapshot, TaskEvent> = (() => {
-  const self = createActor(videoTaskMachine);
-  const ignore = () => undefined;
-  return { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: ignore };
-})();
+const TRANSITION_SCOPE: ActorScope<VideoTaskSnapshot, TaskEvent> = inertScope(createActor(videoTaskMachine));
 
 /** The snapshot after `event`, or undefined when the current state does not accept it. */
 export const acceptTaskEvent = (snapshot: VideoTaskSnapshot, event: TaskEvent): VideoTaskSnapshot | undefined =>

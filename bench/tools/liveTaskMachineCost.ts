@@ -12,8 +12,9 @@
  * actions or context, stepped as many times per life the same way. What is above the floor is this machine's.
  */
 import { GCProfiler, getHeapStatistics } from "node:v8";
-import { createActor, createMachine, type ActorScope, type EventFromLogic, type ExecutableActionsFrom, type SnapshotFrom } from "xstate";
+import { createActor, createMachine, type ActorScope, type ExecutableActionsFrom, type SnapshotFrom } from "xstate";
 import type { StoredVideo } from "../../contracts/videoTask.ts";
+import { inertScope } from "../../machines/inertScope.ts";
 import { liveTaskMachine } from "../../machines/liveTask.ts";
 import type { LiveTaskEffect, LiveTaskEvent, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
 import { decideTaskSteps, foldTask, type TaskCommand, type TaskDeciderState } from "../../machines/videoTaskDecider.ts";
@@ -51,9 +52,7 @@ let scope: ActorScope<Snapshot, LiveTaskEvent> | undefined;
 /** The interpreter's one scope for every task (made with the first task's input: the machine's `self` needs one). */
 function scopeFor(input: LiveTaskInput): ActorScope<Snapshot, LiveTaskEvent> {
   if (scope) return scope;
-  const self = createActor(liveTaskMachine, { input });
-  const ignore = () => undefined;
-  scope = { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: (action) => void collected.push(action as Action) };
+  scope = inertScope(createActor(liveTaskMachine, { input }), (action) => void collected.push(action as Action));
   return scope;
 }
 
@@ -113,8 +112,7 @@ function taskLife(): number {
 /** xstate's own cost per step, whatever the machine: two states that send each other back and forth. */
 const floorMachine = createMachine({ id: "floor", initial: "a", states: { a: { on: { GO: "b" } }, b: { on: { GO: "a" } } } });
 const GO = { type: "GO" } as const;
-const floorActor = createActor(floorMachine);
-const floorScope: ActorScope<SnapshotFrom<typeof floorMachine>, EventFromLogic<typeof floorMachine>> = { self: floorActor, id: "", sessionId: "", system: floorActor.system, logger: () => undefined, defer: () => undefined, emit: () => undefined, stopChild: () => undefined, actionExecutor: () => undefined };
+const floorScope = inertScope(createActor(floorMachine));
 let stepsPerLife = 0;
 
 function floorLife(): number {

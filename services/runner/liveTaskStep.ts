@@ -1,5 +1,6 @@
 import type { ActorScope, ExecutableActionsFrom, SnapshotFrom } from "xstate";
 import { createActor } from "xstate";
+import { inertScope } from "../../machines/inertScope.ts";
 import { liveTaskMachine } from "../../machines/liveTask.ts";
 import type { LiveTaskEvent, LiveTaskInput } from "../../machines/liveTaskTypes.ts";
 
@@ -20,9 +21,7 @@ let scope: ActorScope<LiveTaskSnapshot, LiveTaskEvent> | undefined;
 function scopeFor(input?: LiveTaskInput): ActorScope<LiveTaskSnapshot, LiveTaskEvent> {
   if (scope) return scope;
   if (input === undefined) throw new Error("a live task stepped before any task started");
-  const self = createActor(liveTaskMachine, { input });
-  const ignore = () => undefined;
-  scope = { self, id: "", sessionId: "", system: self.system, logger: ignore, defer: ignore, emit: ignore, stopChild: ignore, actionExecutor: (action) => void collected.push(action as LiveTaskAction) };
+  scope = inertScope(createActor(liveTaskMachine, { input }), (action) => void collected.push(action as LiveTaskAction));
   return scope;
 }
 
