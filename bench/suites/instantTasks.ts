@@ -11,7 +11,7 @@ import { instantVideoUpstream } from "../lib/instantVideoUpstream.ts";
 import { startReelay } from "../lib/reelayChild.ts";
 import { prepareAccounts } from "../lib/benchAccounts.ts";
 import { createConcurrently, videoCreator, watchFinals, type FinalsWatch } from "../lib/taskLoad.ts";
-import { spawnTsx, waitForOutput } from "../lib/procs.ts";
+import { measureCpu, programPid, spawnTsx, waitForOutput } from "../lib/procs.ts";
 import { FLOOR_STATE_EVENTS, FLOOR_STREAM, floorKeys } from "../lib/floorNames.ts";
 import { INSTANT_UPSTREAM_KEY_ENV } from "../../test/helpers/instantUpstream.ts";
 import type { OpenAiVideosUpstream } from "../../test/fakes/openAiVideosUpstream.ts";
@@ -49,6 +49,23 @@ async function settled(jsm: JetStreamManager, deadline: number): Promise<number>
 const rateOf = (count: number, from: number, to: number) => count / ((to - from) / 1000);
 
 /**
+ * CPU per task of the measured windows (µs, from /proc): the gateway's process (reelay's, or the floor's), its
+ * nats-server, and this process (the load and the fake upstream, alike in both phases). Beside each other they
+ * say where reelay's cost above the floor is: its own threads, or the server and the load.
+ */
+interface CpuPerTask {
+  gateway: number;
+  nats: number;
+  bench: number;
+}
+
+async function windowsWithCpu(gatewayPid: number, natsPid: number, windows: () => Promise<Array<{ success: number; accepted: number }>>) {
+  const { result, cpuUs } = await measureCpu([gatewayPid, natsPid, process.pid], windows);
+  const [gateway = 0, nats = 0, bench = 0] = cpuUs.map((us) => us / (WINDOWS * WARM_TASKS));
+  return { windows: result, cpu: { gateway, nats, bench } satisfies CpuPerTask };
+}
+
+/**
  * Counts nats-server's in+out messages from now on: all of them, and less this process's own connection's (its
  * watch of the task log, its consumer-info polls), which are not the measured system's.
  */
@@ -82,7 +99,7 @@ const medianOf = (windows: ReadonlyArray<{ success: number; accepted: number }>)
  * `--instant` makes the design's messages and upstream calls of a task's life with the least code, loaded as
  * reelay was (cold tasks first, then the same windows). What reelay spends above it is its own work.
  */
-async function floorPhase(natsUrl: string, upstream: OpenAiVideosUpstream, upstreamKey: string, reelayRate: number): Promise<BenchRow[]> {
+async function floorPhase(natsUrl: string, natsPid: number, upstream: OpenAiVideosUpstream, upstreamKey: string, reelay: { rate: number; cpu: CpuPerTask }): Promise<BenchRow[]> {
   const floor = spawnTsx("instant floor", "bench/createFloor.ts", [natsUrl, String(ACCOUNTS), "--instant", upstream.baseUrl, upstreamKey]);
   const nc = await natsConnect({ servers: natsUrl });
   try {
@@ -92,14 +109,18 @@ async function floorPhase(natsUrl: string, upstream: OpenAiVideosUpstream, upstr
     say(`instant floor: ${COLD_TASKS} cold creates`);
     await phase(COLD_TASKS, create, finals);
     const messages = await messagesFromNow(natsUrl, nc);
-    const median = medianOf(await warmWindows(create, finals, "instant floor"));
+    const { windows, cpu } = await windowsWithCpu(floor.pid, natsPid, () => warmWindows(create, finals, "instant floor"));
+    const median = medianOf(windows);
     await pause(1000);
     const msgs = await messages();
     finals.stop();
     return [
       { suite: SUITE, metric: "instant task floor: the design's messages and upstream calls, no reelay work (bench/createFloor.ts --instant)", value: median.success, unit: "tasks/s" },
       { suite: SUITE, metric: "  its NATS msgs per task (in+out, less the bench's watch)", value: msgs.measured / (WINDOWS * WARM_TASKS), unit: "msgs" },
-      { suite: SUITE, metric: "create→success (vs the instant task floor)", value: reelayRate, unit: "tasks/s", baseline: median.success, ratio: reelayRate / median.success },
+      { suite: SUITE, metric: "create→success (vs the instant task floor)", value: reelay.rate, unit: "tasks/s", baseline: median.success, ratio: reelay.rate / median.success },
+      { suite: SUITE, metric: "CPU per task, reelay's process (vs the floor's process)", value: reelay.cpu.gateway, unit: "µs", baseline: cpu.gateway, ratio: reelay.cpu.gateway / cpu.gateway },
+      { suite: SUITE, metric: "CPU per task, nats-server (vs under the floor)", value: reelay.cpu.nats, unit: "µs", baseline: cpu.nats, ratio: reelay.cpu.nats / cpu.nats },
+      { suite: SUITE, metric: "CPU per task, the load and the fake upstream (vs under the floor)", value: reelay.cpu.bench, unit: "µs", baseline: cpu.bench, ratio: reelay.cpu.bench / cpu.bench },
     ];
   } finally {
     await nc.close();
@@ -156,7 +177,8 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
 
     const warmStarted = performance.now();
     const messages = await messagesFromNow(nats.url, nc);
-    const windows = await warmWindows(create, finals, "reelay");
+    const natsPid = programPid(nats.pid, "nats-server");
+    const { windows, cpu } = await windowsWithCpu(reelay.proc.pid, natsPid, () => warmWindows(create, finals, "reelay"));
     const settledAt = await settled(jsm, Date.now() + 120_000);
     // Let the other reactors (views, index, webhooks) finish too before counting messages.
     await pause(2000);
@@ -167,7 +189,7 @@ export async function instantTasksBench(): Promise<BenchRow[]> {
     // The floor runs alone on the 2 cores: reelay (and this process's watch of its log) stop first.
     await reelay.proc.stop(15_000);
     finals.stop();
-    const floorRows = await floorPhase(nats.url, upstream, env[INSTANT_UPSTREAM_KEY_ENV] ?? "", median.success);
+    const floorRows = await floorPhase(nats.url, natsPid, upstream, env[INSTANT_UPSTREAM_KEY_ENV] ?? "", { rate: median.success, cpu });
     return [
       { suite: SUITE, metric: `create→success, instant provider, warm (median of ${WINDOWS} windows of ${WARM_TASKS} tasks, ${IN_FLIGHT} in flight, 2 cores)`, value: median.success, unit: "tasks/s", target: ">= 2000" },
       { suite: SUITE, metric: "  the slowest window", value: bySuccess[0]?.success ?? 0, unit: "tasks/s" },
