@@ -260,6 +260,8 @@ describe("Seedance on Ark (fake Ark server)", () => {
     expect(final.body.data?.status).toBe("success");
     const accepted = (await events(app, taskId)).find((e) => e.type === "UpstreamAccepted");
     expect(accepted?.type === "UpstreamAccepted" ? accepted.data.channel : undefined).toBe("ark-b");
+    // The channel's record is written beside the task's run, not before it goes on: read it once it is there.
+    await expect.poll(async () => (await fleetChannelReports(app.nats)).find((channel) => channel.channel === "ark-wrong-key")?.state).toBe("cooling down");
     const report = { channels: await fleetChannelReports(app.nats) };
     const wrong = report.channels.find((channel) => channel.channel === "ark-wrong-key");
     expect(wrong).toMatchObject({ kind: "ark", state: "cooling down", inFlight: 0 });

@@ -174,8 +174,9 @@ describe("openai video provider", () => {
     const created = await create();
     const done = created.status === 200 ? await client.waitForFinal(created.body.data?.task_id as number, 10_000, 20) : created;
     expect(done.body.msg).toMatch(/not available/);
+    // The channel's record is written beside the task's end, not before it: read it once it is there.
+    await expect.poll(async () => (await channelReport())?.state).toBe("cooling down");
     const report = await channelReport();
-    expect(report?.state).toBe("cooling down");
     expect(report?.recentErrors.at(-1)?.message).toBe(
       "the upstream has no balance for our key (POST /videos): no balance (HTTP 429 insufficient_quota): You exceeded your current quota, please check your plan and billing details.",
     );
