@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
+import { availableParallelism } from "node:os";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
@@ -125,7 +126,19 @@ function spawnWatched(bin: string, configFile: string, port: number, monitorPort
   const args = ["-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", resolve(storeDir)];
   // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
   // outlive reelay's own shutdown (which still needs it to drain), not race it.
-  return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true });
+  return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true, env: { ...process.env, GOMAXPROCS: serverProcs(process.env) } });
+}
+
+/**
+ * How many cores the Go runtime of a server reelay starts may run on at once: the operator's GOMAXPROCS, else
+ * half of the cores this process may use (at least one). Such a server shares its machine with reelay's
+ * process (three busy threads), and Go's default takes every core: on 2 cores, GOMAXPROCS=1 cut nats-server's
+ * CPU per instant task by a fifth, most of it time in the kernel (docs/benchmarks.md, 2026-11-27).
+ */
+export function serverProcs(env: NodeJS.ProcessEnv): string {
+  const given = env.GOMAXPROCS?.trim();
+  if (given) return given;
+  return String(Math.max(1, Math.floor(availableParallelism() / 2)));
 }
 
 function running(child: ChildProcess, port: number, version: string): RunningNatsServer {
