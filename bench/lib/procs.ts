@@ -121,9 +121,19 @@ function killQuietly(pid: number): void {
   }
 }
 
-/** Node running a TypeScript file of this repo through tsx. */
-export function spawnTsx(name: string, file: string, args: readonly string[], options: SpawnOptions = {}): Tracked {
-  return spawnTracked(name, process.execPath, ["--import", "tsx", join(REPO_ROOT, file), ...args], options);
+/**
+ * BENCH_CPU_PROF_DIR=<dir>: the node flags that make a process write a V8 CPU profile of each of its threads
+ * there when it stops (reelay's, and the floors' to compare with: bench/tools/profileDiff.ts).
+ */
+export function benchProfiling(): string[] {
+  const dir = process.env.BENCH_CPU_PROF_DIR;
+  return dir ? ["--cpu-prof", `--cpu-prof-dir=${dir}`] : [];
+}
+
+/** Node running a TypeScript file of this repo through tsx; `profiled`: under benchProfiling's flags. */
+export function spawnTsx(name: string, file: string, args: readonly string[], options: SpawnOptions & { profiled?: boolean } = {}): Tracked {
+  const { profiled = false, ...spawnOptions } = options;
+  return spawnTracked(name, process.execPath, [...(profiled ? benchProfiling() : []), "--import", "tsx", join(REPO_ROOT, file), ...args], spawnOptions);
 }
 
 /** Resolves with the first match of `pattern` in the process's output; rejects on exit or timeout. */

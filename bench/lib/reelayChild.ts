@@ -2,7 +2,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { freeLoopbackPort } from "../../infra/natsServer.ts";
-import { REPO_ROOT, spawnTracked, waitForExit, type SpawnOptions, type Tracked } from "./procs.ts";
+import { benchProfiling, REPO_ROOT, spawnTracked, waitForExit, type SpawnOptions, type Tracked } from "./procs.ts";
 
 const CLI = join(REPO_ROOT, "scripts", "reelay.mjs");
 const writeConfig = (workDir: string, config: ReelayConfig): string => {
@@ -64,8 +64,7 @@ export async function startReelay(options: {
   };
   if (options.cpu !== undefined) spawnOptions.cpu = options.cpu;
   // BENCH_CPU_PROF_DIR=<dir>: reelay writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
-  const profileDir = process.env.BENCH_CPU_PROF_DIR;
-  const profiling = profileDir ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`] : [];
+  const profiling = benchProfiling();
   // BENCH_NODE_ARGS="--trace-gc …": more flags for reelay's node (V8's go to every thread; its lines land in the log).
   const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "");
   const proc = spawnTracked(`reelay serve ${services.join(" ")}`.trim(), process.execPath, [...profiling, ...nodeArgs, CLI, "serve", ...services], spawnOptions);

@@ -108,7 +108,7 @@ const medianOf = (windows: readonly WindowRate[]): WindowRate => [...windows].so
  * reelay was (cold tasks first, then the same windows). What reelay spends above it is its own work.
  */
 async function floorPhase(natsUrl: string, natsPid: number, upstream: OpenAiVideosUpstream, upstreamKey: string, reelay: { rate: number; cpu: CpuPerTask }): Promise<BenchRow[]> {
-  const floor = spawnTsx("instant floor", "bench/createFloor.ts", [natsUrl, String(ACCOUNTS), "--instant", upstream.baseUrl, upstreamKey]);
+  const floor = spawnTsx("instant floor", "bench/createFloor.ts", [natsUrl, String(ACCOUNTS), "--instant", upstream.baseUrl, upstreamKey], { profiled: true });
   const nc = await natsConnect({ servers: natsUrl });
   try {
     const port = (await waitForOutput(floor, /PORT (\d+)/, 15_000))[1];

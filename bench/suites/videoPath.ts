@@ -350,7 +350,7 @@ export function createLoad(baseUrl: string, workDir: string, authorizations: rea
  * (bench/createFloor.ts), loaded as reelay's create path is. What reelay spends above it is its own work.
  */
 async function floorPhase(workDir: string, cleanup: Cleanup, nats: { url: string; pid: number }, accepted: number): Promise<BenchRow[]> {
-  const floor = spawnTsx("create floor", "bench/createFloor.ts", [nats.url, String(ACCOUNTS)], { cpu: BOTH_CPUS });
+  const floor = spawnTsx("create floor", "bench/createFloor.ts", [nats.url, String(ACCOUNTS)], { cpu: BOTH_CPUS, profiled: true });
   cleanup.add(() => floor.stop(5000));
   const port = (await waitForOutput(floor, /PORT (\d+)/, 15_000))[1];
   const request = createLoad(`http://127.0.0.1:${port}`, workDir, floorKeys(ACCOUNTS).map((key) => `Bearer ${key}`), PARKED_MODEL_2);

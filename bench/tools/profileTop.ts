@@ -12,27 +12,50 @@ interface ProfileNode {
   hitCount?: number;
 }
 
-export function summarizeProfile(path: string, top = 40): string {
-  const profile = JSON.parse(readFileSync(path, "utf8")) as { nodes: ProfileNode[] };
-  const total = profile.nodes.reduce((sum, node) => sum + (node.hitCount ?? 0), 0);
-  const byFunction = new Map<string, number>();
+interface CpuProfile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples?: number[];
+}
+
+export const readProfile = (path: string): CpuProfile => JSON.parse(readFileSync(path, "utf8")) as CpuProfile;
+
+/** A frame's file as printed: a package's path from its name on, reelay's from its layer folder on. */
+const shortUrlOf = (source: string): string =>
+  source.replace(/^.*node_modules\//, "").replace(/^file:\/\/.*?\/(services|contracts|machines|infra|bench|test)\//, "$1/");
+
+/** What a frame is counted under: its npm package, `node:<module>`, reelay's `<layer>/<folder>`, or a native name. */
+export function packageOf({ functionName, url: source }: ProfileNode["callFrame"]): string {
+  const inModules = source.split("node_modules/").at(-1) ?? "";
+  if (source.includes("node_modules/")) return inModules.split("/").slice(0, inModules.startsWith("@") ? 2 : 1).join("/");
+  if (source.startsWith("node:")) return `node:${source.slice(5).split("/")[0] ?? ""}`;
+  return source ? shortUrlOf(source).split("/").slice(0, 2).join("/") : functionName;
+}
+
+/** Samples per package, and what one sample stands for (µs: the profile's span over its sample count). */
+export function samplesByPackage(profile: CpuProfile): { byPackage: Map<string, number>; sampleMicros: number } {
   const byPackage = new Map<string, number>();
+  let total = 0;
   for (const node of profile.nodes) {
     const hits = node.hitCount ?? 0;
-    const { functionName, url: source, lineNumber } = node.callFrame;
-    const shortUrl = source.replace(/^.*node_modules\//, "").replace(/^file:\/\/.*?\/(services|contracts|machines|infra|bench|test)\//, "$1/");
-    const name = `${functionName || "(anonymous)"} ${shortUrl}:${lineNumber + 1}`;
-    byFunction.set(name, (byFunction.get(name) ?? 0) + hits);
-    const inModules = source.includes("node_modules/");
-    const pkg = inModules
-      ? (source.split("node_modules/").at(-1) ?? "").split("/").slice(0, source.split("node_modules/").at(-1)?.startsWith("@") ? 2 : 1).join("/")
-      : source.startsWith("node:")
-        ? `node:${source.slice(5).split("/")[0] ?? ""}`
-        : source
-          ? shortUrl.split("/").slice(0, 2).join("/")
-          : functionName;
+    total += hits;
+    const pkg = packageOf(node.callFrame);
     byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + hits);
   }
+  return { byPackage, sampleMicros: total === 0 ? 0 : (profile.endTime - profile.startTime) / total };
+}
+
+export function summarizeProfile(path: string, top = 40): string {
+  const profile = readProfile(path);
+  const total = profile.nodes.reduce((sum, node) => sum + (node.hitCount ?? 0), 0);
+  const byFunction = new Map<string, number>();
+  for (const node of profile.nodes) {
+    const { functionName, url: source, lineNumber } = node.callFrame;
+    const name = `${functionName || "(anonymous)"} ${shortUrlOf(source)}:${lineNumber + 1}`;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + (node.hitCount ?? 0));
+  }
+  const { byPackage } = samplesByPackage(profile);
   const percent = (hits: number) => `${((hits / total) * 100).toFixed(1)}%`;
   const lines = [`samples ${total}`, "", "-- by package --"];
   for (const [name, hits] of [...byPackage].sort((a, b) => b[1] - a[1]).slice(0, 25)) lines.push(`${percent(hits)}\t${name}`);
