@@ -42,7 +42,7 @@ const MAX_UPSTREAM_ORIGINS = 256;
  * 27.5–27.7 µs of CPU per call against 33.6–39.5, client and server together (bench/tools/upstreamCallCost.ts),
  * and an instant task makes two such calls.
  */
-const pools = new LRUCache<string, Pool>({ max: MAX_UPSTREAM_ORIGINS, dispose: (pool) => void pool.close() });
+const pools = new LRUCache<string, Pool>({ max: MAX_UPSTREAM_ORIGINS, dispose: (pool) => void pool.close().catch(() => undefined) });
 
 function poolFor(origin: string): Pool {
   let pool = pools.get(origin);
