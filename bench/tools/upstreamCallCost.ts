@@ -2,14 +2,16 @@
  * What one upstream API call costs in CPU, by how undici is asked: `node --import tsx bench/tools/upstreamCallCost.ts
  * [calls] [rounds]` (default 20,000 calls, 3 rounds; pin it with `taskset -c 1`). A node:http server in this
  * process answers a status call's JSON; 16 calls in flight. `request(url)` goes through undici's global Agent
- * (as the runner's calls did before 2026-11-27), a Pool straight to the origin (as they do now,
- * services/runner/providers/httpAnswers.ts); each with the task's AbortSignal and timeouts, as the runner
- * calls, and without. Prints µs of CPU per call (client and server together) for each way, round by round.
+ * (as the runner's calls did before 2026-11-27), with the task's AbortSignal and timeouts as the runner called,
+ * and without; `callUpstream` is the runner's call now (services/runner/providers/httpAnswers.ts: a Pool per
+ * origin, the same signal and timeouts); a bare Pool call is the least undici does. Prints µs of CPU per call
+ * (client and server together) for each way, round by round.
  */
 import { setMaxListeners } from "node:events";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Pool, request } from "undici";
+import { callUpstream } from "../../services/runner/providers/httpAnswers.ts";
 
 const calls = Number(process.argv[2] ?? 20_000);
 const rounds = Number(process.argv[3] ?? 3);
@@ -35,9 +37,9 @@ const ways: Record<string, () => Promise<unknown>> = {
   "request(url), signal and timeouts": async () =>
     (await request(`${origin}${PATH}`, { method: "GET", headers, signal, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS })).body.text(),
   "request(url)": async () => (await request(`${origin}${PATH}`, { method: "GET", headers })).body.text(),
-  "pool, signal and timeouts": async () =>
-    (await pool.request({ path: PATH, method: "GET", headers, signal, headersTimeout: TIMEOUT_MS, bodyTimeout: TIMEOUT_MS })).body.text(),
-  pool: async () => (await pool.request({ path: PATH, method: "GET", headers })).body.text(),
+  "callUpstream (a pool per origin, signal and timeouts)": () =>
+    callUpstream(`${origin}${PATH}`, { method: "GET", headers, body: null, signal, timeoutMs: TIMEOUT_MS, what: `GET ${PATH}` }),
+  "a bare pool call": async () => (await pool.request({ path: PATH, method: "GET", headers })).body.text(),
 };
 
 async function callMany(call: () => Promise<unknown>, count: number): Promise<void> {

@@ -39,7 +39,7 @@ const MAX_UPSTREAM_ORIGINS = 256;
 /**
  * One undici Pool per upstream origin, as chat's (services/edge/chat/providers/openaiCompatible/upstreamPool.ts),
  * with undici's defaults otherwise. A call through a pool skips the global Agent and `request(url)`'s wrapper:
- * 27.5–27.7 µs of CPU per call against 33.6–39.5, client and server together (bench/tools/upstreamCallCost.ts),
+ * 28.2–29.0 µs of CPU per call against 35.8–40.4, client and server together (bench/tools/upstreamCallCost.ts),
  * and an instant task makes two such calls.
  */
 const pools = new LRUCache<string, Pool>({ max: MAX_UPSTREAM_ORIGINS, dispose: (pool) => void pool.close().catch(() => undefined) });
