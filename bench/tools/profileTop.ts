@@ -16,7 +16,6 @@ interface CpuProfile {
   nodes: ProfileNode[];
   startTime: number;
   endTime: number;
-  samples?: number[];
 }
 
 export const readProfile = (path: string): CpuProfile => JSON.parse(readFileSync(path, "utf8")) as CpuProfile;
@@ -27,8 +26,10 @@ const shortUrlOf = (source: string): string =>
 
 /** What a frame is counted under: its npm package, `node:<module>`, reelay's `<layer>/<folder>`, or a native name. */
 export function packageOf({ functionName, url: source }: ProfileNode["callFrame"]): string {
-  const inModules = source.split("node_modules/").at(-1) ?? "";
-  if (source.includes("node_modules/")) return inModules.split("/").slice(0, inModules.startsWith("@") ? 2 : 1).join("/");
+  if (source.includes("node_modules/")) {
+    const inModules = source.split("node_modules/").at(-1) ?? "";
+    return inModules.split("/").slice(0, inModules.startsWith("@") ? 2 : 1).join("/");
+  }
   if (source.startsWith("node:")) return `node:${source.slice(5).split("/")[0] ?? ""}`;
   return source ? shortUrlOf(source).split("/").slice(0, 2).join("/") : functionName;
 }
