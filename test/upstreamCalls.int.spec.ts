@@ -5,7 +5,7 @@ import { callUpstream } from "../services/runner/providers/httpAnswers.ts";
 import { ProviderUnavailable } from "../services/runner/providers/types.ts";
 import { freeLoopbackPort } from "../infra/natsServer.ts";
 
-/** An upstream that answers what each path asks: its method and body back, a hang, or a slow body. */
+/** An upstream that answers what each path asks: what it received, a 429 with Retry-After, or nothing at all. */
 function upstream(): Server {
   return createServer((req, res) => {
     const chunks: Buffer[] = [];
