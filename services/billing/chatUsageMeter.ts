@@ -1,3 +1,6 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { DUPLICATE_WINDOW_MS } from "../../infra/jetstreamLayout.ts";
+import type { Logger } from "../shared/log.ts";
 import { availableMicros, InsufficientBalanceError } from "./account.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import type { BalanceMirror } from "./balanceMirror.ts";
@@ -39,7 +42,19 @@ export interface ChatUsageMeter {
    * the upstream's usage or the tokens counted from what was relayed (0 when nothing was). Closes the hold.
    */
   charge(charge: ChatUsageCharge): Promise<void>;
+  /** The edge is stopping: charges still being written get one more try, and this resolves once they ended. */
+  stop?(): Promise<void>;
 }
+
+/**
+ * How long a charge whose write failed (no answer in time, nats-server gone with it unread, a failover) is written
+ * again: within the stream's duplicate window from its first try, so a try that did land while only its answer was
+ * lost is recognised by its msgID (`chat-<requestId>`), and the account is never charged twice. Past it the hold
+ * lapses as a crashed edge's does, and the request goes unpaid (logged as an error).
+ */
+export const CHARGE_RETRY_WITHIN_MS = DUPLICATE_WINDOW_MS - 15_000;
+const FIRST_CHARGE_RETRY_PAUSE_MS = 250;
+const MAX_CHARGE_RETRY_PAUSE_MS = 5_000;
 
 const isFree = (bill: ChatBill): boolean => bill.inputPricePerMillionTokens === 0 && bill.outputPricePerMillionTokens === 0;
 
@@ -50,7 +65,16 @@ const isFree = (bill: ChatBill): boolean => bill.inputPricePerMillionTokens === 
  * A free model (both prices 0) writes nothing, but still serves only accounts with money available.
  */
 export class LedgerChatUsageMeter implements ChatUsageMeter {
-  constructor(private readonly ledger: AccountLedger, private readonly balances: BalanceMirror, private readonly holdTtlMs: number) {}
+  /** Charges being written (and written again after a failure): `stop` waits for them. */
+  private readonly charging = new Set<Promise<void>>();
+  private readonly stopping = new AbortController();
+
+  constructor(
+    private readonly ledger: Pick<AccountLedger, "execute" | "current">,
+    private readonly balances: Pick<BalanceMirror, "get">,
+    private readonly holdTtlMs: number,
+    private readonly log?: Logger,
+  ) {}
 
   async reserve(hold: ChatHoldRequest): Promise<void> {
     if (isFree(hold)) return this.assertAvailable(hold.account);
@@ -72,17 +96,47 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
     if (available <= 0) throw new InsufficientBalanceError(`insufficient balance: available ${formatYuan(available)} yuan`);
   }
 
-  async charge(charge: ChatUsageCharge): Promise<void> {
-    if (isFree(charge)) return;
-    await this.ledger.execute(charge.account, {
-      type: "chargeChat",
+  charge(charge: ChatUsageCharge): Promise<void> {
+    if (isFree(charge)) return Promise.resolve();
+    const written = this.chargeUntilWritten(charge);
+    this.charging.add(written);
+    written.then(
+      () => this.charging.delete(written),
+      () => this.charging.delete(written),
+    );
+    return written;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping.abort();
+    await Promise.allSettled([...this.charging]);
+  }
+
+  /**
+   * The answer was relayed, so its charge must land: a failed write is tried again, with the same msgID, until
+   * CHARGE_RETRY_WITHIN_MS after the first try (or once more when the edge stops). Rejects when it gave up.
+   */
+  private async chargeUntilWritten(charge: ChatUsageCharge): Promise<void> {
+    const command = {
+      type: "chargeChat" as const,
       requestId: charge.requestId,
       model: charge.model,
       promptTokens: charge.promptTokens,
       completionTokens: charge.completionTokens,
       costMicros: priceOf(charge, charge.promptTokens, charge.completionTokens),
       ...(charge.counted ? { counted: true } : {}),
-    });
+    };
+    const giveUpAt = performance.now() + CHARGE_RETRY_WITHIN_MS;
+    for (let pause = FIRST_CHARGE_RETRY_PAUSE_MS; ; pause = Math.min(pause * 2, MAX_CHARGE_RETRY_PAUSE_MS)) {
+      try {
+        await this.ledger.execute(charge.account, command);
+        return;
+      } catch (error) {
+        if (this.stopping.signal.aborted || performance.now() + pause > giveUpAt) throw error;
+        this.log?.warn({ err: error, account: charge.account, requestId: charge.requestId, retryInMs: pause }, "a chat usage charge was not written; writing it again");
+        await sleep(pause, undefined, { signal: this.stopping.signal }).catch(() => undefined);
+      }
+    }
   }
 }
 

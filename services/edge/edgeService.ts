@@ -58,6 +58,7 @@ export class EdgeService {
   private readonly connection: { connected(): boolean };
   private readonly taskLog: TaskLog;
   private readonly hub: TaskEventHub;
+  private readonly chatMeter: ChatUsageMeter;
 
   constructor(private readonly nats: Nats, private readonly config: ReelayConfig, private readonly log: Logger, private readonly options: EdgeOptions) {
     const { requestsPerSecondPerKey, burstPerKey } = config.limits;
@@ -69,6 +70,7 @@ export class EdgeService {
     this.ledger = new AccountLedger(nats, { closeLingerMs: SETTLEMENT_LINGER_MS });
     this.balances = new BalanceMirror(nats.balances, log);
     this.connection = watchConnection(nats.nc, log);
+    this.chatMeter = options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances, config.limits.chatHoldTtlMs, log);
   }
 
   /** Starts listening; resolves to the bound port (useful with port 0). */
@@ -102,6 +104,8 @@ export class EdgeService {
     this.admin = undefined;
     await this.app?.close();
     this.app = undefined;
+    // After the last answers: their charges are written before NATS goes.
+    await this.chatMeter.stop?.();
     this.hub.stop();
     this.balances.stop();
     this.keys.stop();
@@ -160,7 +164,7 @@ export class EdgeService {
     const chat = chatRoutes({
       config: this.config,
       keys: this.keys,
-      meter: this.options.chatUsageMeter ?? new LedgerChatUsageMeter(this.ledger, this.balances, this.config.limits.chatHoldTtlMs),
+      meter: this.chatMeter,
       connection: this.connection,
       log: this.log,
     });

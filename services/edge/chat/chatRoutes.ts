@@ -115,7 +115,7 @@ export function chatRoutes(deps: ChatRouteDeps): TableRoute[] {
         : { promptTokens: relayed.empty ? 0 : prompt, completionTokens: relayed.empty ? 0 : relayed.tokens(), counted: true };
       meter
         .charge({ ...bill, ...tokens })
-        .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "chat usage charge failed"));
+        .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "a chat usage charge could not be written: the request goes unpaid, and its hold lapses"));
     }
   };
 
