@@ -13,6 +13,7 @@ const CRASH_TESTS = [
   "test/arkCrash.int.spec.ts",
   "test/wholeSystemCrash.int.spec.ts",
   "test/createUnderServerStall.int.spec.ts",
+  "test/adversarialMoney.chatChargeServerLost.int.spec.ts",
 ];
 
 /**
