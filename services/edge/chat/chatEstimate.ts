@@ -1,4 +1,4 @@
-import { countTokens } from "./tokenCount.ts";
+import { PROMPT_EXACT_CHARS, TokenBudget } from "./tokenCount.ts";
 import type { ChatRequest } from "./chatRequest.ts";
 
 /** OpenAI's framing per message (role, separators) and for priming the reply, in tokens. */
@@ -14,33 +14,34 @@ const NON_TEXT_PART = 1_500;
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value);
 
-function messageTokens(message: unknown): number {
+function messageTokens(message: unknown, budget: TokenBudget): number {
   if (!isRecord(message)) return PER_MESSAGE;
   let tokens = PER_MESSAGE;
   const { content, name, tool_calls } = message;
-  if (typeof content === "string") tokens += countTokens(content);
+  if (typeof content === "string") tokens += budget.count(content);
   else if (Array.isArray(content)) {
     for (const part of content) {
-      if (isRecord(part) && typeof part.text === "string") tokens += countTokens(part.text);
+      if (isRecord(part) && typeof part.text === "string") tokens += budget.count(part.text);
       else tokens += NON_TEXT_PART;
     }
   }
-  if (typeof name === "string") tokens += countTokens(name);
-  if (tool_calls !== undefined) tokens += countTokens(JSON.stringify(tool_calls));
+  if (typeof name === "string") tokens += budget.count(name);
+  if (tool_calls !== undefined) tokens += budget.count(JSON.stringify(tool_calls));
   return tokens;
 }
 
 /**
  * The prompt's tokens as reelay counts them: the messages' text with OpenAI's framing, plus the tool and
  * response-format definitions the upstream also reads (as their JSON, which counts a little more than the
- * upstream does).
+ * upstream does). All of it within one budget of exactly counted characters (`budget`; PROMPT_EXACT_CHARS by
+ * default), the rest at the rate counted: the edge's thread is held a bounded time, whatever the body holds.
  */
-export function promptTokens(request: ChatRequest): number {
+export function promptTokens(request: Pick<ChatRequest, "messages" | "body">, budget = new TokenBudget(PROMPT_EXACT_CHARS)): number {
   let tokens = REPLY_PRIMING;
-  for (const message of request.messages) tokens += messageTokens(message);
+  for (const message of request.messages) tokens += messageTokens(message, budget);
   for (const field of ["tools", "functions", "response_format"]) {
     const definition = request.body[field];
-    if (definition !== undefined && definition !== null) tokens += countTokens(JSON.stringify(definition));
+    if (definition !== undefined && definition !== null) tokens += budget.count(JSON.stringify(definition));
   }
   return tokens;
 }
