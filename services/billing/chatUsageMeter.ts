@@ -133,7 +133,10 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
         return;
       } catch (error) {
         if (this.stopping.signal.aborted || performance.now() + pause > giveUpAt) throw error;
-        this.log?.warn({ err: error, account: charge.account, requestId: charge.requestId, retryInMs: pause }, "a chat usage charge was not written; writing it again");
+        // Once per charge: in an outage every answer that ends has one, and each is tried every few seconds.
+        if (pause === FIRST_CHARGE_RETRY_PAUSE_MS) {
+          this.log?.warn({ err: error, account: charge.account, requestId: charge.requestId }, "a chat usage charge was not written; writing it again until it lands");
+        }
         await sleep(pause, undefined, { signal: this.stopping.signal }).catch(() => undefined);
       }
     }
