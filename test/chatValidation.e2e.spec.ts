@@ -56,6 +56,15 @@ describe("chat request validation (roles, content parts, n)", () => {
     expect((await post({ model: "echo", messages: [{ role: "user", content: 42 }] })).body.error?.param).toBe("messages[0].content");
   });
 
+  it("names an unknown model in 100 characters at most, however long the name sent (an answer repeated all of it)", async () => {
+    const { status, body } = await post({ model: "m".repeat(500_000), messages: [{ role: "user", content: "hi" }] });
+    expect(status).toBe(404);
+    expect(body.error?.message).toContain(`The model \`${"m".repeat(100)}\` does not exist`);
+    expect(body.error?.message.length).toBeLessThan(300);
+    // A name that is a property of every object is no video model.
+    expect((await post({ model: "constructor", messages: [{ role: "user", content: "hi" }] })).body.error?.message).not.toContain("video model");
+  });
+
   it("refuses n > 1 with 400 naming n, and accepts n = 1", async () => {
     const error = await client.chat.completions.create({ model: "echo", n: 2, messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);

@@ -253,5 +253,16 @@ describe("normalizeVideoRequest", () => {
       const body: unknown = JSON.parse('{"model":"VideoModel-2.0-mini","prompt":"p","__proto__":{"enabled":true}}');
       expect(rejection(body).message).toBe('unknown field "__proto__"');
     });
+
+    it("names an unknown model in 100 characters at most, however long the name sent", () => {
+      expect(rejection({ model: "m".repeat(1_000_000), prompt: "p" }).message).toBe(`model not supported: ${"m".repeat(100)}`);
+    });
+
+    it("names five unknown fields at most, fifty characters of each, and counts the rest: 60,000 of them made a 700 KB answer", () => {
+      const many = Object.fromEntries(Array.from({ length: 60_000 }, (_, i) => [`k${i}`, i]));
+      expect(rejection({ model: "VideoModel-2.0-mini", prompt: "p", ...many }).message).toBe('unknown fields "k0", "k1", "k2", "k3", "k4" and 59995 more');
+      const long = "x".repeat(100_000);
+      expect(rejection({ model: "VideoModel-2.0-mini", prompt: "p", [long]: 1 }).message).toBe(`unknown field "${"x".repeat(50)}"`);
+    });
   });
 });

@@ -83,8 +83,9 @@ export function chatRoutes(deps: ChatRouteDeps): TableRoute[] {
   const findModel = (name: string): ChatModel => {
     const model = models.get(name);
     if (model) return model;
-    const hint = name in config.videoModels ? " (it is a video model: use POST /api/compat/videosGenerations)" : "";
-    throw new NotFoundError(`The model \`${name}\` does not exist or you do not have access to it${hint}.`, {
+    const hint = Object.hasOwn(config.videoModels, name) ? " (it is a video model: use POST /api/compat/videosGenerations)" : "";
+    // The client's name, cut: a body may be a name of a million characters, and the answer would repeat it.
+    throw new NotFoundError(`The model \`${name.slice(0, 100)}\` does not exist or you do not have access to it${hint}.`, {
       param: "model",
       code: "model_not_found",
     });

@@ -11,9 +11,18 @@ export interface NormalizedVideoRequest {
   callbackUrl?: string;
 }
 
+/**
+ * Unknown fields named in an error, at most, and the characters of each name shown: a body of 1 MiB can hold
+ * 60,000 field names (the whole list made a 700 KB answer) or one name of a million characters.
+ */
+const NAMED_FIELDS = 5;
+const NAME_CHARS = 50;
+
 function describeIssue(issue: z.core.$ZodIssue): string {
   if (issue.code === "unrecognized_keys") {
-    return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.map((k) => `"${k}"`).join(", ")}`;
+    const named = issue.keys.slice(0, NAMED_FIELDS).map((key) => `"${key.slice(0, NAME_CHARS)}"`);
+    const more = issue.keys.length - named.length;
+    return `unknown field${issue.keys.length > 1 ? "s" : ""} ${named.join(", ")}${more > 0 ? ` and ${more} more` : ""}`;
   }
   if (issue.path.length === 0) return "request body must be a JSON object";
   return issue.message;
@@ -34,7 +43,7 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig, usabl
   const model = Object.hasOwn(config.videoModels, request.model) ? config.videoModels[request.model] : undefined;
   // OpenAI's API answers an unknown model 404 `model_not_found` in its own words (not a permission problem).
   if (!model || !model.enabled) {
-    throw new ForbiddenError(`model not supported: ${request.model}`, {
+    throw new ForbiddenError(`model not supported: ${request.model.slice(0, 100)}`, {
       status: 404,
       param: "model",
       code: "model_not_found",
@@ -43,7 +52,7 @@ export function normalizeVideoRequest(body: unknown, config: ReelayConfig, usabl
   }
   const channels = channelsOf(model);
   // Refused before anything is reserved: a task no channel can run would only fail later.
-  if (!channels.some(usable)) throw new ForbiddenError(`model not available: ${request.model}`, { param: "model", code: "model_not_available" });
+  if (!channels.some(usable)) throw new ForbiddenError(`model not available: ${request.model.slice(0, 100)}`, { param: "model", code: "model_not_available" });
 
   const promptChars = countCodePoints(request.prompt);
   if (promptChars > config.limits.maxPromptChars) {
