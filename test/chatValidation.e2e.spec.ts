@@ -56,11 +56,14 @@ describe("chat request validation (roles, content parts, n)", () => {
     expect((await post({ model: "echo", messages: [{ role: "user", content: 42 }] })).body.error?.param).toBe("messages[0].content");
   });
 
-  it("names an unknown model in 100 characters at most, however long the name sent (an answer repeated all of it)", async () => {
+  it("names an unknown model, and shows a refused role, in 100 characters at most, however long the value sent (an answer repeated all of it)", async () => {
     const { status, body } = await post({ model: "m".repeat(500_000), messages: [{ role: "user", content: "hi" }] });
     expect(status).toBe(404);
     expect(body.error?.message).toContain(`The model \`${"m".repeat(100)}\` does not exist`);
     expect(body.error?.message.length).toBeLessThan(300);
+    const role = await post({ model: "echo", messages: [{ role: "r".repeat(500_000), content: "hi" }] });
+    expect(role.status).toBe(400);
+    expect(role.body.error?.message.length).toBeLessThan(300);
     // A name that is a property of every object is no video model.
     expect((await post({ model: "constructor", messages: [{ role: "user", content: "hi" }] })).body.error?.message).not.toContain("video model");
   });
