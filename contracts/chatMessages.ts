@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { shownInput } from "./shownInput.ts";
 
 /**
  * Chat messages as OpenAI validates them, so a request that OpenAI would refuse is refused here with a 400
@@ -68,16 +69,11 @@ const ToolMessage = z.looseObject({
 });
 const FunctionMessage = z.looseObject({ role: z.literal("function"), name: z.string({ error: "name is required" }), content: z.string().nullable() });
 
-/** Characters of a refused role an error shows. */
-const SHOWN_ROLE_CHARS = 100;
-
 export const ChatMessage = z.discriminatedUnion("role", [SystemMessage, UserMessage, AssistantMessage, ToolMessage, FunctionMessage], {
   error: (issue) => {
     if (issue.code !== "invalid_union") return undefined;
-    const role = JSON.stringify((issue.input as { role?: unknown } | undefined)?.role ?? null);
-    // Cut: the role may be any JSON value the body holds, up to its whole MiB.
-    const shown = role.length > SHOWN_ROLE_CHARS ? `${role.slice(0, SHOWN_ROLE_CHARS)}…` : role;
-    return `Invalid value: ${shown}. Supported values are: ${listed(CHAT_ROLES)}.`;
+    const role = (issue.input as { role?: unknown } | undefined)?.role;
+    return `Invalid value: ${shownInput(JSON.stringify(role ?? null), 100)}. Supported values are: ${listed(CHAT_ROLES)}.`;
   },
 });
 export type ChatMessage = z.infer<typeof ChatMessage>;

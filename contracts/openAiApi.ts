@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ChatRequestEnvelope } from "./chat.ts";
 import { routeContract } from "./httpRoute.ts";
 import { CreateHeaders, integerParam } from "./videoApi.ts";
+import { shownInput } from "./shownInput.ts";
 
 /**
  * The OpenAI-shaped API reelay serves under each OpenAI base (`/v1`, `/api/compat`): chat completions, the
@@ -15,7 +16,6 @@ import { CreateHeaders, integerParam } from "./videoApi.ts";
  */
 export const OPENAI_BASES = ["/api/compat", "/v1"] as const;
 
-const shown = (value: unknown, length: number): string => String(value).slice(0, length);
 
 /** The error body every OpenAI client library understands; `type` and `code` follow OpenAI's values. */
 export const OpenAiErrorBody = z.object({
@@ -79,14 +79,14 @@ export const RemixBody = z.object({ prompt: z.string(), model: z.string().option
 export const VideoListQuery = z.object({
   limit: integerParam("limit", 1, 100, 20),
   order: z
-    .enum(["asc", "desc"], { error: (issue) => `order must be asc or desc, got "${shown(issue.input, 20)}"` })
+    .enum(["asc", "desc"], { error: (issue) => `order must be asc or desc, got "${shownInput(issue.input, 20)}"` })
     .default("desc")
     .describe("desc (newest first, the default) or asc"),
   after: z.string().optional().describe("a video id: the page after it"),
 });
 export const VideoContentQuery = z.object({
   variant: z
-    .enum(["video", "thumbnail", "spritesheet"], { error: (issue) => `variant must be video, thumbnail or spritesheet, got "${shown(issue.input, 30)}"` })
+    .enum(["video", "thumbnail", "spritesheet"], { error: (issue) => `variant must be video, thumbnail or spritesheet, got "${shownInput(issue.input, 30)}"` })
     .default("video")
     .describe("video (MP4, the default), thumbnail (WebP) or spritesheet (JPEG)"),
 });

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { routeContract } from "./httpRoute.ts";
 import { CreateVideoRequest, TaskStatus } from "./videoTask.ts";
+import { shownInput } from "./shownInput.ts";
 
 /**
  * The spec's video API (`/api/compat/videos…`, design.md and docs/api.md): its envelope, queries and
@@ -9,7 +10,6 @@ import { CreateVideoRequest, TaskStatus } from "./videoTask.ts";
  */
 
 const TASK_ID = /^[1-9][0-9]{0,14}$/;
-const shown = (value: unknown, length: number): string => String(value).slice(0, length);
 
 /** An integer parameter sent as text (`Number` reads it, as `limit=1e1` always was), within bounds. */
 export const integerParam = (name: string, min: number, max: number, fallback: number) =>
@@ -21,7 +21,7 @@ export const integerParam = (name: string, min: number, max: number, fallback: n
         const value = Number(text);
         return Number.isInteger(value) && value >= min && value <= max;
       },
-      { error: (issue) => `${name} must be an integer from ${min} to ${max}, got "${shown(issue.input, 20)}"` },
+      { error: (issue) => `${name} must be an integer from ${min} to ${max}, got "${shownInput(issue.input, 20)}"` },
     )
     .transform(Number)
     .describe(`an integer from ${min} to ${max} (default ${fallback})`);
@@ -29,7 +29,7 @@ export const integerParam = (name: string, min: number, max: number, fallback: n
 const TaskIdParam = z
   .string({ error: "id is required: GET /api/compat/videosTask?id=<task_id>" })
   .min(1, { error: "id is required: GET /api/compat/videosTask?id=<task_id>", abort: true })
-  .regex(TASK_ID, { error: (issue) => `id must be a positive integer task id, got "${shown(issue.input, 40)}"` })
+  .regex(TASK_ID, { error: (issue) => `id must be a positive integer task id, got "${shownInput(issue.input, 40)}"` })
   .transform(Number)
   .describe("the task_id the create answered");
 
@@ -39,12 +39,12 @@ export const TaskListQuery = z.object({
   limit: integerParam("limit", 1, 100, 20),
   before: z
     .string()
-    .regex(TASK_ID, { error: (issue) => `before must be a task id, got "${shown(issue.input, 20)}"` })
+    .regex(TASK_ID, { error: (issue) => `before must be a task id, got "${shownInput(issue.input, 20)}"` })
     .transform(Number)
     .optional()
     .describe("a task id: the page after `next_before`"),
   status: z
-    .enum(TaskStatus.options, { error: (issue) => `status must be one of ${TaskStatus.options.join(", ")}, got "${shown(issue.input, 20)}"` })
+    .enum(TaskStatus.options, { error: (issue) => `status must be one of ${TaskStatus.options.join(", ")}, got "${shownInput(issue.input, 20)}"` })
     .optional()
     .describe("only tasks in this status"),
 });
@@ -53,7 +53,7 @@ export const TaskListQuery = z.object({
 export const EventStreamHeaders = z.object({
   "last-event-id": z
     .string()
-    .regex(/^[1-9][0-9]{0,15}$/, { error: (issue) => `Last-Event-ID must be an event id this stream sent (a positive integer), got "${shown(issue.input, 40)}"` })
+    .regex(/^[1-9][0-9]{0,15}$/, { error: (issue) => `Last-Event-ID must be an event id this stream sent (a positive integer), got "${shownInput(issue.input, 40)}"` })
     .transform(Number)
     .optional(),
 });
