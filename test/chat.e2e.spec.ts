@@ -290,5 +290,9 @@ describe("chat completions end to end (official openai client)", () => {
     for await (const model of client.models.list()) ids.push(model.id);
     expect(ids).toEqual(expect.arrayContaining(["echo", "fake-gpt", "VideoModel-2.0", "VideoModel-2.0-fast", "VideoModel-2.0-mini"]));
     expect(await client.models.retrieve("echo")).toMatchObject({ id: "echo", object: "model", owned_by: "reelay" });
+    // An unknown id is named in 100 characters at most (the path may hold 8 KB of it).
+    const unknown = await client.models.retrieve("m".repeat(4_000)).catch((error: unknown) => error);
+    expect(unknown).toMatchObject({ status: 404, code: "model_not_found", message: expect.stringContaining(`The model \`${"m".repeat(100)}\` does not exist.`) });
+    expect(String((unknown as Error).message).length).toBeLessThan(200);
   });
 });

@@ -136,7 +136,7 @@ export function chatRoutes(deps: ChatRouteDeps): TableRoute[] {
           // The id is all after the base's `/models/` (the first one): ids may contain slashes ("org/model").
           const id = safeDecode(request.url.slice(request.url.indexOf(MODELS_SEGMENT) + MODELS_SEGMENT.length));
           const entry = catalogue.data.find((model) => model.id === id);
-          if (!entry) throw new NotFoundError(`The model \`${id}\` does not exist.`, { param: "model", code: "model_not_found" });
+          if (!entry) throw new NotFoundError(`The model \`${id.slice(0, 100)}\` does not exist.`, { param: "model", code: "model_not_found" });
           sink.reply(200, "application/json", JSON.stringify(entry));
         }),
       { restParameter: true },
