@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { LedgerCommand } from "../services/billing/account.ts";
 import { emptyAccount } from "../services/billing/accountFold.ts";
 import { LedgerChatUsageMeter } from "../services/billing/chatUsageMeter.ts";
+import { registry } from "../services/shared/metrics/metrics.ts";
 
 const CHARGE = {
   account: "acme",
@@ -14,6 +15,8 @@ const CHARGE = {
   completionTokens: 6,
   counted: false,
 };
+
+const unwritten = async () => (await registry.getSingleMetric("reelay_chat_charges_unwritten_total")?.get())?.values[0]?.value ?? 0;
 
 /** A ledger whose writes fail `failures` times (as a write nobody answered does), then land; it keeps every command. */
 function flakyLedger(failures: number) {
@@ -40,6 +43,7 @@ describe("a chat's charge is written until it lands", () => {
   });
 
   it("given a charge waiting to be written again, when the edge stops, then it gets one more try at once, and stop waits for it", async () => {
+    const unwrittenBefore = await unwritten();
     const ledger = flakyLedger(Number.POSITIVE_INFINITY);
     const meter = new LedgerChatUsageMeter(ledger, { get: () => undefined }, 60_000);
     const charged = meter.charge(CHARGE);
@@ -53,6 +57,8 @@ describe("a chat's charge is written until it lands", () => {
     expect(ledger.commands).toHaveLength(2);
     // Not the next pause's 250 ms: the try is made at once.
     expect(performance.now() - stoppedAt).toBeLessThan(200);
+    // Given up: counted for the operators' alerts (reelay_chat_charges_unwritten_total).
+    expect((await unwritten()) - unwrittenBefore).toBe(1);
   });
 
   it("a free model's charge writes nothing", async () => {

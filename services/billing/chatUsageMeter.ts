@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { DUPLICATE_WINDOW_MS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
+import { chatChargesUnwritten } from "../shared/metrics/metrics.ts";
 import { availableMicros, InsufficientBalanceError } from "./account.ts";
 import type { AccountLedger } from "./accountLedger.ts";
 import type { BalanceMirror } from "./balanceMirror.ts";
@@ -132,7 +133,10 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
         await this.ledger.execute(charge.account, command);
         return;
       } catch (error) {
-        if (this.stopping.signal.aborted || performance.now() + pause > giveUpAt) throw error;
+        if (this.stopping.signal.aborted || performance.now() + pause > giveUpAt) {
+          chatChargesUnwritten.inc();
+          throw error;
+        }
         // Once per charge: in an outage every answer that ends has one, and each is tried every few seconds.
         if (pause === FIRST_CHARGE_RETRY_PAUSE_MS) {
           this.log?.warn({ err: error, account: charge.account, requestId: charge.requestId }, "a chat usage charge was not written; writing it again until it lands");

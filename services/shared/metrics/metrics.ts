@@ -57,6 +57,12 @@ export const settlementProblems = new Counter({
   registers: [registry],
 });
 
+export const chatChargesUnwritten = new Counter({
+  name: "reelay_chat_charges_unwritten_total",
+  help: "Chat answers relayed whose charge could not be written, however often it was tried (up to about 105 s, or once more as the edge stopped): unpaid, their holds lapse. Any is worth a look at NATS.",
+  registers: [registry],
+});
+
 export const tasksFinished = new Counter({
   name: "reelay_video_tasks_finished_total",
   help: "Video tasks that reached a final state in this process's runner, by provider and outcome (success or failed).",
