@@ -14,7 +14,7 @@ import { startFakeUpstream, type FakeUpstream } from "./fakes/openaiUpstream.ts"
 import { silentLog, testConfig } from "./helpers/testApp.ts";
 
 /** Longer than the client's request timeout (5 s): the charge's first write is answered by nobody. */
-const FREEZE_MS = 6_000;
+const FREEZE_MS = 5_500;
 /** The reply, one word per chunk, a chunk every CHUNK_MS: the stream outlives the moment the server freezes. */
 const REPLY = "one two three four five six";
 const CHUNK_MS = 50;
@@ -110,7 +110,7 @@ describe("adversarial money: a chat's charge whose write is lost or unanswered",
 
     await expect.poll(async () => (await moneyOf("late-charge")).charges.length, { timeout: 30_000, interval: 250 }).toBe(1);
     // The edge's second try reached the server behind the first: once it is answered (at once), still one charge.
-    await sleep(1_000);
+    await sleep(300);
     const after = await moneyOf("late-charge");
     expect(after.charges).toHaveLength(1);
     expect(after.openHolds).toBe(0);
