@@ -1,6 +1,10 @@
 import { AckPolicy, DeliverPolicy, jetstream, jetstreamManager, JetStreamApiError, type JetStreamClient, type JetStreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startNatsServer } from "../infra/natsServer.ts";
 import { startTestNats } from "./helpers/testNats.ts";
 
 /**
@@ -78,5 +82,38 @@ describe("the NATS server honours what reelay relies on", () => {
       msg.ack();
     }
     expect(seen).toEqual(["acct.c.money.1", "acct.c.other.1"]);
+  });
+});
+
+/**
+ * What makes a retried money write land once (a chat's charge, a create with its Idempotency-Key). The server
+ * checks a write's guard before its message id: a retry whose first try landed is refused as stale; the writer
+ * reads the account again and writes once more with the current guard and the same id, which the server then
+ * reports as a duplicate of the first try. It keeps the ids of its duplicate window across a crash.
+ */
+describe("a message id written before nats-server was killed", () => {
+  it("given a guarded write that landed, when the server is killed (SIGKILL) and started on its store, then the same write is refused with its stale guard and is a duplicate with the current one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "reelay-dedupe-"));
+    let server = await startNatsServer({ storeDir: join(dir, "store"), say: () => {} });
+    try {
+      let nc = await connect({ servers: server.url });
+      await (await jetstreamManager(nc)).streams.add({ name: "MONEY", subjects: ["acct.>"], duplicate_window: 120e9 });
+      const guardedBy = (lastSubjectSequence: number) => ({ lastSubjectSequence, lastSubjectSequenceSubject: "acct.a.money.>" });
+      const landed = await jetstream(nc).publish("acct.a.money.ledger", "charge", { msgID: "chat-r1", expect: guardedBy(0) });
+      await nc.close();
+      const port = Number(new URL(server.url).port);
+      await server.kill("SIGKILL");
+      server = await startNatsServer({ storeDir: join(dir, "store"), say: () => {}, port });
+      nc = await connect({ servers: server.url });
+      const js = jetstream(nc);
+      // The retry as first sent: its guard (0) is stale since the first try landed.
+      await expect(js.publish("acct.a.money.ledger", "charge", { msgID: "chat-r1", expect: guardedBy(0) })).rejects.toThrow(/wrong last sequence/);
+      // Decided again on the account as it is now: the same id, the current guard.
+      expect(await js.publish("acct.a.money.ledger", "charge", { msgID: "chat-r1", expect: guardedBy(landed.seq) })).toMatchObject({ duplicate: true, seq: landed.seq });
+      await nc.close();
+    } finally {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -21,8 +21,11 @@ export class DuplicateAppendError extends ConcurrencyError {
 /**
  * Publishes `body` on `subject` only if the last message on `guard` (the subject itself, or a wildcard over
  * several: nats-server 2.12+) is still `expectedLastSequence`: two writers that both think they are current
- * cannot both write. `msgID` makes a retried publish (lost ack) land once; the server checks it before the
- * guard, so a duplicate may hide another writer's message: callers re-read.
+ * cannot both write. `msgID` makes a retried publish (lost ack) land once: the server checks the guard first
+ * (a retry whose first try landed fails it, as stale), so the caller reads again, decides again and, if it
+ * still writes, writes with the same msgID under the current guard, which the server answers as a duplicate
+ * of the first try (DuplicateAppendError; ids are kept for the duplicate window, across a crash too:
+ * test/natsServerFeatures.int.spec.ts).
  */
 export async function guardedPublish(
   js: JetStreamClient,
