@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import type { LedgerCommand } from "../services/billing/account.ts";
 import { emptyAccount } from "../services/billing/accountFold.ts";
+import { InsufficientBalanceError } from "../services/billing/account.ts";
 import { LedgerChatUsageMeter } from "../services/billing/chatUsageMeter.ts";
 import { registry } from "../services/shared/metrics/metrics.ts";
 
@@ -59,6 +60,27 @@ describe("a chat's charge is written until it lands", () => {
     expect(performance.now() - stoppedAt).toBeLessThan(200);
     // Given up: counted for the operators' alerts (reelay_chat_charges_unwritten_total).
     expect((await unwritten()) - unwrittenBefore).toBe(1);
+  });
+
+  it("given a hold whose write got no answer (it may land later), when the request is refused, then an empty charge closes it; a hold refused for money writes nothing more", async () => {
+    const HOLD = { ...CHARGE, requestId: "req_2", promptTokens: 7, maxCompletionTokens: 64 };
+    const unanswered = flakyLedger(1);
+    const meter = new LedgerChatUsageMeter(unanswered, { get: () => undefined }, 60_000);
+    await expect(meter.reserve(HOLD)).rejects.toThrow("TIMEOUT");
+    await meter.stop();
+    expect(unanswered.commands.map((command) => command.type)).toEqual(["reserveChat", "chargeChat"]);
+    expect(unanswered.commands[1]).toMatchObject({ requestId: "req_2", promptTokens: 0, completionTokens: 0, costMicros: 0, counted: true });
+
+    const commands: LedgerCommand[] = [];
+    const broke = {
+      execute: async (_account: string, command: LedgerCommand) => {
+        commands.push(command);
+        throw new InsufficientBalanceError("insufficient balance");
+      },
+      current: async () => emptyAccount("acme"),
+    };
+    await expect(new LedgerChatUsageMeter(broke, { get: () => undefined }, 60_000).reserve(HOLD)).rejects.toBeInstanceOf(InsufficientBalanceError);
+    expect(commands.map((command) => command.type)).toEqual(["reserveChat"]);
   });
 
   it("a free model's charge writes nothing", async () => {

@@ -79,13 +79,25 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
 
   async reserve(hold: ChatHoldRequest): Promise<void> {
     if (isFree(hold)) return this.assertAvailable(hold.account);
-    await this.ledger.execute(hold.account, {
-      type: "reserveChat",
-      requestId: hold.requestId,
-      model: hold.model,
-      amountMicros: priceOf(hold, hold.promptTokens, hold.maxCompletionTokens),
-      expiresAt: new Date(Date.now() + this.holdTtlMs).toISOString(),
-    });
+    try {
+      await this.ledger.execute(hold.account, {
+        type: "reserveChat",
+        requestId: hold.requestId,
+        model: hold.model,
+        amountMicros: priceOf(hold, hold.promptTokens, hold.maxCompletionTokens),
+        expiresAt: new Date(Date.now() + this.holdTtlMs).toISOString(),
+      });
+    } catch (error) {
+      // Refused for money: nothing was written. Anything else (no answer in time) may still land once the server
+      // answers, a hold nobody closes that keeps the account's money for holdTtlMs: the request, refused, is closed
+      // as one that relayed nothing (an empty charge, written until it lands like any other).
+      if (!(error instanceof InsufficientBalanceError)) {
+        const { account, model, requestId, inputPricePerMillionTokens, outputPricePerMillionTokens } = hold;
+        const nothing = { account, model, requestId, inputPricePerMillionTokens, outputPricePerMillionTokens, promptTokens: 0, completionTokens: 0, counted: true };
+        this.tracked(this.chargeUntilWritten(nothing)).catch(() => undefined);
+      }
+      throw error;
+    }
   }
 
   /** Available money, read from the mirrored `balances` view on the hot path, confirmed with the ledger before a refusal. */
@@ -99,7 +111,17 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
 
   charge(charge: ChatUsageCharge): Promise<void> {
     if (isFree(charge)) return Promise.resolve();
-    const written = this.chargeUntilWritten(charge);
+    return this.tracked(
+      this.chargeUntilWritten(charge).catch((error: unknown) => {
+        // A relayed answer that stays unpaid (its hold lapses).
+        chatChargesUnwritten.inc();
+        throw error;
+      }),
+    );
+  }
+
+  /** A charge being written, kept for `stop` to wait for. */
+  private tracked(written: Promise<void>): Promise<void> {
     this.charging.add(written);
     written.then(
       () => this.charging.delete(written),
@@ -114,8 +136,9 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
   }
 
   /**
-   * The answer was relayed, so its charge must land: a failed write is tried again, with the same msgID, until
-   * CHARGE_RETRY_WITHIN_MS after the first try (or once more when the edge stops). Rejects when it gave up.
+   * A charge must land (an answer was relayed, or a hold may have been written): a failed write is tried again,
+   * with the same msgID, until CHARGE_RETRY_WITHIN_MS after the first try (or once more when the edge stops).
+   * Rejects when it gave up.
    */
   private async chargeUntilWritten(charge: ChatUsageCharge): Promise<void> {
     const command = {
@@ -133,10 +156,7 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
         await this.ledger.execute(charge.account, command);
         return;
       } catch (error) {
-        if (this.stopping.signal.aborted || performance.now() + pause > giveUpAt) {
-          chatChargesUnwritten.inc();
-          throw error;
-        }
+        if (this.stopping.signal.aborted || performance.now() + pause > giveUpAt) throw error;
         // Once per charge: in an outage every answer that ends has one, and each is tried every few seconds.
         if (pause === FIRST_CHARGE_RETRY_PAUSE_MS) {
           this.log?.warn({ err: error, account: charge.account, requestId: charge.requestId }, "a chat usage charge was not written; writing it again until it lands");
