@@ -15,6 +15,8 @@ const STOPPED: unique symbol = Symbol("stopped");
  * a crash before it only hands the last few batches over again.
  */
 const ACK_EVERY_MS = 20;
+/** How long after their ack wait older unacknowledged messages are surely due for redelivery. */
+const OVERDUE_MARGIN_MS = 500;
 
 export interface BatchReactorOptions {
   stream: string;
@@ -55,25 +57,43 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   const consumer = await feedClient(nats.nc).consumers.get(options.stream, options.durable);
   const { config } = await consumer.info(true);
   const ackAll = config.ack_policy === AckPolicy.All;
+  const ackWaitMs = (config.ack_wait ?? 30e9) / 1e6;
+  /** Set at each new pull: its first batch is handled only once nothing older waits unacknowledged. */
+  let firstOfPull = false;
+  /** A pull backed off for older messages (see `olderUnacknowledged`) starts again no sooner than this. */
+  let resumeAt = 0;
+  let currentPull: { stop(): void } | undefined;
   const group = config.priority_policy === "pinned_client" ? config.priority_groups?.[0] : undefined;
   const stopping = new AbortController();
   const buffer: JsMsg[] = [];
   /** Resolves the worker's wait for messages, and the pull's wait for room; `stop` resolves both. */
   let wake: (() => void) | undefined;
   let drained: (() => void) | undefined;
+  /** Lets the pull go on after the buffer was taken from (a function: the pull sets `drained` while the worker awaits). */
+  const unblockPull = () => {
+    drained?.();
+    drained = undefined;
+  };
 
   // One long-lived pull (consume), not a fetch per batch: the client keeps the pin id it was given only
   // for the life of one pull, and a fetch without it is refused while the pin lasts.
   const loop = (async () => {
     while (!stopping.signal.aborted) {
       try {
+        const pause = resumeAt - performance.now();
+        if (pause > 0) await sleep(pause, undefined, { signal: stopping.signal }).catch(() => undefined);
+        if (stopping.signal.aborted) break;
         // Heartbeats every 0.5 s: a consumer lost under the pull (its node gone) is asked for again after 1-1.5 s.
         const messages = await consumer.consume({ ...LIVE_PULL, max_messages: MAX_BATCH, ...(group ? { group } : {}) });
+        currentPull = messages;
+        firstOfPull = ackAll;
         watchDurablePull(messages, options.what, options.log);
         const stopPull = () => void messages.stop();
         stopping.signal.addEventListener("abort", stopPull, { once: true });
         try {
           for await (const msg of messages) {
+            // A pull given up for older messages (see the worker): what it still brings comes again later, in order.
+            if (currentPull !== messages) break;
             buffer.push(msg);
             wake?.();
             // Backpressure: no more pulls while the worker is two batches behind.
@@ -145,8 +165,26 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
       }
       lastBatchAt = performance.now();
       const batch = buffer.splice(0, MAX_BATCH);
-      drained?.();
-      drained = undefined;
+      unblockPull();
+      if (firstOfPull) {
+        firstOfPull = false;
+        // Our own earlier batches' acknowledgements reach the server first (one connection, in order).
+        await kept;
+        flushAck();
+        const firstSeq = Math.min(...batch.map((msg) => msg.seq));
+        if (await olderUnacknowledged(nats, options.stream, options.durable, firstSeq).catch(() => true)) {
+          options.log.warn({ firstSeq, waitMs: ackWaitMs }, `${options.what}: older messages, handed to an earlier reader, wait unacknowledged; pulling again once they are due, so they come first`);
+          buffer.length = 0;
+          unblockPull();
+          resumeAt = performance.now() + ackWaitMs + OVERDUE_MARGIN_MS;
+          const pull = currentPull;
+          currentPull = undefined;
+          pull?.stop();
+          continue;
+        }
+      }
+      // In stream order: a redelivered message may come after newer ones in the same pull.
+      batch.sort((a, b) => a.seq - b.seq);
       const handled = await tryUntilStopped(
         () => options.handle(batch),
         stopping.signal,
@@ -169,4 +207,24 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
       flushAck();
     },
   };
+}
+
+/**
+ * Whether messages before `firstSeq` wait unacknowledged on the consumer: handed to an earlier reader (a
+ * process that died, or this one before its pull was renewed) and not acknowledged. The server redelivers
+ * them only after their ack wait, and hands a new reader newer messages first (measured on 2.15.1, also right
+ * after a takeover of the pin): handled first, one acknowledgement (`ack_policy: all`) would cover the older
+ * ones unhandled, and read models that keep the last sequence they folded would skip them. Read from the
+ * consumer's ack floor and the first message of its filter after it.
+ */
+async function olderUnacknowledged(nats: Nats, stream: string, durable: string, firstSeq: number): Promise<boolean> {
+  const { ack_floor, config } = await nats.jsm.consumers.info(stream, durable);
+  const after = ack_floor.stream_seq + 1;
+  if (after >= firstSeq) return false;
+  const filters = config.filter_subjects?.length ? config.filter_subjects : [config.filter_subject ?? ">"];
+  for (const filter of filters) {
+    const next = await nats.jsm.direct.getMessage(stream, { seq: after, next_by_subj: filter });
+    if (next !== null && next.seq < firstSeq) return true;
+  }
+  return false;
 }
