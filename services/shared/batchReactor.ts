@@ -62,6 +62,8 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   let firstOfPull = false;
   /** A pull backed off for older messages (see `olderUnacknowledged`) starts again no sooner than this. */
   let resumeAt = 0;
+  /** Whether the pull before this one was given up for older messages: they are due now, so this one is not. */
+  let backedOff = false;
   let currentPull: { stop(): void } | undefined;
   const group = config.priority_policy === "pinned_client" ? config.priority_groups?.[0] : undefined;
   const stopping = new AbortController();
@@ -172,7 +174,11 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
         await kept;
         flushAck();
         const firstSeq = Math.min(...batch.map((msg) => msg.seq));
-        if (await olderUnacknowledged(nats, options.stream, options.durable, firstSeq).catch(() => true)) {
+        // Once given up, a pull is not given up again: what was older is due by now (and a check that cannot
+        // be made, NATS failing, must not hold the reactor forever).
+        const older: boolean = !backedOff && (await olderUnacknowledged(nats, options.stream, options.durable, firstSeq).catch(() => true));
+        backedOff = older;
+        if (older) {
           options.log.warn({ firstSeq, waitMs: ackWaitMs }, `${options.what}: older messages, handed to an earlier reader, wait unacknowledged; pulling again once they are due, so they come first`);
           buffer.length = 0;
           unblockPull();
