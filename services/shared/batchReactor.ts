@@ -4,6 +4,7 @@ import { feedClient, LIVE_PULL, watchDurablePull } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 import type { Nats } from "./nats.ts";
 import { tryUntilStopped } from "./retryPause.ts";
+import { directMessages } from "./subjectLog.ts";
 
 /** Messages handed to one call of `handle` at most. */
 const MAX_BATCH = 512;
@@ -17,6 +18,14 @@ const STOPPED: unique symbol = Symbol("stopped");
 const ACK_EVERY_MS = 20;
 /** How long after their ack wait older unacknowledged messages are surely due for redelivery. */
 const OVERDUE_MARGIN_MS = 500;
+/**
+ * Messages after the ack floor whose order a new pull keeps (see `streamOrderAfterAckFloor`): more than a reader
+ * ever holds unacknowledged (two batches in its buffer and one being handled).
+ */
+const ORDERED_AHEAD = 4 * MAX_BATCH;
+/** How often a pull waiting for the next message in stream order looks again, at most. */
+const ORDER_POLL_MS = 100;
+const bySeq = (a: JsMsg, b: JsMsg) => a.seq - b.seq;
 
 export interface BatchReactorOptions {
   stream: string;
@@ -60,10 +69,16 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   const ackWaitMs = (config.ack_wait ?? 30e9) / 1e6;
   /** Set at each new pull: its first batch is handled only once nothing older waits unacknowledged. */
   let firstOfPull = false;
-  /** A pull backed off for older messages (see `olderUnacknowledged`) starts again no sooner than this. */
+  /** A pull backed off for older messages (see `streamOrderAfterAckFloor`) starts again no sooner than this. */
   let resumeAt = 0;
   /** Whether the pull before this one was given up for older messages: they are due now, so this one is not. */
   let backedOff = false;
+  /**
+   * At a pull's start, the sequences after the ack floor in stream order: until they are handled, batches are
+   * taken only as their next run, so nothing is handled (and acknowledged) ahead of an older message.
+   */
+  let ordered: number[] | undefined;
+  let orderedSince = 0;
   let currentPull: { stop(): void } | undefined;
   const group = config.priority_policy === "pinned_client" ? config.priority_groups?.[0] : undefined;
   const stopping = new AbortController();
@@ -165,21 +180,31 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
         await sleep(lingering, undefined, { signal: stopping.signal }).catch(() => undefined);
         continue;
       }
-      lastBatchAt = performance.now();
-      const batch = buffer.splice(0, MAX_BATCH);
-      unblockPull();
       if (firstOfPull) {
         firstOfPull = false;
         // Our own earlier batches' acknowledgements reach the server first (one connection, in order).
         await kept;
         flushAck();
-        const firstSeq = Math.min(...batch.map((msg) => msg.seq));
-        // Once given up, a pull is not given up again: what was older is due by now (and a check that cannot
-        // be made, NATS failing, must not hold the reactor forever).
-        const older: boolean = !backedOff && (await olderUnacknowledged(nats, options.stream, options.durable, firstSeq).catch(() => true));
-        backedOff = older;
-        if (older) {
-          options.log.warn({ firstSeq, waitMs: ackWaitMs }, `${options.what}: older messages, handed to an earlier reader, wait unacknowledged; pulling again once they are due, so they come first`);
+        // Once given up, a pull is not given up again: what was older is due by now (and an order that cannot be
+        // read, NATS failing, must not hold the reactor forever).
+        ordered = backedOff ? undefined : await streamOrderAfterAckFloor(nats, options.stream, options.durable).catch(() => undefined);
+        orderedSince = performance.now();
+        backedOff = false;
+      }
+      let batch: JsMsg[];
+      if (ordered !== undefined && ordered.length > 0) {
+        const run = nextRun(buffer, ordered);
+        if (run.length === 0) {
+          // The next message in stream order has not come: handed to an earlier reader, it comes back once its ack
+          // wait is over. Newer ones wait for it; past its due time (or with no room left) the pull is given up.
+          if (performance.now() - orderedSince < ackWaitMs + OVERDUE_MARGIN_MS && buffer.length < 2 * MAX_BATCH) {
+            await Promise.race([new Promise<void>((resolve) => (wake = resolve)), sleep(ORDER_POLL_MS, undefined, { signal: stopping.signal }).catch(() => undefined)]);
+            wake = undefined;
+            continue;
+          }
+          options.log.warn({ next: ordered[0], waitMs: ackWaitMs }, `${options.what}: an older message, handed to an earlier reader, has not come back; pulling again once it is due`);
+          ordered = undefined;
+          backedOff = true;
           buffer.length = 0;
           unblockPull();
           resumeAt = performance.now() + ackWaitMs + OVERDUE_MARGIN_MS;
@@ -188,9 +213,13 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
           pull?.stop();
           continue;
         }
+        ordered = ordered.slice(run.length);
+        batch = run;
+      } else {
+        batch = buffer.splice(0, MAX_BATCH).sort(bySeq);
       }
-      // In stream order: a redelivered message may come after newer ones in the same pull.
-      batch.sort((a, b) => a.seq - b.seq);
+      lastBatchAt = performance.now();
+      unblockPull();
       const handled = await tryUntilStopped(
         () => options.handle(batch),
         stopping.signal,
@@ -216,21 +245,38 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
 }
 
 /**
- * Whether messages before `firstSeq` wait unacknowledged on the consumer: handed to an earlier reader (a
- * process that died, or this one before its pull was renewed) and not acknowledged. The server redelivers
- * them only after their ack wait, and hands a new reader newer messages first (measured on 2.15.1, also right
- * after a takeover of the pin): handled first, one acknowledgement (`ack_policy: all`) would cover the older
- * ones unhandled, and read models that keep the last sequence they folded would skip them. Read from the
- * consumer's ack floor and the first message of its filter after it.
+ * The consumer's next messages in stream order: the sequences of the first ORDERED_AHEAD messages of its filter
+ * after its ack floor. Some may have been handed to an earlier reader (a process that died, or this one before
+ * its pull was renewed) and not acknowledged: the server redelivers those only after their ack wait and hands
+ * a new reader newer messages first (measured on 2.15.1, after a takeover of the pin and after a restart).
+ * Handled first, one acknowledgement (`ack_policy: all`) would cover the older ones unhandled, and read models
+ * that keep the last sequence they folded would skip them.
  */
-async function olderUnacknowledged(nats: Nats, stream: string, durable: string, firstSeq: number): Promise<boolean> {
+async function streamOrderAfterAckFloor(nats: Nats, stream: string, durable: string): Promise<number[]> {
   const { ack_floor, config } = await nats.jsm.consumers.info(stream, durable);
-  const after = ack_floor.stream_seq + 1;
-  if (after >= firstSeq) return false;
   const filters = config.filter_subjects?.length ? config.filter_subjects : [config.filter_subject ?? ">"];
+  const seqs: number[] = [];
   for (const filter of filters) {
-    const next = await nats.jsm.direct.getMessage(stream, { seq: after, next_by_subj: filter });
-    if (next !== null && next.seq < firstSeq) return true;
+    for await (const msg of directMessages(() => nats.jsm.direct.getBatch(stream, { seq: ack_floor.stream_seq + 1, next_by_subj: filter, batch: ORDERED_AHEAD }))) seqs.push(msg.seq);
   }
-  return false;
+  return seqs.sort((a, b) => a - b).slice(0, ORDERED_AHEAD);
+}
+
+/**
+ * Takes from `buffer` the messages that are next in stream order (`ordered`'s first sequences, as many as are
+ * there in a row, a batch at most), dropping repeats of one message (a redelivery of what is held); none when the
+ * next one has not come.
+ */
+function nextRun(buffer: JsMsg[], ordered: readonly number[]): JsMsg[] {
+  buffer.sort(bySeq);
+  const run: JsMsg[] = [];
+  const rest: JsMsg[] = [];
+  for (const msg of buffer) {
+    const last = run.at(-1);
+    if (last !== undefined && msg.seq === last.seq) run[run.length - 1] = msg;
+    else if (run.length < MAX_BATCH && rest.length === 0 && msg.seq === ordered[run.length]) run.push(msg);
+    else rest.push(msg);
+  }
+  buffer.splice(0, buffer.length, ...rest);
+  return run;
 }
