@@ -79,42 +79,37 @@ describe("batch reactor", () => {
     await b.stop();
   });
 
-  it("given a reader that died holding messages, when another is pinned just as they fall due (the pin's timeout is the ack wait), then it handles them first, in stream order, and skips none", async () => {
-    await first.jsm.streams.add({ name: "TAKEOVER", subjects: ["takeover.>"], allow_direct: true });
-    await first.jsm.consumers.add("TAKEOVER", { durable_name: "taking", ack_policy: AckPolicy.All, deliver_policy: DeliverPolicy.All, ack_wait: 1_000_000_000, max_deliver: -1, priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client", priority_timeout: 1_000_000_000 });
-    for (let i = 1; i <= 5; i++) await first.js.publish("takeover.x", String(i));
-    const dying = await connectNats(server.url, "reactor-dying");
-    const held = await dying.js.consumers.get("TAKEOVER", "taking");
-    for await (const _msg of await held.fetch({ max_messages: 5, expires: 2_000, group: REACTOR_GROUP })) void _msg;
+  /**
+   * A stream of its own whose consumer's earlier reader took messages 1-5 and died before acknowledging them;
+   * 6-10 came after. Then a new batch reactor reads it: the messages in the order it handled them, once 1-10 are
+   * all handled and acknowledged.
+   */
+  async function takeOverFromDeadReader(name: string, timing: { ackWaitMs: number; pinTimeoutMs: number }): Promise<number[]> {
+    await first.jsm.streams.add({ name, subjects: [`${name}.>`], allow_direct: true });
+    const [ack_wait, priority_timeout] = [timing.ackWaitMs * 1e6, timing.pinTimeoutMs * 1e6];
+    await first.jsm.consumers.add(name, { durable_name: "reading", ack_policy: AckPolicy.All, deliver_policy: DeliverPolicy.All, ack_wait, max_deliver: -1, priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client", priority_timeout });
+    for (let i = 1; i <= 5; i++) await first.js.publish(`${name}.x`, String(i));
+    const dying = await connectNats(server.url, `reactor-dying-${name}`);
+    for await (const _msg of await (await dying.js.consumers.get(name, "reading")).fetch({ max_messages: 5, expires: 2_000, group: REACTOR_GROUP })) void _msg;
     await dying.nc.close();
-    for (let i = 6; i <= 10; i++) await first.js.publish("takeover.x", String(i));
+    for (let i = 6; i <= 10; i++) await first.js.publish(`${name}.x`, String(i));
 
-    // The server hands the new reader 6-10 first and 1-5 as they fall due, in one pull or across two.
     const handled: number[] = [];
-    const b = await startBatchReactor(second, { stream: "TAKEOVER", durable: "taking", what: "taking", log: silentLog, handle: async (batch) => void handled.push(...seqs(batch)) });
-    await expect.poll(() => new Set(handled).size, { timeout: 10_000 }).toBe(10);
-    expect(handled.slice(0, 10)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    await expect.poll(async () => (await first.jsm.consumers.info("TAKEOVER", "taking")).ack_floor.stream_seq).toBe(10);
-    await b.stop();
+    const reactor = await startBatchReactor(second, { stream: name, durable: "reading", what: name, log: silentLog, handle: async (batch) => void handled.push(...seqs(batch)) });
+    await expect.poll(() => new Set(handled).size, { timeout: 15_000 }).toBe(10);
+    await expect.poll(async () => (await first.jsm.consumers.info(name, "reading")).ack_floor.stream_seq).toBe(10);
+    await reactor.stop();
+    return handled;
+  }
+
+  it("given a reader that died holding messages, when another is pinned just as they fall due (the pin's timeout is the ack wait), then it handles them first, in stream order, and skips none", async () => {
+    // The server hands the new reader 6-10 first and 1-5 as they fall due, in one pull or across two.
+    expect((await takeOverFromDeadReader("TAKEOVER", { ackWaitMs: 1_000, pinTimeoutMs: 1_000 })).slice(0, 10)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   });
 
-  it("given a reader that died holding messages whose ack wait outlasts its pin, when another takes over, then it lets the newer ones go until the older are due, and handles them first", async () => {
-    await first.jsm.streams.add({ name: "OUTLAST", subjects: ["outlast.>"], allow_direct: true });
+  it("given a reader that died holding messages whose ack wait outlasts its pin, when another takes over, then newer ones wait until the older are due, and those come first", async () => {
     // The pin lapses after 1 s, the dead reader's messages come back after 3: the new reader gets 6-10 alone first.
-    await first.jsm.consumers.add("OUTLAST", { durable_name: "outlasting", ack_policy: AckPolicy.All, deliver_policy: DeliverPolicy.All, ack_wait: 3_000_000_000, max_deliver: -1, priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client", priority_timeout: 1_000_000_000 });
-    for (let i = 1; i <= 5; i++) await first.js.publish("outlast.x", String(i));
-    const dying = await connectNats(server.url, "reactor-dying-2");
-    const held = await dying.js.consumers.get("OUTLAST", "outlasting");
-    for await (const _msg of await held.fetch({ max_messages: 5, expires: 2_000, group: REACTOR_GROUP })) void _msg;
-    await dying.nc.close();
-    for (let i = 6; i <= 10; i++) await first.js.publish("outlast.x", String(i));
-
-    const handled: number[] = [];
-    const b = await startBatchReactor(second, { stream: "OUTLAST", durable: "outlasting", what: "outlasting", log: silentLog, handle: async (batch) => void handled.push(...seqs(batch)) });
-    await expect.poll(() => new Set(handled).size, { timeout: 15_000 }).toBe(10);
-    expect(handled.slice(0, 10)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-    await expect.poll(async () => (await first.jsm.consumers.info("OUTLAST", "outlasting")).ack_floor.stream_seq).toBe(10);
-    await b.stop();
+    expect((await takeOverFromDeadReader("OUTLAST", { ackWaitMs: 3_000, pinTimeoutMs: 1_000 })).slice(0, 10)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
   });
 
   it("a batch that fails is handed over again, whole, until it goes through, then acknowledged", async () => {
