@@ -57,7 +57,9 @@ describe("Seedance on Ark (fake Ark server)", () => {
             config,
             {
               "ark-a": { baseUrl: arkA.baseUrl, apiKeyEnv: "ARK_TEST_KEY_A" },
-              "ark-b": { baseUrl: arkB.baseUrl, apiKeyEnv: "ARK_TEST_KEY_B" },
+              // Chosen by weight among free channels: the failover model's tasks go to ark-wrong-key first (1000 to
+              // 0.001), not one in a thousand straight to ark-b (a run where ark-wrong-key was never tried failed).
+              "ark-b": { baseUrl: arkB.baseUrl, apiKeyEnv: "ARK_TEST_KEY_B", weight: 0.001 },
               "pair-1": { baseUrl: pair.baseUrl, apiKeyEnv: "ARK_TEST_KEY_PAIR", maxInFlight: 1 },
               "pair-2": { baseUrl: pair.baseUrl, apiKeyEnv: "ARK_TEST_KEY_PAIR", maxInFlight: 1 },
               "ark-wrong-key": { baseUrl: arkB.baseUrl, apiKeyEnv: "ARK_TEST_KEY_WRONG", weight: 1000 },
@@ -261,7 +263,7 @@ describe("Seedance on Ark (fake Ark server)", () => {
     const accepted = (await events(app, taskId)).find((e) => e.type === "UpstreamAccepted");
     expect(accepted?.type === "UpstreamAccepted" ? accepted.data.channel : undefined).toBe("ark-b");
     // The channel's record is written beside the task's run, not before it goes on: read it once it is there.
-    await expect.poll(async () => (await fleetChannelReports(app.nats)).find((channel) => channel.channel === "ark-wrong-key")?.state).toBe("cooling down");
+    await expect.poll(async () => (await fleetChannelReports(app.nats)).find((channel) => channel.channel === "ark-wrong-key")?.state, { timeout: 10_000 }).toBe("cooling down");
     const report = { channels: await fleetChannelReports(app.nats) };
     const wrong = report.channels.find((channel) => channel.channel === "ark-wrong-key");
     expect(wrong).toMatchObject({ kind: "ark", state: "cooling down", inFlight: 0 });
