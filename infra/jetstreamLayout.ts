@@ -174,6 +174,11 @@ const nanos = (ms: number) => ms * 1_000_000;
  * opening after a lost answer) is found by its msgID; later ones by the Idempotency-Key index.
  */
 export const DUPLICATE_WINDOW_MS = 2 * 60_000;
+/**
+ * How long after a message's first write the same message (its msgID) may be written again and surely still be
+ * recognised as a repeat: the duplicate window, less a margin for clocks and writes on their way.
+ */
+export const SURELY_DEDUPLICATED_MS = DUPLICATE_WINDOW_MS - 15_000;
 
 function streamConfig(def: (typeof STREAMS)[keyof typeof STREAMS], replicas: number): Partial<StreamConfig> & { name: string } {
   return {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { DUPLICATE_WINDOW_MS } from "../../infra/jetstreamLayout.ts";
+import { SURELY_DEDUPLICATED_MS } from "../../infra/jetstreamLayout.ts";
 import type { Logger } from "../shared/log.ts";
 import { chatChargesUnwritten } from "../shared/metrics/metrics.ts";
 import { availableMicros, InsufficientBalanceError } from "./account.ts";
@@ -47,13 +47,6 @@ export interface ChatUsageMeter {
   stop?(): Promise<void>;
 }
 
-/**
- * How long a charge whose write failed (no answer in time, nats-server gone with it unread, a failover) is written
- * again: within the stream's duplicate window from its first try, so a try that did land while only its answer was
- * lost is recognised by its msgID (`chat-<requestId>`), and the account is never charged twice. Past it the hold
- * lapses as a crashed edge's does, and the request goes unpaid (logged as an error).
- */
-export const CHARGE_RETRY_WITHIN_MS = DUPLICATE_WINDOW_MS - 15_000;
 const FIRST_CHARGE_RETRY_PAUSE_MS = 250;
 const MAX_CHARGE_RETRY_PAUSE_MS = 5_000;
 
@@ -92,9 +85,7 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
       // answers, a hold nobody closes that keeps the account's money for holdTtlMs: the request, refused, is closed
       // as one that relayed nothing (an empty charge, written until it lands like any other).
       if (!(error instanceof InsufficientBalanceError)) {
-        const { account, model, requestId, inputPricePerMillionTokens, outputPricePerMillionTokens } = hold;
-        const nothing = { account, model, requestId, inputPricePerMillionTokens, outputPricePerMillionTokens, promptTokens: 0, completionTokens: 0, counted: true };
-        this.tracked(this.chargeUntilWritten(nothing)).catch(() => undefined);
+        this.tracked(this.chargeUntilWritten({ ...hold, promptTokens: 0, completionTokens: 0, counted: true })).catch(() => undefined);
       }
       throw error;
     }
@@ -136,9 +127,11 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
   }
 
   /**
-   * A charge must land (an answer was relayed, or a hold may have been written): a failed write is tried again,
-   * with the same msgID, until CHARGE_RETRY_WITHIN_MS after the first try (or once more when the edge stops).
-   * Rejects when it gave up.
+   * A charge must land (an answer was relayed, or a hold may have been written): a failed write (no answer in
+   * time, nats-server gone with it unread, a failover) is tried again, with the same msgID, for as long as a try
+   * that did land while only its answer was lost is surely recognised by it (`chat-<requestId>`), so the account
+   * is never charged twice; or once more when the edge stops. Rejects when it gave up: the hold then lapses as a
+   * crashed edge's does, and the request goes unpaid.
    */
   private async chargeUntilWritten(charge: ChatUsageCharge): Promise<void> {
     const command = {
@@ -150,7 +143,7 @@ export class LedgerChatUsageMeter implements ChatUsageMeter {
       costMicros: priceOf(charge, charge.promptTokens, charge.completionTokens),
       ...(charge.counted ? { counted: true } : {}),
     };
-    const giveUpAt = performance.now() + CHARGE_RETRY_WITHIN_MS;
+    const giveUpAt = performance.now() + SURELY_DEDUPLICATED_MS;
     for (let pause = FIRST_CHARGE_RETRY_PAUSE_MS; ; pause = Math.min(pause * 2, MAX_CHARGE_RETRY_PAUSE_MS)) {
       try {
         await this.ledger.execute(charge.account, command);

@@ -2,17 +2,10 @@ import type { JetStreamClient } from "@nats-io/jetstream";
 import { LRUCache } from "lru-cache";
 import { versionBeforeForReactors, type TaskEvent } from "../../contracts/videoTask.ts";
 import type { WebhookJob } from "../../contracts/webhookJob.ts";
-import { DUPLICATE_WINDOW_MS, webhookJobSubject } from "../../infra/jetstreamLayout.ts";
+import { SURELY_DEDUPLICATED_MS, webhookJobSubject } from "../../infra/jetstreamLayout.ts";
 import type { TaskLog, TaskLogEntry } from "../shared/taskLog.ts";
 import { statusChangeOf } from "../tasks/statusChanges.ts";
 import type { TaskDirectory } from "../tasks/taskDirectory.ts";
-
-/**
- * An earlier status change is queued again (deduplicated by its msgID) only while the server's duplicate
- * window surely still holds its first job's id: an older one was published long ago, since a reactor that
- * dies with it unacknowledged hands it to the next within a lease.
- */
-const REPUBLISH_WITHIN_MS = DUPLICATE_WINDOW_MS - 15_000;
 
 /**
  * Turns each status change of a task with a callback URL into a webhook job on WEBHOOK_JOBS, where the
@@ -75,9 +68,14 @@ export class WebhookOutbox {
 
 }
 
-/** The status changes before `event` in its task's log (`events`), recent enough to be deduplicated if already queued. */
+/**
+ * The status changes before `event` in its task's log (`events`), recent enough to be deduplicated if already
+ * queued: an earlier one is queued again (by its msgID) only while the server surely still holds its first job's
+ * id; an older one was published long ago, since a reactor that dies with it unacknowledged hands it to the next
+ * within a lease.
+ */
 function earlierChanges(events: readonly TaskEvent[], target: JobTarget, event: TaskEvent): WebhookJob[] {
-  const since = Date.now() - REPUBLISH_WITHIN_MS;
+  const since = Date.now() - SURELY_DEDUPLICATED_MS;
   const jobs: WebhookJob[] = [];
   for (const earlier of events) {
     if (earlier.meta.version >= event.meta.version) break;
