@@ -14,6 +14,7 @@ const CRASH_TESTS = [
   "test/wholeSystemCrash.int.spec.ts",
   "test/createUnderServerStall.int.spec.ts",
   "test/adversarialMoney.chatChargeServerLost.int.spec.ts",
+  "test/adversarialMoney.chatChargeLate.int.spec.ts",
   "test/adversarialMoney.chatHoldServerStall.int.spec.ts",
 ];
 

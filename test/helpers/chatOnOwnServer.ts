@@ -13,6 +13,10 @@ import { silentLog, testConfig } from "./testApp.ts";
 
 /** The priced chat model these tests use: 2 ¥ per million prompt tokens, 8 per million completion tokens. */
 export const PRICED_CHAT = "priced-gpt";
+/** A streamed reply, one word per chunk, a chunk every 50 ms: it outlives the moment a test freezes the server. */
+export const STREAMED_REPLY = { content: "one two three four five six", chunkDelayMs: 50 };
+/** What it costs: the fake counts 7 prompt tokens and one completion token per word, 7 × 2 + 6 × 8 µ¥ per million. */
+export const STREAMED_REPLY_MICROS = 62;
 
 export interface ChatOnOwnServer {
   /** The nats-server as it runs now (`restart` replaces it). */
@@ -27,6 +31,8 @@ export interface ChatOnOwnServer {
   restart(): Promise<void>;
   freeze(): void;
   thaw(): void;
+  /** Streams a chat of the priced model; `whileStreaming` runs once its first chunk is in; resolves when the answer has ended. */
+  chatWhile(client: OpenAI, whileStreaming: () => void): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -77,6 +83,14 @@ export async function startChatOnOwnServer(): Promise<ChatOnOwnServer> {
     },
     freeze: () => signal("SIGSTOP"),
     thaw: () => signal("SIGCONT"),
+    chatWhile: async (client, whileStreaming) => {
+      const stream = await client.chat.completions.create({ model: PRICED_CHAT, messages: [{ role: "user", content: "count to six" }], stream: true, stream_options: { include_usage: true } });
+      let first = true;
+      for await (const _chunk of stream) {
+        if (first) whileStreaming();
+        first = false;
+      }
+    },
     stop: async () => {
       signal("SIGCONT");
       await edge.stop().catch(() => undefined);
