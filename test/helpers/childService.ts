@@ -22,8 +22,11 @@ export function compiledTestTool(source: string): string {
   return join(build, source.replace(/\.ts$/, ".js"));
 }
 
-/** A child process running services; `port` is the edge's, read from its ready line (undefined without an edge); `startupOutput`: what it printed until ready. */
-export type ServiceChild = ChildProcess & { port: number | undefined; startupOutput: string };
+/**
+ * A child process running services; `port` is the edge's, read from its ready line (undefined without an edge);
+ * `startupOutput`: what it printed until ready; `output()`: all it printed so far (for a failing test to show).
+ */
+export type ServiceChild = ChildProcess & { port: number | undefined; startupOutput: string; output: () => string };
 
 /**
  * `reelay serve <services>` as a real child process (so a test can kill -9 it), resolved once ready.
@@ -69,7 +72,7 @@ export async function startChildService(
   });
   child.removeAllListeners("exit");
   const port = /"url":"http:\/\/localhost:(\d+)"/.exec(output)?.[1];
-  return Object.assign(child, { port: port === undefined ? undefined : Number(port), startupOutput: output });
+  return Object.assign(child, { port: port === undefined ? undefined : Number(port), startupOutput: output, output: () => output });
 }
 
 export function killHard(child: ChildProcess): Promise<void> {
