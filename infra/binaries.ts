@@ -12,6 +12,8 @@ export interface RequiredProgram {
 export const FFMPEG: RequiredProgram = { command: "ffmpeg", envVar: "FFMPEG_BIN", debianPackage: "ffmpeg" };
 /** Debian's Chromium: only the console's browser test drives it (Playwright), never the product. */
 export const CHROMIUM: RequiredProgram = { command: "chromium", envVar: "CHROMIUM_BIN", debianPackage: "chromium" };
+/** The HTTP load generator of `npm run bench` (bench/lib/wrk.ts), never the product. */
+export const WRK: RequiredProgram = { command: "wrk", envVar: "WRK_BIN", debianPackage: "wrk" };
 
 export class MissingProgramError extends Error {}
 

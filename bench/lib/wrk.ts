@@ -1,7 +1,11 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
+import { locateProgram, WRK } from "../../infra/binaries.ts";
 import { spawnTracked, waitForExit } from "./procs.ts";
+
+/** wrk's path, found (or installed, as root on Debian) at the first run: a fresh machine has none. */
+let wrkPath: string | undefined;
 
 export interface WrkOptions {
   url: string;
@@ -115,7 +119,8 @@ export async function runWrk(options: WrkOptions): Promise<WrkResult> {
     scriptPath,
     options.url,
   ];
-  const wrk = spawnTracked(`wrk ${options.name}`, "wrk", args, { cpu: options.cpu });
+  wrkPath ??= locateProgram(WRK, (line) => process.stderr.write(`[bench] ${line}\n`));
+  const wrk = spawnTracked(`wrk ${options.name}`, wrkPath, args, { cpu: options.cpu });
   const output = await waitForExit(wrk, (options.durationS + (options.timeoutS ?? 10) + 15) * 1000);
   const line = /^BENCHJSON (.*)$/m.exec(output)?.[1];
   if (!line) throw new Error(`wrk ${options.name} printed no summary:\n${output.slice(-2000)}`);
