@@ -244,6 +244,18 @@ const filtered = (definition: ConsumerDefinition, subjects: readonly string[]): 
   config: { ...definition.config, filter_subjects: [...subjects] },
 });
 
+/**
+ * The webhook dispatchers' work consumer. Jobs that wait (backing off, their endpoint paused, over their account's
+ * share) go back to the server with a delay and stay pending there: a bound on pending jobs would let one account's
+ * waiting jobs (20,000 at the bound this had) hold every account's webhooks up for as long as they wait, a day at
+ * worst. So none: what a dispatcher takes at once is bounded by its own pulls (`webhooks.maxInFlight`), and how
+ * often waiting jobs come back by their delays (services/webhooks/accountTurns.ts).
+ */
+function webhookConsumer(ackWaitMs: number): ConsumerDefinition {
+  const { stream, config } = durableConsumer(STREAMS.webhookJobs.name, CONSUMERS.webhooks, ackWaitMs);
+  return { stream, config: { ...config, max_ack_pending: -1 } };
+}
+
 function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
   return [
     {
@@ -263,7 +275,7 @@ function consumerConfigs(options: LayoutOptions): ConsumerDefinition[] {
     // Openings, the ledger's own messages and the tasks' `state` events, each delivered once for all: the whole
     // of EVENTS but the upstream's acceptances, which no reactor needs (contracts/videoTask.ts).
     filtered(reactorConsumer(STREAMS.events.name, CONSUMERS.taskLogReactors, options.leaseMs), [MONEY_EVENTS, TASK_STATE_EVENTS]),
-    durableConsumer(STREAMS.webhookJobs.name, CONSUMERS.webhooks, options.leaseMs),
+    webhookConsumer(options.leaseMs),
   ];
 }
 

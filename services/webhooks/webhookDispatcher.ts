@@ -12,13 +12,12 @@ import { TaskLog } from "../shared/taskLog.ts";
 import { taskDataObject } from "../tasks/taskData.ts";
 import { evolveTaskView } from "../tasks/taskView.ts";
 import { backoffMs, deliverWebhook } from "./webhookDelivery.ts";
+import { AccountTurns } from "./accountTurns.ts";
 import { EndpointPauses } from "./endpointPauses.ts";
 import { recordAttempt, withoutQuery } from "./webhookLog.ts";
 import { webhookIdOf } from "./webhookOutbox.ts";
 import { WebhookSecrets } from "./webhookSecrets.ts";
 
-/** A job over its account's in-flight bound goes back to the server for about this long. */
-const ACCOUNT_BUSY_WAIT_MS = 2_000;
 /** A job whose task still has an earlier job queued looks again after about this long. */
 const ORDER_WAIT_MS = 1_000;
 
@@ -41,9 +40,11 @@ export interface WebhookDispatcherOptions {
  * later ones, also across dispatchers (a job waits while an earlier job of its task is still queued).
  *
  * Fair across accounts: a dispatcher holds at most `maxInFlight` jobs, and at most `maxInFlightPerAccount` of
- * one account; a job over that goes back to the server for a moment. A failed attempt does not keep its slot
- * while it backs off: the job goes back to the server with the back-off as its redelivery delay. An endpoint
- * that keeps failing is paused (EndpointPauses), and its jobs wait on the server without attempts.
+ * one account; a job over that goes back to the server until its turn (AccountTurns). A failed attempt does not
+ * keep its slot while it backs off: the job goes back to the server with the back-off as its redelivery delay.
+ * An endpoint that keeps failing is paused (EndpointPauses), and its jobs wait on the server without attempts.
+ * Waiting jobs do not hold up other accounts' jobs: the consumer has no bound on pending jobs (the layout's
+ * `webhookConsumer`).
  */
 export class WebhookDispatcher {
   private readonly held = new Set<JsMsg>();
@@ -52,6 +53,7 @@ export class WebhookDispatcher {
   /** Webhook id → attempts made by this dispatcher (a restarted one counts, and backs off, from 1 again). */
   private readonly attempts = new LRUCache<string, number>({ max: 100_000 });
   private readonly pauses: EndpointPauses;
+  private readonly turns: AccountTurns;
   private readonly chains = new Map<number, Promise<void>>();
   /** Task → the stream sequence of its last job finished here: its removal may still be on its way to the server. */
   private readonly finished = new LRUCache<number, number>({ max: 10_000 });
@@ -69,6 +71,7 @@ export class WebhookDispatcher {
     this.secrets = new WebhookSecrets(nats.webhookSecrets);
     this.taskLog = new TaskLog(nats.js, nats.jsm);
     this.pauses = new EndpointPauses(options.config);
+    this.turns = new AccountTurns(options.config.maxInFlightPerAccount);
   }
 
   async start(): Promise<void> {
@@ -105,7 +108,7 @@ export class WebhookDispatcher {
     const paused = this.pauses.pausedFor(job.callbackUrl);
     if (paused > 0) return msg.nak(spread(paused));
     const accountHeld = this.heldPerAccount.get(job.account) ?? 0;
-    if (accountHeld >= this.options.config.maxInFlightPerAccount) return msg.nak(spread(ACCOUNT_BUSY_WAIT_MS));
+    if (accountHeld >= this.options.config.maxInFlightPerAccount) return msg.nak(this.turns.waitFor(job.account));
     this.heldPerAccount.set(job.account, accountHeld + 1);
     this.held.add(msg);
     const previous = this.chains.get(job.taskId) ?? Promise.resolve();
@@ -132,7 +135,8 @@ export class WebhookDispatcher {
    * still queued goes back to wait for it.
    */
   private async process(job: WebhookJob, msg: JsMsg): Promise<void> {
-    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(spread(ORDER_WAIT_MS));
+    // The earlier job may be waiting for its account's turn: this one comes back no sooner than the account's next.
+    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(Math.max(spread(ORDER_WAIT_MS), this.turns.waitFor(job.account)));
     const outcome = await this.attempt(job);
     if (outcome === "stopped") return msg.nak();
     if (typeof outcome === "number") return msg.nak(outcome);
@@ -167,6 +171,7 @@ export class WebhookDispatcher {
     this.attempts.set(webhookId, attempt);
     const secrets = await this.secrets.signingSecrets(account);
     const result = await deliverWebhook({ url: callbackUrl, id: webhookId, body, secrets }, { timeoutMs, allowPrivateAddresses });
+    this.turns.took(account, result.durationMs);
     if (result.delivered) this.pauses.delivered(callbackUrl);
     else this.pauses.failed(callbackUrl);
     const pause = backoffMs(attempt, firstBackoffMs, maxBackoffMs);

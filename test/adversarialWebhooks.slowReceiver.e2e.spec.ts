@@ -1,0 +1,83 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
+import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
+import { startTestApp, type TestApp } from "./helpers/testApp.ts";
+import { VideoClient } from "./helpers/videoClient.ts";
+
+/** An endpoint that answers 204 after `delayMs`, noting when each request came. */
+async function endpoint(delayMs: number): Promise<{ url: string; arrivals: number[]; stop(): Promise<void> }> {
+  const arrivals: number[] = [];
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      arrivals.push(Date.now());
+      setTimeout(() => res.writeHead(204).end(), delayMs);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}/hook`, arrivals, stop: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+const PER_ACCOUNT = 10;
+/** Each of the flood's deliveries takes this long: its account's 10 slots deliver 25 a second. */
+const SLOW_MS = 400;
+/** Two jobs each (pending, success): 400 jobs, about 16 s of the slow receiver's pace. */
+const FLOOD_TASKS = 200;
+const MEASURED_MS = 3_000;
+
+/**
+ * Jobs over their account's share wait on the server. They used to come back every 2–2.5 s to be sent back again
+ * (2026-11-27: 256 waiting jobs made the consumer hand out 143 jobs a second for 11.7 deliveries), and pending jobs
+ * were bounded by the consumer (20,000): one account's waiting jobs could hold every account's webhooks up.
+ */
+describe("adversarial webhooks: one account's slow receiver", () => {
+  let app: TestApp;
+  let slow: Awaited<ReturnType<typeof endpoint>>;
+  let quick: Awaited<ReturnType<typeof endpoint>>;
+
+  beforeAll(async () => {
+    [slow, quick] = await Promise.all([endpoint(SLOW_MS), endpoint(0)]);
+    app = await startTestApp({
+      providers: () => new ScriptedVendor(),
+      tweak: (config) => {
+        config.webhooks.allowHttp = true;
+        config.webhooks.allowPrivateAddresses = true;
+        config.webhooks.maxInFlightPerAccount = PER_ACCOUNT;
+      },
+    });
+  });
+  afterAll(async () => {
+    await app?.stop();
+    await Promise.all([slow?.stop(), quick?.stop()]);
+  });
+
+  it("brings the account's waiting jobs back about when a slot is free for them, and another account's webhook goes at once", async () => {
+    const flooder = new VideoClient(app.baseUrl, await app.keyFor("slow-flooder"));
+    await Promise.all(Array.from({ length: FLOOD_TASKS }, () => flooder.create({ model: "VideoModel-2.0-mini", prompt: "flood", duration: 4, callback_url: slow.url })));
+    const jobsLeft = async () => (await app.nats.jsm.streams.info(STREAMS.webhookJobs.name)).state.messages;
+    await expect.poll(jobsLeft, { timeout: 20_000 }).toBeGreaterThanOrEqual(FLOOD_TASKS);
+
+    const handedOut = async () => (await app.nats.jsm.consumers.info(STREAMS.webhookJobs.name, CONSUMERS.webhooks)).delivered.consumer_seq;
+    const [handedOutBefore, deliveredBefore] = [await handedOut(), slow.arrivals.length];
+    const neighbour = new VideoClient(app.baseUrl, await app.keyFor("neighbour"));
+    const createdAt = Date.now();
+    expect((await neighbour.create({ model: "VideoModel-2.0-mini", prompt: "mine", duration: 4, callback_url: quick.url })).status).toBe(200);
+    await sleep(MEASURED_MS);
+    const [handedOutInWindow, deliveredInWindow] = [(await handedOut()) - handedOutBefore, slow.arrivals.length - deliveredBefore];
+
+    expect(await jobsLeft(), "the flood is still waiting at the end of the window").toBeGreaterThan(PER_ACCOUNT);
+    // The neighbour's webhooks were handed out and delivered within the window, behind no one's queue.
+    expect(quick.arrivals.length).toBeGreaterThanOrEqual(1);
+    expect((quick.arrivals[0] ?? Infinity) - createdAt).toBeLessThan(2_000);
+    // The slow receiver got its share's pace; its waiting jobs came back about once each, not every 2 s.
+    expect(deliveredInWindow).toBeGreaterThanOrEqual(((MEASURED_MS / SLOW_MS) * PER_ACCOUNT) / 2);
+    // Measured 2026-11-27: 2.6–2.7 handed out per delivery; with a flat 2 s wait, 7.2–7.5 (and more with more waiting).
+    expect(handedOutInWindow / deliveredInWindow, `${handedOutInWindow} jobs handed out for ${deliveredInWindow} deliveries`).toBeLessThan(4.5);
+    // However many jobs wait, none is held back for want of room on the server: the consumer has no such bound.
+    expect((await app.nats.jsm.consumers.info(STREAMS.webhookJobs.name, CONSUMERS.webhooks)).config.max_ack_pending).toBe(-1);
+  });
+});
