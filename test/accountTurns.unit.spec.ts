@@ -51,4 +51,21 @@ describe("AccountTurns: when a job over its account's share comes back", () => {
     const turns = new AccountTurns(1);
     expect([turns.waitFor("new", 0), turns.waitFor("new", 0), turns.waitFor("new", 0)]).toEqual([100, 200, 300]);
   });
+
+  it("given jobs sent back on the first guess, when the account's first delivery is timed, then its time replaces the guess", () => {
+    const turns = new AccountTurns(SHARE);
+    turns.waitFor("a", 0);
+    turns.took("a", 4_000);
+    expect(turns.waitFor("a", 10_000) - turns.waitFor("a", 10_000)).toBe(-200);
+  });
+
+  it("given jobs sent back, when a job waits behind an earlier job of its task, then it waits until their turns are over and takes none", () => {
+    const turns = new AccountTurns(SHARE);
+    turns.took("a", 1_000);
+    for (let i = 0; i < 10; i++) turns.waitFor("a", 0);
+    expect(turns.queuedFor("a", 100)).toBe(400);
+    expect(turns.queuedFor("a", 100)).toBe(400);
+    expect(turns.queuedFor("a", 1_000)).toBe(0);
+    expect(turns.queuedFor("never-sent-back", 0)).toBe(0);
+  });
 });

@@ -23,10 +23,10 @@ async function endpoint(delayMs: number): Promise<{ url: string; arrivals: numbe
 }
 
 const PER_ACCOUNT = 10;
-/** Each of the flood's deliveries takes this long: its account's 10 slots deliver 25 a second. */
-const SLOW_MS = 400;
-/** Two jobs each (pending, success): 400 jobs, about 16 s of the slow receiver's pace. */
-const FLOOD_TASKS = 200;
+/** Each of the flood's deliveries takes this long: its account's 10 slots deliver 10 a second. */
+const SLOW_MS = 1_000;
+/** Two jobs each (pending, success): 200 jobs, about 20 s of the slow receiver's pace. */
+const FLOOD_TASKS = 100;
 const MEASURED_MS = 3_000;
 
 /**
@@ -59,9 +59,14 @@ describe("adversarial webhooks: one account's slow receiver", () => {
     const flooder = new VideoClient(app.baseUrl, await app.keyFor("slow-flooder"));
     await Promise.all(Array.from({ length: FLOOD_TASKS }, () => flooder.create({ model: "VideoModel-2.0-mini", prompt: "flood", duration: 4, callback_url: slow.url })));
     const jobsLeft = async () => (await app.nats.jsm.streams.info(STREAMS.webhookJobs.name)).state.messages;
-    await expect.poll(jobsLeft, { timeout: 20_000 }).toBeGreaterThanOrEqual(FLOOD_TASKS);
+    const consumer = () => app.nats.jsm.consumers.info(STREAMS.webhookJobs.name, CONSUMERS.webhooks);
+    // Measured from when most of the flood's jobs are queued, each was handed out once and the receiver's pace was
+    // timed (two rounds of its slots): the flood's waiting, not its arrival.
+    await expect.poll(jobsLeft, { timeout: 30_000 }).toBeGreaterThanOrEqual(1.5 * FLOOD_TASKS);
+    await expect.poll(async () => (await consumer()).num_pending, { timeout: 30_000 }).toBe(0);
+    await expect.poll(() => slow.arrivals.length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2 * PER_ACCOUNT);
 
-    const handedOut = async () => (await app.nats.jsm.consumers.info(STREAMS.webhookJobs.name, CONSUMERS.webhooks)).delivered.consumer_seq;
+    const handedOut = async () => (await consumer()).delivered.consumer_seq;
     const [handedOutBefore, deliveredBefore] = [await handedOut(), slow.arrivals.length];
     const neighbour = new VideoClient(app.baseUrl, await app.keyFor("neighbour"));
     const createdAt = Date.now();
@@ -70,14 +75,15 @@ describe("adversarial webhooks: one account's slow receiver", () => {
     const [handedOutInWindow, deliveredInWindow] = [(await handedOut()) - handedOutBefore, slow.arrivals.length - deliveredBefore];
 
     expect(await jobsLeft(), "the flood is still waiting at the end of the window").toBeGreaterThan(PER_ACCOUNT);
-    // The neighbour's webhooks were handed out and delivered within the window, behind no one's queue.
-    expect(quick.arrivals.length).toBeGreaterThanOrEqual(1);
-    expect((quick.arrivals[0] ?? Infinity) - createdAt).toBeLessThan(2_000);
+    // The neighbour's first webhook came behind no one's queue (its task's events wait only for the reactors to
+    // read the flood's: 29–621 ms alone; the bound is for a loaded machine, and the flood's queue is 16 s long).
+    await expect.poll(() => quick.arrivals.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(1);
+    expect((quick.arrivals[0] ?? Infinity) - createdAt).toBeLessThan(5_000);
     // The slow receiver got its share's pace; its waiting jobs came back about once each, not every 2 s.
-    expect(deliveredInWindow).toBeGreaterThanOrEqual(((MEASURED_MS / SLOW_MS) * PER_ACCOUNT) / 2);
-    // Measured 2026-11-27: 2.6–2.7 handed out per delivery; with a flat 2 s wait, 7.2–7.5 (and more with more waiting).
-    expect(handedOutInWindow / deliveredInWindow, `${handedOutInWindow} jobs handed out for ${deliveredInWindow} deliveries`).toBeLessThan(4.5);
+    expect(deliveredInWindow, "the slow receiver's deliveries in the window").toBeGreaterThanOrEqual(((MEASURED_MS / SLOW_MS) * PER_ACCOUNT) / 2);
+    // Measured 2026-11-27: 2.2–3.7 handed out per delivery; with a flat 2 s wait, 9.6–10.4 (more with more waiting).
+    expect(handedOutInWindow / deliveredInWindow, `${handedOutInWindow} jobs handed out for ${deliveredInWindow} deliveries`).toBeLessThan(5);
     // However many jobs wait, none is held back for want of room on the server: the consumer has no such bound.
-    expect((await app.nats.jsm.consumers.info(STREAMS.webhookJobs.name, CONSUMERS.webhooks)).config.max_ack_pending).toBe(-1);
+    expect((await consumer()).config.max_ack_pending).toBe(-1);
   });
 });

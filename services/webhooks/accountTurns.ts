@@ -26,6 +26,8 @@ interface AccountPace {
   lastTurn: number;
   /** Running average of the account's delivery attempts, ms. */
   deliveryMs: number;
+  /** Whether `deliveryMs` is timed, not the first guess (which the first timed attempt replaces). */
+  timed: boolean;
 }
 
 /**
@@ -42,16 +44,24 @@ export class AccountTurns {
 
   /** The wait (ms) for a job of `account` over its share, taking the turn after the account's last one. */
   waitFor(account: string, now = performance.now()): number {
-    const pace = this.paces.get(account) ?? { lastTurn: now, deliveryMs: FIRST_GUESS_MS };
+    const pace = this.paces.get(account) ?? { lastTurn: now, deliveryMs: FIRST_GUESS_MS, timed: false };
     const turn = Math.max(now, pace.lastTurn) + pace.deliveryMs / this.share / TURNS_PER_FREE_SLOT;
     this.paces.set(account, { ...pace, lastTurn: Math.min(turn, now + MAX_WAIT_MS) });
     return Math.round(Math.min(MAX_WAIT_MS, Math.max(MIN_WAIT_MS, turn - now)));
   }
 
+  /**
+   * How long (ms) until the account's jobs sent back so far have had their turns, taking none: the wait of a job
+   * behind an earlier job of its task, which has a turn among them.
+   */
+  queuedFor(account: string, now = performance.now()): number {
+    return Math.round(Math.max(0, (this.paces.get(account)?.lastTurn ?? 0) - now));
+  }
+
   /** A delivery attempt of `account` (delivered or not) took `ms`. */
   took(account: string, ms: number): void {
     const pace = this.paces.get(account);
-    const deliveryMs = pace ? pace.deliveryMs + NEWEST_WEIGHT * (ms - pace.deliveryMs) : ms;
-    this.paces.set(account, { lastTurn: pace?.lastTurn ?? 0, deliveryMs });
+    const deliveryMs = pace?.timed ? pace.deliveryMs + NEWEST_WEIGHT * (ms - pace.deliveryMs) : ms;
+    this.paces.set(account, { lastTurn: pace?.lastTurn ?? 0, deliveryMs, timed: true });
   }
 }

@@ -135,8 +135,8 @@ export class WebhookDispatcher {
    * still queued goes back to wait for it.
    */
   private async process(job: WebhookJob, msg: JsMsg): Promise<void> {
-    // The earlier job may be waiting for its account's turn: this one comes back no sooner than the account's next.
-    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(Math.max(spread(ORDER_WAIT_MS), this.turns.waitFor(job.account)));
+    // The earlier job may be waiting for its turn: this one comes back once the account's turns so far are over.
+    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(Math.max(spread(ORDER_WAIT_MS), this.turns.queuedFor(job.account)));
     const outcome = await this.attempt(job);
     if (outcome === "stopped") return msg.nak();
     if (typeof outcome === "number") return msg.nak(outcome);
