@@ -24,7 +24,10 @@ describe("the stream layout changes only when asked", () => {
   });
 
   it("`reelay infra plan` shows each difference and changes nothing", async () => {
+    // A store made before the webhook jobs' pending bound went (2026-11-27): the plan lifts it.
+    await suite.nats.jsm.consumers.update(STREAMS.webhookJobs.name, CONSUMERS.webhooks, { max_ack_pending: 20_000 });
     const shown = await reelay("infra", "plan");
+    expect(shown).toContain(`consumer ${STREAMS.webhookJobs.name}/${CONSUMERS.webhooks}: max_ack_pending 20000 → -1`);
     expect(shown).toContain(`consumer ${STREAMS.events.name}/${CONSUMERS.runners}: ack_wait 30s → 7s`);
     expect(shown).toContain(`consumer ${STREAMS.events.name}/${CONSUMERS.taskLogReactors}: ack_wait 30s → 7s`);
     // The store was made without a retention; the config's videos.retentionDays (30) is a planned change.
@@ -37,6 +40,7 @@ describe("the stream layout changes only when asked", () => {
     expect(shown).toContain("ack_wait 30s → 7s");
     expect(shown).toMatch(/applied \d+ changes/);
     expect(await ackWaitSeconds()).toBe(7);
+    expect((await suite.nats.jsm.consumers.info(STREAMS.webhookJobs.name, CONSUMERS.webhooks)).config.max_ack_pending).toBe(-1);
     expect((await suite.nats.jsm.streams.info("OBJ_videos")).config.max_age).toBe(30 * 24 * 60 * 60 * 1e9);
     expect(await reelay("infra", "plan")).toContain("nothing to change");
   });
