@@ -1,26 +1,10 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { normalizeVideoRequest } from "../services/edge/video/normalizeRequest.ts";
 import { loadConfig } from "../services/shared/config.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
+import { callbackEndpoint, type CallbackEndpoint } from "./helpers/callbackEndpoint.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
-
-/** An endpoint that answers every request with `status`, counting them and noting when each came. */
-async function endpoint(status: number): Promise<{ url: string; arrivals: number[]; stop(): Promise<void> }> {
-  const arrivals: number[] = [];
-  const server: Server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      arrivals.push(Date.now());
-      res.writeHead(status).end();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/hook`, arrivals, stop: () => new Promise((resolve) => server.close(() => resolve())) };
-}
 
 /**
  * The dispatcher's slots, fewer than shipped (1,000) so the flood that held them all is a tenth as long; and
@@ -35,11 +19,11 @@ const PAUSE_AFTER = 10;
 /** Issue 32, part B: one account's webhooks cannot take another account's deliveries away. */
 describe("adversarial webhooks", () => {
   let app: TestApp;
-  let dead: Awaited<ReturnType<typeof endpoint>>;
-  let live: Awaited<ReturnType<typeof endpoint>>;
+  let dead: CallbackEndpoint;
+  let live: CallbackEndpoint;
 
   beforeAll(async () => {
-    [dead, live] = await Promise.all([endpoint(503), endpoint(204)]);
+    [dead, live] = await Promise.all([callbackEndpoint({ status: 503 }), callbackEndpoint()]);
     app = await startTestApp({
       providers: () => new ScriptedVendor(),
       tweak: (config) => {

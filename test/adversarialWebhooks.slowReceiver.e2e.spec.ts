@@ -1,26 +1,10 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
+import { callbackEndpoint, type CallbackEndpoint } from "./helpers/callbackEndpoint.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
-
-/** An endpoint that answers 204 after `delayMs`, noting when each request came. */
-async function endpoint(delayMs: number): Promise<{ url: string; arrivals: number[]; stop(): Promise<void> }> {
-  const arrivals: number[] = [];
-  const server: Server = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      arrivals.push(Date.now());
-      setTimeout(() => res.writeHead(204).end(), delayMs);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}/hook`, arrivals, stop: () => new Promise((resolve) => server.close(() => resolve())) };
-}
 
 const PER_ACCOUNT = 10;
 /** Each of the flood's deliveries takes this long: its account's 10 slots deliver 10 a second. */
@@ -36,11 +20,11 @@ const MEASURED_MS = 3_000;
  */
 describe("adversarial webhooks: one account's slow receiver", () => {
   let app: TestApp;
-  let slow: Awaited<ReturnType<typeof endpoint>>;
-  let quick: Awaited<ReturnType<typeof endpoint>>;
+  let slow: CallbackEndpoint;
+  let quick: CallbackEndpoint;
 
   beforeAll(async () => {
-    [slow, quick] = await Promise.all([endpoint(SLOW_MS), endpoint(0)]);
+    [slow, quick] = await Promise.all([callbackEndpoint({ delayMs: SLOW_MS }), callbackEndpoint()]);
     app = await startTestApp({
       providers: () => new ScriptedVendor(),
       tweak: (config) => {
