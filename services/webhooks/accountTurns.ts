@@ -39,23 +39,34 @@ interface AccountPace {
  */
 export class AccountTurns {
   private readonly paces = new LRUCache<string, AccountPace>({ max: 100_000 });
+  /** Task → when (performance.now()) its job last sent back here is due. */
+  private readonly taskTurns = new LRUCache<number, number>({ max: 100_000 });
 
   constructor(private readonly share: number) {}
 
-  /** The wait (ms) for a job of `account` over its share, taking the turn after the account's last one. */
-  waitFor(account: string, now = performance.now()): number {
+  /** The wait (ms) for a job of `account`'s task `taskId` over the account's share: the turn after the account's last one. */
+  waitFor(account: string, taskId: number, now = performance.now()): number {
     const pace = this.paces.get(account) ?? { lastTurn: now, deliveryMs: FIRST_GUESS_MS, timed: false };
-    const turn = Math.max(now, pace.lastTurn) + pace.deliveryMs / this.share / TURNS_PER_FREE_SLOT;
-    this.paces.set(account, { ...pace, lastTurn: Math.min(turn, now + MAX_WAIT_MS) });
-    return Math.round(Math.min(MAX_WAIT_MS, Math.max(MIN_WAIT_MS, turn - now)));
+    const turn = Math.min(Math.max(now, pace.lastTurn) + this.spacing(pace), now + MAX_WAIT_MS);
+    this.paces.set(account, { ...pace, lastTurn: turn });
+    this.taskTurns.set(taskId, turn);
+    return Math.round(Math.max(MIN_WAIT_MS, turn - now));
   }
 
   /**
-   * How long (ms) until the account's jobs sent back so far have had their turns, taking none: the wait of a job
-   * behind an earlier job of its task, which has a turn among them.
+   * The wait (ms) of a job behind an earlier job of its task, taking no turn: until one turn after the earlier
+   * job's, when that one was sent back here; else until the account's turns so far are over (it has one among them,
+   * or it is held elsewhere: a dispatcher that died with it, whose lease runs out meanwhile).
    */
-  queuedFor(account: string, now = performance.now()): number {
-    return Math.round(Math.max(0, (this.paces.get(account)?.lastTurn ?? 0) - now));
+  behindEarlierJob(account: string, taskId: number, now = performance.now()): number {
+    const pace = this.paces.get(account);
+    const earlier = this.taskTurns.get(taskId);
+    const until = earlier !== undefined && pace !== undefined ? earlier + this.spacing(pace) : (pace?.lastTurn ?? 0);
+    return Math.round(Math.min(MAX_WAIT_MS, Math.max(0, until - now)));
+  }
+
+  private spacing(pace: AccountPace): number {
+    return pace.deliveryMs / this.share / TURNS_PER_FREE_SLOT;
   }
 
   /** A delivery attempt of `account` (delivered or not) took `ms`. */

@@ -108,7 +108,7 @@ export class WebhookDispatcher {
     const paused = this.pauses.pausedFor(job.callbackUrl);
     if (paused > 0) return msg.nak(spread(paused));
     const accountHeld = this.heldPerAccount.get(job.account) ?? 0;
-    if (accountHeld >= this.options.config.maxInFlightPerAccount) return msg.nak(this.turns.waitFor(job.account));
+    if (accountHeld >= this.options.config.maxInFlightPerAccount) return msg.nak(this.turns.waitFor(job.account, job.taskId));
     this.heldPerAccount.set(job.account, accountHeld + 1);
     this.held.add(msg);
     const previous = this.chains.get(job.taskId) ?? Promise.resolve();
@@ -135,8 +135,8 @@ export class WebhookDispatcher {
    * still queued goes back to wait for it.
    */
   private async process(job: WebhookJob, msg: JsMsg): Promise<void> {
-    // The earlier job may be waiting for its turn: this one comes back once the account's turns so far are over.
-    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(Math.max(spread(ORDER_WAIT_MS), this.turns.queuedFor(job.account)));
+    // The earlier job may be waiting for its turn: this one comes back after it.
+    if (await this.earlierJobQueued(job.taskId, msg.seq)) return msg.nak(Math.max(spread(ORDER_WAIT_MS), this.turns.behindEarlierJob(job.account, job.taskId)));
     const outcome = await this.attempt(job);
     if (outcome === "stopped") return msg.nak();
     if (typeof outcome === "number") return msg.nak(outcome);
