@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { OpenAICompatibleChatModel } from "../contracts/chat.ts";
 import type { ChatRequest } from "../services/edge/chat/chatRequest.ts";
 import { OpenAICompatibleProvider } from "../services/edge/chat/providers/openaiCompatible/openaiCompatibleProvider.ts";
-import { closeUpstreamPools } from "../services/edge/chat/providers/openaiCompatible/upstreamPool.ts";
+import { closeUpstreamPools } from "../services/shared/upstreamPools.ts";
 import { UpstreamError, UpstreamTimeoutError } from "../services/shared/errors.ts";
 import { startFakeUpstream, type FakeUpstream } from "./fakes/openaiUpstream.ts";
 import { RelayedContent } from "../services/edge/chat/relayedContent.ts";

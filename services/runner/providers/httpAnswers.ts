@@ -1,5 +1,5 @@
-import { LRUCache } from "lru-cache";
-import { errors as undiciErrors, Pool } from "undici";
+import { errors as undiciErrors, type Pool } from "undici";
+import { upstreamPool } from "../../shared/upstreamPools.ts";
 import { ProviderUnavailable } from "./types.ts";
 
 /** Calling upstream HTTP APIs and reading their answers the same way in every adapter. */
@@ -31,29 +31,6 @@ export interface UpstreamAnswer {
 }
 
 /**
- * The configured upstreams' origins a runner calls: a few per provider, so the bound is only against a config
- * that names very many. A pool that falls out closes once its calls are answered.
- */
-const MAX_UPSTREAM_ORIGINS = 256;
-
-/**
- * One undici Pool per upstream origin, as chat's (services/edge/chat/providers/openaiCompatible/upstreamPool.ts),
- * with undici's defaults otherwise. A call through a pool skips the global Agent and `request(url)`'s wrapper:
- * 28.2–29.0 µs of CPU per call against 35.8–40.4, client and server together (bench/tools/upstreamCallCost.ts),
- * and an instant task makes two such calls.
- */
-const pools = new LRUCache<string, Pool>({ max: MAX_UPSTREAM_ORIGINS, dispose: (pool) => void pool.close().catch(() => undefined) });
-
-function poolFor(origin: string): Pool {
-  let pool = pools.get(origin);
-  if (pool === undefined) {
-    pool = new Pool(origin);
-    pools.set(origin, pool);
-  }
-  return pool;
-}
-
-/**
  * One HTTP call to an upstream API with undici, bounded by `timeoutMs` for the answer's head and between
  * body chunks. A network failure or timeout is ProviderUnavailable (passing); an abort is rethrown as is.
  */
@@ -64,7 +41,7 @@ export async function callUpstream(
   let response: Awaited<ReturnType<Pool["request"]>>;
   try {
     const { origin, pathname, search } = new URL(url);
-    response = await poolFor(origin).request({
+    response = await upstreamPool(origin).request({
       path: `${pathname}${search}`,
       method: options.method,
       headers: options.headers,

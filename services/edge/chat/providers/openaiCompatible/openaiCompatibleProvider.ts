@@ -10,7 +10,17 @@ import type { ChatProvider } from "../types.ts";
 import { SseRelay } from "./sseRelay.ts";
 import { transportFailure, upstreamFailure, type UpstreamPhase } from "./upstreamErrors.ts";
 import { UpstreamAbort } from "./upstreamAbort.ts";
-import { upstreamPool } from "./upstreamPool.ts";
+import { upstreamPool } from "../../../../shared/upstreamPools.ts";
+
+/**
+ * How long an idle connection is kept when the upstream sends no `Keep-Alive: timeout=` hint (undici
+ * follows the hint, less a safety margin, when there is one). Long enough that a quiet gateway keeps its
+ * TLS sessions warm; the upstream closing an idle connection first is the rare case undici cannot retry
+ * for a POST (the client gets a 502, which OpenAI clients retry).
+ */
+const IDLE_KEEP_ALIVE_MS = 30_000;
+/** Response heads larger than this are refused (the hand-written client's limit; undici's default is 16 KiB). */
+const MAX_HEADER_BYTES = 64 * 1024;
 
 /** Bounds on what we buffer from an upstream that does not stream (a completion is kilobytes). */
 const MAX_JSON_BYTES = 32 * 1024 * 1024;
@@ -28,13 +38,23 @@ const headersFor = (key: string, accept: string): string[] => [
  * for a slow client.
  */
 export class OpenAICompatibleProvider implements ChatProvider {
-  private readonly pool: Pool;
+  private readonly origin: string;
+  /** Its pool's (shared by every model on the origin with the same timeout): the connect timeout is fixed per pool. */
+  private readonly poolOptions: Pool.Options;
   private readonly path: string;
   private headers: { stream: string[]; json: string[] } | undefined;
 
   constructor(private readonly model: OpenAICompatibleChatModel, private readonly log: Logger) {
     const url = new URL(`${model.baseUrl}/chat/completions`);
-    this.pool = upstreamPool(url.origin, model.timeoutMs);
+    this.origin = url.origin;
+    this.poolOptions = {
+      // One request per connection at a time: a streamed answer holds its connection until it ends, and a
+      // pipelined request behind it would wait for the whole stream.
+      pipelining: 1,
+      keepAliveTimeout: IDLE_KEEP_ALIVE_MS,
+      maxHeaderSize: MAX_HEADER_BYTES,
+      connect: { timeout: model.timeoutMs },
+    };
     this.path = `${url.pathname}${url.search}`;
   }
 
@@ -120,7 +140,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
         relay(body);
       };
 
-      this.pool.request(
+      upstreamPool(this.origin, this.poolOptions).request(
         {
           path: this.path,
           method: "POST",
