@@ -5,7 +5,7 @@ import { CONSUMERS, STREAMS } from "../../infra/jetstreamLayout.ts";
 import type { ReservationCloser } from "../billing/reservationCloser.ts";
 import { balancesProjection } from "../billing/projections.ts";
 import { Settlement } from "../billing/settlement.ts";
-import { startBatchReactor, type WrittenBehind } from "../shared/batchReactor.ts";
+import { handledTogether, startBatchReactor, type WrittenBehind } from "../shared/batchReactor.ts";
 import type { Logger } from "../shared/log.ts";
 import type { Nats } from "../shared/nats.ts";
 import { parkUndecodable, ProjectionRunner } from "../shared/projection.ts";
@@ -124,13 +124,7 @@ export async function startEventReactors(nats: Nats, ledger: ReservationCloser, 
       const ledgerKept = balances.holdEvents(money, ledgerModels);
       // Its failure is the batch's (through `durable`), not an unhandled rejection while the others finish.
       ledgerKept.catch(() => undefined);
-      const results = await Promise.allSettled([...parked, ...reactors.map((reactor) => reactor.handleEntries(entries)), { durable: ledgerKept }]);
-      const durable: Array<Promise<void>> = [];
-      for (const result of results) {
-        if (result.status === "rejected") throw result.reason;
-        if (result.value) durable.push(result.value.durable);
-      }
-      return { durable: Promise.all(durable).then(() => undefined) };
+      return handledTogether([...parked, ...reactors.map((reactor) => reactor.handleEntries(entries)), Promise.resolve({ durable: ledgerKept })]);
     },
   });
   return {

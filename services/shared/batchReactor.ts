@@ -53,6 +53,22 @@ export interface WrittenBehind {
 }
 
 /**
+ * Several handlers' work on one batch, as one: kept once all of theirs is. The batch fails with the first handler
+ * that failed; what the others write behind is then moot (the batch is handed over again), and its failure (a
+ * write given up while stopping, say) is handled here: left unhandled, it ended the process.
+ */
+export async function handledTogether(work: ReadonlyArray<Promise<void | WrittenBehind>>): Promise<WrittenBehind> {
+  const results = await Promise.allSettled(work);
+  const durable = results.flatMap((result) => (result.status === "fulfilled" && result.value ? [result.value.durable] : []));
+  const failed = results.find((result): result is PromiseRejectedResult => result.status === "rejected");
+  if (failed) {
+    for (const written of durable) written.catch(() => undefined);
+    throw failed.reason;
+  }
+  return { durable: Promise.all(durable).then(() => undefined) };
+}
+
+/**
  * A reactor on one durable consumer that handles its messages in batches, one batch at a time in stream
  * order: what folds many events into one write (counters, indexes, views) and acknowledges them together.
  *
