@@ -14,9 +14,17 @@ const MAX_POOLS = 256;
  * together: bench/tools/upstreamCallCost.ts). Options that differ (a connect timeout, say) make pools of their own.
  */
 const pools = new LRUCache<string, Pool>({ max: MAX_POOLS, dispose: (pool) => void pool.close().catch(() => undefined) });
+/** Each options object's part of its pools' keys, written once: callers keep theirs, and a call is on the hot path. */
+const optionKeys = new WeakMap<Pool.Options, string>();
+const UNDICI_DEFAULTS: Pool.Options = {};
 
-export function upstreamPool(origin: string, options: Pool.Options = {}): Pool {
-  const key = `${origin} ${JSON.stringify(options)}`;
+export function upstreamPool(origin: string, options: Pool.Options = UNDICI_DEFAULTS): Pool {
+  let optionsKey = optionKeys.get(options);
+  if (optionsKey === undefined) {
+    optionsKey = JSON.stringify(options);
+    optionKeys.set(options, optionsKey);
+  }
+  const key = `${origin} ${optionsKey}`;
   let pool = pools.get(key);
   if (pool === undefined) {
     pool = new Pool(origin, options);

@@ -39,7 +39,7 @@ const headersFor = (key: string, accept: string): string[] => [
  */
 export class OpenAICompatibleProvider implements ChatProvider {
   private readonly origin: string;
-  /** Its pool's (shared by every model on the origin with the same timeout): the connect timeout is fixed per pool. */
+  /** Its pool's options: a model on the same origin with the same timeout shares the pool (a connect timeout is fixed per pool). */
   private readonly poolOptions: Pool.Options;
   private readonly path: string;
   private headers: { stream: string[]; json: string[] } | undefined;
