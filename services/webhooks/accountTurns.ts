@@ -24,10 +24,8 @@ const MAX_WAIT_MS = 60_000;
 interface AccountPace {
   /** When (performance.now()) the account's last job sent back is due. */
   lastTurn: number;
-  /** Running average of the account's delivery attempts, ms. */
-  deliveryMs: number;
-  /** Whether `deliveryMs` is timed, not the first guess (which the first timed attempt replaces). */
-  timed: boolean;
+  /** Running average of the account's delivery attempts, ms; none timed yet: FIRST_GUESS_MS, which the first replaces. */
+  deliveryMs?: number;
 }
 
 /**
@@ -46,7 +44,7 @@ export class AccountTurns {
 
   /** The wait (ms) for a job of `account`'s task `taskId` over the account's share: the turn after the account's last one. */
   waitFor(account: string, taskId: number, now = performance.now()): number {
-    const pace = this.paces.get(account) ?? { lastTurn: now, deliveryMs: FIRST_GUESS_MS, timed: false };
+    const pace = this.paces.get(account) ?? { lastTurn: now };
     const turn = Math.min(Math.max(now, pace.lastTurn) + this.spacing(pace), now + MAX_WAIT_MS);
     this.paces.set(account, { ...pace, lastTurn: turn });
     this.taskTurns.set(taskId, turn);
@@ -66,13 +64,13 @@ export class AccountTurns {
   }
 
   private spacing(pace: AccountPace): number {
-    return pace.deliveryMs / this.share / TURNS_PER_FREE_SLOT;
+    return (pace.deliveryMs ?? FIRST_GUESS_MS) / this.share / TURNS_PER_FREE_SLOT;
   }
 
   /** A delivery attempt of `account` (delivered or not) took `ms`. */
   took(account: string, ms: number): void {
     const pace = this.paces.get(account);
-    const deliveryMs = pace?.timed ? pace.deliveryMs + NEWEST_WEIGHT * (ms - pace.deliveryMs) : ms;
-    this.paces.set(account, { lastTurn: pace?.lastTurn ?? 0, deliveryMs, timed: true });
+    const deliveryMs = pace?.deliveryMs === undefined ? ms : pace.deliveryMs + NEWEST_WEIGHT * (ms - pace.deliveryMs);
+    this.paces.set(account, { lastTurn: pace?.lastTurn ?? 0, deliveryMs });
   }
 }
