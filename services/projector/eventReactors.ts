@@ -124,7 +124,7 @@ export async function startEventReactors(nats: Nats, ledger: ReservationCloser, 
       const ledgerKept = balances.holdEvents(money, ledgerModels);
       // Its failure is the batch's (through `durable`), not an unhandled rejection while the others finish.
       ledgerKept.catch(() => undefined);
-      return handledTogether([...parked, ...reactors.map((reactor) => reactor.handleEntries(entries)), Promise.resolve({ durable: ledgerKept })]);
+      return handledTogether([...parked, ...reactors.map((reactor) => reactor.handleEntries(entries)), { durable: ledgerKept }]);
     },
   });
   return {

@@ -57,7 +57,7 @@ export interface WrittenBehind {
  * that failed; what the others write behind is then moot (the batch is handed over again), and its failure (a
  * write given up while stopping, say) is handled here: left unhandled, it ended the process.
  */
-export async function handledTogether(work: ReadonlyArray<Promise<void | WrittenBehind>>): Promise<WrittenBehind> {
+export async function handledTogether(work: ReadonlyArray<Promise<void | WrittenBehind> | WrittenBehind>): Promise<WrittenBehind> {
   const results = await Promise.allSettled(work);
   const durable = results.flatMap((result) => (result.status === "fulfilled" && result.value ? [result.value.durable] : []));
   const failed = results.find((result): result is PromiseRejectedResult => result.status === "rejected");
