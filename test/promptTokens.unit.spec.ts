@@ -20,13 +20,12 @@ describe("a chat prompt's tokens, counted for its hold", () => {
   it("given a body of 1 MiB in 240 messages of 4 KiB, then at most PROMPT_EXACT_CHARS characters of all of them are counted exactly (the edge's thread was held about a second per such request)", () => {
     const messages = Array.from({ length: 240 }, (_, i) => ({ role: "user", content: randomLetters(4096, i + 1) }));
     const budget = new TokenBudget(PROMPT_EXACT_CHARS);
-    const started = performance.now();
     const tokens = promptTokens({ messages, body: {} }, budget);
+    // What bounds the edge's time: the tokenizer saw no more than this (the time itself is bench/tools/hostileChatStall.ts's).
     expect(budget.exactChars).toBe(PROMPT_EXACT_CHARS);
     // The rest at the counted rate: about what counting it all would give (the tokenizer's cost, not its answer, was the problem).
     const sample = exactTokens(messages[0]?.content ?? "");
     expect(tokens).toBeGreaterThan(0.9 * 240 * sample);
-    expect(performance.now() - started).toBeLessThan(500);
   });
 
   it("given prose over many messages, then the estimate is within 2% of counting every message exactly", () => {
