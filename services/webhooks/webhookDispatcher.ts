@@ -144,10 +144,16 @@ export class WebhookDispatcher {
     this.finished.set(job.taskId, msg.seq);
   }
 
-  /** Whether a job of the task queued before `seq` is still waiting (delivered jobs leave the work queue). */
+  /**
+   * Whether a job of the task queued before `seq` is still waiting (delivered jobs leave the work queue). Jobs
+   * finished here are skipped by sequence, not by what the queue says: an ack is not awaited, and the server may
+   * answer the look-up before it has removed the job; a check that looked only at the first job left would then
+   * take the finished job for the earliest and miss a waiting one after it.
+   */
   private async earlierJobQueued(taskId: number, seq: number): Promise<boolean> {
-    const first = await this.nats.jsm.direct.getMessage(STREAMS.webhookJobs.name, { next_by_subj: webhookJobSubject(taskId) });
-    return first !== null && first.seq < seq && first.seq > (this.finished.get(taskId) ?? 0);
+    const after = this.finished.get(taskId) ?? 0;
+    const first = await this.nats.jsm.direct.getMessage(STREAMS.webhookJobs.name, { next_by_subj: webhookJobSubject(taskId), seq: after + 1 });
+    return first !== null && first.seq < seq;
   }
 
   /**
