@@ -9,6 +9,7 @@ import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory, type LedgerEntry } from "../services/billing/ledgerReader.ts";
 import { balancesProjection } from "../services/billing/projections.ts";
 import { auditProjection, type ProjectionDifference } from "../services/shared/projectionAudit.ts";
+import { ServiceUnavailableError } from "../services/shared/errors.ts";
 import { openingEvent, openTask } from "./helpers/openTask.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 
@@ -344,11 +345,13 @@ describe("ledger properties (real NATS, projector running)", () => {
         await checkInvariants(accounts);
         if (crossing && (await ledgers[0].current(crossing.name)).epoch > 0) crossed += 1;
       }),
-      { numRuns: 15, plugins: [fc.interruptAfterTimeLimit(40_000)] },
+      // No time limit on the runs: a loaded machine (two suites at once) got through 14 of 15 in a 40 s limit, and
+      // the test failed on that count. The bound is the test's timeout, well above the 22 s the 15 runs take alone.
+      { numRuns: 15 },
     );
-    expect(runs).toBeGreaterThanOrEqual(15);
+    expect(runs).toBe(15);
     expect(crossed, "runs whose seeded account crossed an epoch's end").toBeGreaterThan(0);
-  }, 60_000);
+  }, 180_000);
 
   it("a cost above the estimate is charged as far as the credit limit allows; the rest is recorded uncollected, the house's loss (issue 32)", async () => {
     const [edge, settler] = ledgers;
@@ -421,6 +424,23 @@ describe("ledger properties (real NATS, projector running)", () => {
     const cold = await newLedger().current("snapshotted");
     expect({ ...cold, reservations: [...cold.reservations] }).toEqual({ ...live, reservations: [...live.reservations] });
     expect(cold.reservations.size).toBe(100);
+  });
+
+  it("a create that keeps losing its account's races past its time answers 503 (try again), not 500, and writes nothing", async () => {
+    const name = "contended";
+    const [other] = ledgers;
+    const impatient = new AccountLedger(app.nats, { lostRacesForMs: 0 });
+    await other.execute(name, { type: "credit", amountMicros: 10_000, creditId: "contended-1" });
+    await openTask(impatient, name, nextTaskId++, { amountMicros: 1_000 });
+    // Another writer moves the account on: the impatient ledger's next create, decided on its own fold, loses its guard.
+    await other.execute(name, { type: "credit", amountMicros: 10_000, creditId: "contended-2" });
+    const lost = nextTaskId++;
+    const refusal = await openTask(impatient, name, lost, { amountMicros: 1_000 }).then(() => undefined, (error: unknown) => error);
+    expect(refusal).toBeInstanceOf(ServiceUnavailableError);
+    expect((refusal as ServiceUnavailableError).status).toBe(503);
+    expect((refusal as Error).message).toMatch(/busy with other writes: try again/);
+    const history = await readAccountHistory(app.nats.js, app.nats.jsm, name);
+    expect(history.filter((entry) => entry.event.type === "CostReserved").map((entry) => (entry.event.data as { taskId: number }).taskId)).not.toContain(lost);
   });
 
   it("200 creates at once from two processes on money for 150 open exactly 150 tasks; their settlements are written in groups", async () => {

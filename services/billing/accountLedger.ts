@@ -4,7 +4,7 @@ import { LRUCache } from "lru-cache";
 import { ledgerMessageBody, LedgerSnapshot, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
 import type { TaskOpening } from "../../contracts/taskOpening.ts";
 import { taskOpeningSubject, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
-import { ConcurrencyError } from "../shared/errors.ts";
+import { ConcurrencyError, ServiceUnavailableError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { countLedgerEvent, countLostWrite } from "./ledgerMetrics.ts";
@@ -12,8 +12,12 @@ import { applyMoneyMessage, decideGroup, emptyAccount, isGroupable, type Account
 import { MONEY_PAGE, MoneyLog } from "./moneyLog.ts";
 import { DuplicateAppendError } from "../shared/subjectLog.ts";
 
-/** Lost races in a row before a command gives up (each one means another writer's event got in first). */
-const MAX_ATTEMPTS = 20;
+/**
+ * How long a command keeps trying after lost races (each one means another writer's event got in first) before it
+ * gives up with a 503. A time, not a count: on a loaded machine, two processes writing one account at once (two
+ * edges, or an edge and a projector of its own) made one lose 20 races in a row, and its create answered 500.
+ */
+const LOST_RACES_FOR_MS = 10_000;
 /** Accounts whose fold a process keeps; the least recently used is read again from its snapshot. */
 const KNOWN_ACCOUNTS = 50_000;
 /** A writer saves its whole state every this many events of an account, so a cold start reads little. */
@@ -82,10 +86,11 @@ export class AccountLedger {
    * group (SETTLEMENT_LINGER_MS: the ledger settlement closes with, the edge's in `reelay serve`); each close
    * written is a new last money message that a create decided elsewhere on an older fold loses its guard to.
    * Any other command joining the account's queue meanwhile is written at once, ahead of the lingering closes.
+   * `lostRacesForMs`: how long a command keeps trying after lost races (LOST_RACES_FOR_MS).
    */
   constructor(
     private readonly nats: Nats,
-    private readonly options: { closeLingerMs?: number } = {},
+    private readonly options: { closeLingerMs?: number; lostRacesForMs?: number } = {},
   ) {
     this.log = new MoneyLog(nats.js, nats.jsm);
   }
@@ -194,6 +199,7 @@ export class AccountLedger {
     // A refusal or a no-op decided on a stale fold would miss another process's credit or reservation:
     // a topped-up account refused, a reservation never settled. Those are re-decided on a fresh fold.
     let fresh = cached === undefined;
+    const firstTry = performance.now();
     for (let attempt = 1; ; attempt++) {
       const { outcomes, events } = decideGroup(known, commands, new Date().toISOString());
       if (!fresh && outcomes.some((outcome) => "refused" in outcome || outcome.events.length === 0)) {
@@ -209,7 +215,10 @@ export class AccountLedger {
         if (error instanceof DuplicateAppendError && commands.length === 1) {
           return { after: await this.catchUp(account), wrote: false, duplicateOf: error.sequence, outcomes };
         }
-        if (!(error instanceof ConcurrencyError) || attempt >= MAX_ATTEMPTS) throw error;
+        if (!(error instanceof ConcurrencyError)) throw error;
+        if (performance.now() - firstTry >= (this.options.lostRacesForMs ?? LOST_RACES_FOR_MS)) {
+          throw new ServiceUnavailableError("the account's money is busy with other writes: try again shortly", 1, { cause: error });
+        }
         // Writers that keep colliding on one account back off a little, at random, so one gets through.
         if (!(error instanceof DuplicateAppendError)) {
           countLostWrite(opening ? "open" : commands.every(isGroupable) ? "close" : "other");
