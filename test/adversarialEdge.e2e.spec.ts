@@ -83,7 +83,9 @@ describe("adversarial edge", () => {
 
   it("3,000 requests with a 100 KB Authorization header each get their 431: lingering close, none reset unanswered (was 1,450 resets)", async () => {
     const head = `GET /api/compat/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${"a".repeat(100_000)}\r\n\r\n`;
-    const answers = await Promise.all(Array.from({ length: 3000 }, () => rawExchange(port, head, 15_000)));
+    // 300 MB through loopback: a loaded machine took more than 15 s (1,011 and 2,052 answers by then, twice).
+    // What is asserted is that each gets its answer, not how soon: the bound only keeps a hang from lasting.
+    const answers = await Promise.all(Array.from({ length: 3000 }, () => rawExchange(port, head, 50_000)));
     expect(answers.filter((answer) => answer.reset || statusOf(answer.text) !== 431)).toHaveLength(0);
   });
 
