@@ -29,15 +29,19 @@ describe("video tasks end to end", () => {
     expect(Number.isInteger(taskId)).toBe(true);
     expect(created.body.data?.provider_task_id).toMatch(/^local-/);
 
-    const seen = new Set<string>();
+    // Polled statuses only ever move forward. Which ones a poll happens to see is the machine's timing: a loaded
+    // one saw running first (the create's answer above is the pending one).
+    const seen: string[] = [];
     let final;
     for (;;) {
       final = await client.query(taskId);
-      seen.add(final.body.msg);
+      if (seen.at(-1) !== final.body.msg) seen.push(final.body.msg);
       if (final.body.data?.status === "success" || final.status !== 200) break;
       await new Promise((r) => setTimeout(r, 30));
     }
-    expect(seen).toContain("pending");
+    const order = ["pending", "running", "success"];
+    expect(seen.map((status) => order.indexOf(status)), seen.join(" → ")).toEqual(seen.map((status) => order.indexOf(status)).sort((a, b) => a - b));
+    expect(seen.every((status) => order.includes(status)), seen.join(" → ")).toBe(true);
     expect(final.status).toBe(200);
     expect(final.body).toMatchObject({
       code: 200,
