@@ -54,6 +54,7 @@ export async function startChildService(
     env: { ...process.env, PORT: "0", REELAY_ADMIN_PORT: "off", ...env, LOG_LEVEL: "info" },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  killedWithThisProcess(child);
   let output = "";
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`child did not start in 30 s:\n${output}`)), 30_000);
@@ -81,4 +82,26 @@ export function killHard(child: ChildProcess): Promise<void> {
     child.once("exit", () => resolve());
     child.kill("SIGKILL");
   });
+}
+
+/** Children still running: killed when this test process exits however it ends (a test or hook that timed out never reached its clean-up). */
+const liveChildren = new Set<ChildProcess>();
+
+function killedWithThisProcess(child: ChildProcess): void {
+  if (!process.listeners("exit").includes(killLiveChildren)) {
+    process.on("exit", killLiveChildren);
+    // vitest stops a worker with SIGTERM, which ends a process without its "exit" event: the children go first,
+    // then the signal is raised again with its default effect.
+    process.once("SIGTERM", () => {
+      killLiveChildren();
+      process.kill(process.pid, "SIGTERM");
+    });
+  }
+  liveChildren.add(child);
+  child.once("exit", () => liveChildren.delete(child));
+}
+
+function killLiveChildren(): void {
+  // An orphaned service whose nats-server is gone would otherwise spin reconnecting for good, on later files' CPU.
+  for (const child of liveChildren) child.kill("SIGKILL");
 }
