@@ -213,6 +213,12 @@ export const ReelayConfig = z
         sseKeepaliveMs: z.number().int().min(100).max(120_000).default(15_000),
         /** Event streams (SSE) one account may have open on one edge; more answer 429. */
         eventStreamsPerAccount: z.number().int().min(1).max(100_000).default(50),
+        /**
+         * Chat completions one account may have in flight on one edge (streaming or not); more answer 429, which
+         * OpenAI's client libraries retry after a pause. Every tenant shares the upstream keys: one tenant's flood
+         * of long answers cannot take all of a key's concurrency upstream, nor the edge's memory.
+         */
+        chatRequestsPerAccount: z.number().int().min(1).max(100_000).default(256),
       })
       .prefault({}),
     runner: z

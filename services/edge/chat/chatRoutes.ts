@@ -9,6 +9,7 @@ import { chatTimeToFirstChunk } from "../../shared/metrics/metrics.ts";
 import type { RouteContract } from "../../../contracts/httpRoute.ts";
 import { OPENAI_API, SPEC_CHAT } from "../../../contracts/openAiApi.ts";
 import { sinkRoute, type SinkHandler, type TableRoute } from "../http/routeTable.ts";
+import { InFlightPerAccount } from "../inFlightPerAccount.ts";
 import { buildChatModels, modelList, type ChatModel } from "./chatModels.ts";
 import { answerTokenBound, promptTokens } from "./chatEstimate.ts";
 import { parseChatRequest } from "./chatRequest.ts";
@@ -79,6 +80,10 @@ export function chatRoutes(deps: ChatRouteDeps): TableRoute[] {
   const measured = environment().REELAY_METRICS === "on";
   const models = buildChatModels(config, log);
   const created = Math.floor(Date.now() / 1000);
+  const inFlight = new InFlightPerAccount(
+    config.limits.chatRequestsPerAccount,
+    (limit) => `Too many chat completions in flight for this account (at most ${limit} at once per gateway node): wait for one to finish, then try again.`,
+  );
 
   const findModel = (name: string): ChatModel => {
     const model = models.get(name);
@@ -103,20 +108,25 @@ export function chatRoutes(deps: ChatRouteDeps): TableRoute[] {
       inputPricePerMillionTokens: model.config.inputPricePerMillionTokens,
       outputPricePerMillionTokens: model.config.outputPricePerMillionTokens,
     };
-    const prompt = promptTokens(request);
-    await meter.reserve({ ...bill, promptTokens: prompt, maxCompletionTokens: answerTokenBound(request, model.config.maxCompletionTokens) });
-    const relayed = new RelayedContent();
-    let usage: ChatUsage | undefined;
+    const leave = inFlight.enter(key.account);
     try {
-      if (sink.open) usage = await model.provider.complete(request, measured ? timedFirstChunk(sink, model.name) : sink, relayed);
+      const prompt = promptTokens(request);
+      await meter.reserve({ ...bill, promptTokens: prompt, maxCompletionTokens: answerTokenBound(request, model.config.maxCompletionTokens) });
+      const relayed = new RelayedContent();
+      let usage: ChatUsage | undefined;
+      try {
+        if (sink.open) usage = await model.provider.complete(request, measured ? timedFirstChunk(sink, model.name) : sink, relayed);
+      } finally {
+        // However the answer ended, the hold is closed: on the upstream's usage, else on what reached the client.
+        const tokens = usage
+          ? { promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens, counted: false }
+          : { promptTokens: relayed.empty ? 0 : prompt, completionTokens: relayed.empty ? 0 : relayed.tokens(), counted: true };
+        meter
+          .charge({ ...bill, ...tokens })
+          .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "a chat usage charge could not be written: the request goes unpaid, and its hold lapses"));
+      }
     } finally {
-      // However the answer ended, the hold is closed: on the upstream's usage, else on what reached the client.
-      const tokens = usage
-        ? { promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens, counted: false }
-        : { promptTokens: relayed.empty ? 0 : prompt, completionTokens: relayed.empty ? 0 : relayed.tokens(), counted: true };
-      meter
-        .charge({ ...bill, ...tokens })
-        .catch((error: unknown) => log.error({ err: error, account: key.account, requestId: sink.requestId }, "a chat usage charge could not be written: the request goes unpaid, and its hold lapses"));
+      leave();
     }
   };
 

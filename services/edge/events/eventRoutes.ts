@@ -12,7 +12,7 @@ import { sinkRoute, type TableRoute } from "../http/routeTable.ts";
 import type { TaskViewReader } from "../video/taskViewReader.ts";
 import { followAccount, followTask } from "./eventStreams.ts";
 import { SseSession } from "./sseSession.ts";
-import { StreamsPerAccount } from "./streamsPerAccount.ts";
+import { InFlightPerAccount } from "../inFlightPerAccount.ts";
 import type { TaskEventHub } from "./taskEventHub.ts";
 
 export interface EventRouteDeps {
@@ -58,7 +58,10 @@ export function eventRoutes(deps: EventRouteDeps): TableRoute[] {
     }
     return frame;
   };
-  const streams = new StreamsPerAccount(deps.streamsPerAccount);
+  const streams = new InFlightPerAccount(
+    deps.streamsPerAccount,
+    (limit) => `too many event streams open for this account (at most ${limit} per edge): close one, or follow the whole account with /api/compat/videosTasks/events`,
+  );
   const session = (sink: ConstructorParameters<typeof SseSession>[0], request: RequestInfo, account: string, lastEventId: number | undefined, endAfterFinal: boolean) => {
     const leave = streams.enter(account);
     const opened = new SseSession(
