@@ -7,7 +7,7 @@ import { InsufficientBalanceError } from "../services/billing/account.ts";
 import type { OpenOutcome } from "../services/billing/accountLedger.ts";
 import { createVideoTask, type CreateDeps } from "../services/edge/video/createTask.ts";
 import { normalizeVideoRequest } from "../services/edge/video/normalizeRequest.ts";
-import { ServiceUnavailableError } from "../services/shared/errors.ts";
+import { AccountBusyError, ServiceUnavailableError } from "../services/shared/errors.ts";
 import { loadConfig } from "../services/shared/config.ts";
 import type { IdempotencyIndex } from "../services/tasks/idempotencyIndex.ts";
 import { silentLog } from "./helpers/testApp.ts";
@@ -65,6 +65,15 @@ describe("a create's one write when NATS does not answer", () => {
     await expect(createVideoTask(deps, "acme", request, undefined)).rejects.toThrow(ServiceUnavailableError);
     await expect(createVideoTask(deps, "acme", request, undefined)).rejects.toThrow(/may start all the same.*retry with the same Idempotency-Key/);
     expect(calls.every((call) => call.msgID === `open-${call.taskId}`)).toBe(true);
+  });
+
+  it("given a write that lost its account's races for the ledger's whole time, then 503 at once saying to try again, not that the task may exist", async () => {
+    const { deps, calls } = world([() => new AccountBusyError()]);
+    const refused = await createVideoTask(deps, "acme", request, undefined).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(AccountBusyError);
+    expect((refused as Error).message).toMatch(/busy with other writes: try again shortly/);
+    // Surely not written: not tried again for the write budget as an unanswered write is.
+    expect(calls).toHaveLength(1);
   });
 
   it("given a retry with an Idempotency-Key whose first attempt landed, then it answers the first attempt's task (the duplicate names where it is)", async () => {

@@ -9,7 +9,7 @@ import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory, type LedgerEntry } from "../services/billing/ledgerReader.ts";
 import { balancesProjection } from "../services/billing/projections.ts";
 import { auditProjection, type ProjectionDifference } from "../services/shared/projectionAudit.ts";
-import { ServiceUnavailableError } from "../services/shared/errors.ts";
+import { AccountBusyError } from "../services/shared/errors.ts";
 import { openingEvent, openTask } from "./helpers/openTask.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 
@@ -436,8 +436,10 @@ describe("ledger properties (real NATS, projector running)", () => {
     await other.execute(name, { type: "credit", amountMicros: 10_000, creditId: "contended-2" });
     const lost = nextTaskId++;
     const refusal = await openTask(impatient, name, lost, { amountMicros: 1_000 }).then(() => undefined, (error: unknown) => error);
-    expect(refusal).toBeInstanceOf(ServiceUnavailableError);
-    expect((refusal as ServiceUnavailableError).status).toBe(503);
+    // Surely not written (unlike a write NATS did not answer): the create answers so, at once.
+    expect(refusal).toBeInstanceOf(AccountBusyError);
+    expect((refusal as AccountBusyError).status).toBe(503);
+    expect((refusal as AccountBusyError).retryAfterSeconds).toBe(1);
     expect((refusal as Error).message).toMatch(/busy with other writes: try again/);
     const history = await readAccountHistory(app.nats.js, app.nats.jsm, name);
     expect(history.filter((entry) => entry.event.type === "CostReserved").map((entry) => (entry.event.data as { taskId: number }).taskId)).not.toContain(lost);

@@ -4,7 +4,7 @@ import { LRUCache } from "lru-cache";
 import { ledgerMessageBody, LedgerSnapshot, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
 import type { TaskOpening } from "../../contracts/taskOpening.ts";
 import { taskOpeningSubject, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
-import { ConcurrencyError, ServiceUnavailableError } from "../shared/errors.ts";
+import { AccountBusyError, ConcurrencyError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { traceHeaders } from "../shared/tracing/natsTraceHeaders.ts";
 import { countLedgerEvent, countLostWrite } from "./ledgerMetrics.ts";
@@ -217,7 +217,7 @@ export class AccountLedger {
         }
         if (!(error instanceof ConcurrencyError)) throw error;
         if (performance.now() - firstTry >= (this.options.lostRacesForMs ?? LOST_RACES_FOR_MS)) {
-          throw new ServiceUnavailableError("the account's money is busy with other writes: try again shortly", 1, { cause: error });
+          throw new AccountBusyError({ cause: error });
         }
         // Writers that keep colliding on one account back off a little, at random, so one gets through.
         if (!(error instanceof DuplicateAppendError)) {

@@ -129,6 +129,15 @@ export class ServiceUnavailableError extends ReelayError {
     super(message, {}, options);
   }
 }
+/**
+ * An account's money kept changing under a write for as long as the write may take (other processes writing the
+ * same account): surely nothing was written, unlike a write NATS did not answer. Try again shortly.
+ */
+export class AccountBusyError extends ServiceUnavailableError {
+  constructor(options?: ErrorOptions) {
+    super("the account's money is busy with other writes: try again shortly", 1, options);
+  }
+}
 /** What a request hears while the edge knows its NATS connection is down. */
 export const NATS_DOWN = "service temporarily unavailable (no connection to the message store): try again shortly";
 /** Another writer appended to the same task first (JetStream "wrong last sequence", 10071). */

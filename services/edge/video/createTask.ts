@@ -7,7 +7,7 @@ import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import type { AccountLedger } from "../../billing/accountLedger.ts";
 import { InsufficientBalanceError } from "../../billing/account.ts";
 import { costMicros } from "../../billing/pricing.ts";
-import { NATS_DOWN, ServiceUnavailableError, UnprocessableError, UpstreamRejectedError } from "../../shared/errors.ts";
+import { AccountBusyError, NATS_DOWN, ServiceUnavailableError, UnprocessableError, UpstreamRejectedError } from "../../shared/errors.ts";
 import { failpoint } from "../../shared/failpoints.ts";
 import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
@@ -146,6 +146,8 @@ async function openWithRetries(deps: CreateDeps, opening: TaskSubmittedEvent, am
     try {
       return await deps.ledger.open(opening, amountMicros, msgID);
     } catch (error) {
+      // Lost races for the ledger's whole time: nothing was written, and the answer says so (not "may start").
+      if (error instanceof AccountBusyError) throw error;
       const unavailable = asServiceUnavailable(error);
       if (!unavailable) throw error;
       if (Date.now() + RETRY_PAUSE_MS >= giveUpAt) {
