@@ -39,9 +39,8 @@ describe("video tasks end to end", () => {
       if (final.body.data?.status === "success" || final.status !== 200) break;
       await new Promise((r) => setTimeout(r, 30));
     }
-    const order = ["pending", "running", "success"];
-    expect(seen.map((status) => order.indexOf(status)), seen.join(" → ")).toEqual(seen.map((status) => order.indexOf(status)).sort((a, b) => a - b));
-    expect(seen.every((status) => order.includes(status)), seen.join(" → ")).toBe(true);
+    // Seen in the lifecycle's order, and nothing else: the lifecycle's statuses that were seen, in its order.
+    expect(seen).toEqual(["pending", "running", "success"].filter((status) => seen.includes(status)));
     expect(final.status).toBe(200);
     expect(final.body).toMatchObject({
       code: 200,

@@ -3,7 +3,6 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CONSUMERS, STREAMS } from "../infra/jetstreamLayout.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
-import { statusChangeOf } from "../services/tasks/statusChanges.ts";
 import { killHard, startChildService, writeConfigFile, type ServiceChild } from "./helpers/childService.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, testConfig, type TestApp } from "./helpers/testApp.ts";
@@ -71,11 +70,10 @@ describe("webhook dispatcher crash", () => {
       // Once in many CI runs (Node 22, 2026-11-26) the last webhook did not come: what there is to see.
       throw new Error(`${(error as Error).message}\n${await whereItStands(taskId, [first, second])}`, { cause: error });
     }
-    // The interrupted webhook again, then each later status change of the task's log, in order. The runner may
-    // record no "running" (a poll that saw it, whose event was not written, is followed by one that sees the end).
-    const later = (await new TaskLog(app.nats.js, app.nats.jsm).read(ACCOUNT, taskId)).events.flatMap((e) => statusChangeOf(e) ?? []).slice(1);
+    // The interrupted webhook again, then the task's later ones in order. Once in 20 stressed runs (2026-11-28) success
+    // overtook running, which waited behind a job finished here but not yet removed: where things stood, if again.
     const types = arrived.map((a) => (JSON.parse(a.body) as { type: string }).type);
-    const expected = ["video.task.pending", "video.task.pending", ...later.map((status) => `video.task.${status}`)];
+    const expected = ["video.task.pending", "video.task.pending", "video.task.running", "video.task.success"];
     if (JSON.stringify(types) !== JSON.stringify(expected)) expect.fail(`${JSON.stringify(types)} arrived, ${JSON.stringify(expected)} expected\n${await whereItStands(taskId, [first, second])}`);
     expect(arrived[1]?.headers["webhook-id"]).toBe(arrived[0]?.headers["webhook-id"]);
     expect(arrived[0]?.headers["webhook-id"]).toBe(`task-${taskId}-v1`);
