@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { keyHashOf } from "../services/edge/video/idempotencyKeys.ts";
+import { KeyedTasks, keyedTaskSources } from "../services/edge/video/keyedTasks.ts";
 import { IdempotencyIndex } from "../services/tasks/idempotencyIndex.ts";
 import { killHard, startChildService, writeConfigFile } from "./helpers/childService.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
@@ -116,5 +117,31 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
     expect(after).toBeGreaterThanOrEqual(before);
     const history = await readAccountHistory(app.nats.js, app.nats.jsm, "indexed");
     expect(history.filter((entry) => entry.event.type === "CostReserved")).toHaveLength(1);
+  });
+});
+
+describe("Idempotency-Key while the key index lags past the duplicate window (no task-log reactors running)", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startTestApp({ services: ["edge", "runner"], providers: () => new ScriptedVendor() });
+  });
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  it("finds the key's task in the account's openings, where neither the index nor the server's msgID memory may have it", async () => {
+    const client = new VideoClient(app.baseUrl, await app.keyFor("lagging"));
+    const first = await client.create(mini("lagging fox"), { "idempotency-key": "order-lagging" });
+    const taskId = first.body.data?.task_id as number;
+    const index = new IdempotencyIndex(app.nats.js, app.nats.idempotency);
+    const keyHash = keyHashOf("order-lagging");
+    expect(await index.find("lagging", keyHash), "no reactor wrote the index").toBeUndefined();
+    const sources = keyedTaskSources(app.nats.jsm, index);
+    // Now the opening is in the duplicate window: a retry's write finds it by its msgID, nothing is read here.
+    expect(await new KeyedTasks(sources).find("lagging", keyHash)).toBeUndefined();
+    // Three minutes on the server would have forgotten the msgID: the reactors' floor says the index may miss it.
+    const later = new KeyedTasks({ ...sources, now: () => Date.now() + 3 * 60_000 });
+    expect(await later.find("lagging", keyHash)).toMatchObject({ taskId });
+    expect(await later.find("lagging", keyHashOf("another key"))).toBeUndefined();
   });
 });

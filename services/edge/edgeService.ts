@@ -22,6 +22,7 @@ import { TaskEventHub } from "./events/taskEventHub.ts";
 import { upstreamCallbackRoutes } from "./hooks/upstreamCallbacks.ts";
 import { videoRoutes } from "./video/videoRoutes.ts";
 import { IdempotencyIndex } from "../tasks/idempotencyIndex.ts";
+import { KeyedTasks, keyedTaskSources } from "./video/keyedTasks.ts";
 import type { CreateDeps } from "./video/createTask.ts";
 import { TaskIdAllocator } from "./video/taskIds.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
@@ -134,7 +135,7 @@ export class EdgeService {
       taskIds: new TaskIdAllocator(this.nats.js),
       ledger: this.ledger,
       jsm: this.nats.jsm,
-      keys: new IdempotencyIndex(this.nats.js, this.nats.idempotency),
+      keys: new KeyedTasks(keyedTaskSources(this.nats.jsm, new IdempotencyIndex(this.nats.js, this.nats.idempotency))),
       submissions: this.hub,
       views: this.views,
       connection: this.connection,

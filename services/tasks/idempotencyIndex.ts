@@ -9,7 +9,7 @@ export const KeyedTask = z.object({ taskId: z.number().int().positive(), fingerp
 export type KeyedTask = z.infer<typeof KeyedTask>;
 
 /** How long a key returns the same task (as Stripe's do): a per-message TTL on the index entry. */
-export const KEY_LIFETIME = "24h";
+export const KEY_LIFETIME_HOURS = 24;
 
 const entryName = (account: string, keyHash: string): string => `${account}.${keyHash}`;
 
@@ -29,7 +29,7 @@ export class IdempotencyIndex {
 
   /** Records a keyed opening (a repeat writes the same entry again: harmless). */
   async record(account: string, keyHash: string, task: KeyedTask): Promise<void> {
-    await this.js.publish(`$KV.${BUCKETS.idempotency}.${entryName(account, keyHash)}`, JSON.stringify(task), { ttl: KEY_LIFETIME });
+    await this.js.publish(`$KV.${BUCKETS.idempotency}.${entryName(account, keyHash)}`, JSON.stringify(task), { ttl: `${KEY_LIFETIME_HOURS}h` });
   }
 }
 

@@ -13,9 +13,10 @@ import { asServiceUnavailable } from "../../shared/infrastructureErrors.ts";
 import type { Logger } from "../../shared/log.ts";
 import { tasksCreated } from "../../shared/metrics/metrics.ts";
 import type { SubmissionOutcome } from "../events/taskEventHub.ts";
-import type { IdempotencyIndex, KeyedTask } from "../../tasks/idempotencyIndex.ts";
+import type { KeyedTask } from "../../tasks/idempotencyIndex.ts";
 import { keyedOpeningMsgId, keyHashOf, requestFingerprint } from "./idempotencyKeys.ts";
 import { recentKeyedOpening } from "./keyedOpenings.ts";
+import type { KeyedTasks } from "./keyedTasks.ts";
 import type { NormalizedVideoRequest } from "./normalizeRequest.ts";
 import type { TaskViewReader } from "./taskViewReader.ts";
 
@@ -24,7 +25,8 @@ export interface CreateDeps {
   taskIds: { take(): Promise<number> };
   ledger: Pick<AccountLedger, "open">;
   jsm: JetStreamManager;
-  keys: IdempotencyIndex;
+  /** The task an Idempotency-Key already made (the key index, or the log where the index lags). */
+  keys: Pick<KeyedTasks, "find">;
   /** The edge's feed of the task log, where the upstream's answer to the submit shows up. */
   submissions: { submissionOutcome(taskId: number, waitMs: number, written: Promise<unknown>): Promise<SubmissionOutcome | undefined> };
   /** The edge's views: a task made here enters them from its opening, an earlier create's task is read there. */
@@ -60,7 +62,8 @@ const RETRY_PAUSE_MS = 200;
  *   found (the stream's duplicate window), never written twice. Past that the answer is 503, and the task
  *   either exists (it runs, shows in the task list, and is charged) or never will: its publish was not taken.
  * - With an Idempotency-Key the opening's msgID is the key's hash, so a retry of any outcome finds the first
- *   task; past the duplicate window the key index (written from each keyed opening) finds it. A retry that
+ *   task; past the duplicate window the key index (written from each keyed opening) finds it, or the account's
+ *   openings while the index lags (keyedTasks.ts). A retry that
  *   the balance refuses looks for a create with its key that just spent the money (keyedOpenings.ts). A key
  *   sent with another request is a conflict (422).
  */

@@ -1,6 +1,7 @@
 import type { JetStreamManager } from "@nats-io/jetstream";
 import { Gauge } from "prom-client";
 import { durableConsumers } from "../../../infra/jetstreamLayout.ts";
+import { readConsumerFloor } from "../consumerFloor.ts";
 import { registry } from "./metrics.ts";
 
 /** How far one durable consumer is behind, read from the server at scrape time. */
@@ -14,28 +15,13 @@ export interface ConsumerLag {
   oldestAgeSeconds: number;
 }
 
-/**
- * The message after the consumer's ack floor is the oldest it still owes. (On the runners' consumer, which
- * reads first events only, it may be another subject's message, written no later: the age is then a bound.)
- */
-async function oldestUnackedAge(jsm: JetStreamManager, stream: string, ackFloor: number, now: number): Promise<number> {
-  const message = await jsm.streams.getMessage(stream, { seq: ackFloor + 1 }).catch(() => null);
-  if (!message) {
-    // Work queues delete what is acked, and limits streams may have aged it out: take the stream's first.
-    const { state } = await jsm.streams.info(stream);
-    return state.messages > 0 ? Math.max(0, (now - Date.parse(state.first_ts)) / 1000) : 0;
-  }
-  return Math.max(0, (now - message.time.getTime()) / 1000);
-}
-
 export async function readConsumerLag(jsm: JetStreamManager): Promise<ConsumerLag[]> {
   const now = Date.now();
   return Promise.all(
     durableConsumers().map(async ({ stream, durable }) => {
-      const info = await jsm.consumers.info(stream, durable);
-      const owed = info.num_pending + info.num_ack_pending;
-      const oldestAgeSeconds = owed === 0 ? 0 : await oldestUnackedAge(jsm, stream, info.ack_floor.stream_seq, now);
-      return { consumer: `${stream}/${durable}`, pending: info.num_pending, ackPending: info.num_ack_pending, oldestAgeSeconds };
+      const { pending, ackPending, oldestOwedAt } = await readConsumerFloor(jsm, stream, durable);
+      const oldestAgeSeconds = oldestOwedAt === undefined ? 0 : Math.max(0, (now - oldestOwedAt.getTime()) / 1000);
+      return { consumer: `${stream}/${durable}`, pending, ackPending, oldestAgeSeconds };
     }),
   );
 }
