@@ -206,9 +206,11 @@ export const ReelayConfig = z
         submitWaitMs: z.number().int().min(100).default(10_000),
         /**
          * How long a create keeps trying to write its task's opening when NATS does not answer (each try with
-         * the same msgID, so it lands once) before answering 503.
+         * the same msgID, so it lands once) before answering 503. At most a minute: a try is known to land once
+         * only while the stream remembers the first try's msgID (its 2-minute duplicate window, less a last
+         * try's time and a margin); a later one could open the task a second time once the first had ended.
          */
-        createWriteMs: z.number().int().min(100).default(10_000),
+        createWriteMs: z.number().int().min(100).max(60_000).default(10_000),
         /** An idle event stream gets a comment line this often, so clients and proxies keep it open. */
         sseKeepaliveMs: z.number().int().min(100).max(120_000).default(15_000),
         /** Event streams (SSE) one account may have open on one edge; more answer 429. */

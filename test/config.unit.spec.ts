@@ -86,6 +86,14 @@ describe("model and provider config", () => {
     expect(() => loadConfig(path)).toThrow(`cannot read config ${path}`);
   });
 
+  it("refuses a create write budget longer than the stream remembers a try's msgID, naming the setting", () => {
+    const config = shipped();
+    config.limits.createWriteMs = 300_000;
+    expect(() => loadConfig(configFile(config))).toThrow(/limits\.createWriteMs/);
+    config.limits.createWriteMs = 60_000;
+    expect(loadConfig(configFile(config)).limits.createWriteMs).toBe(60_000);
+  });
+
   it("a bad config stops `reelay serve` with the problem and exit code 1, before touching NATS", async () => {
     const config = shipped();
     model(config, "VideoModel-2.0").pricePerMillionTokens = -1;
