@@ -2,40 +2,43 @@ import type { JetStreamManager, StoredMsg } from "@nats-io/jetstream";
 import { TaskOpening } from "../../../contracts/taskOpening.ts";
 import { accountOpenings } from "../../../contracts/videoTask.ts";
 import { DUPLICATE_WINDOW_MS, STREAMS } from "../../../infra/jetstreamLayout.ts";
-import { ServiceUnavailableError } from "../../shared/errors.ts";
 import { directMessages } from "../../shared/subjectLog.ts";
 import type { KeyedTask } from "../../tasks/idempotencyIndex.ts";
 
 const READ_BATCH = 256;
 
+/** Where a read of an account's openings starts: a time, or the sequence after what an earlier read saw. */
+export type OpeningsFrom = { start_time: Date } | { seq: number };
+
+/** An account's openings read up to the end of the log: the keyed ones, and where to go on from next time. */
+export interface KeyedOpeningsRead {
+  keyed: Array<{ keyHash: string; task: KeyedTask }>;
+  /** How many openings were read. */
+  read: number;
+  next: OpeningsFrom;
+}
+
 /**
- * The task an Idempotency-Key opened since `since`, read from the account's own openings (only this account's,
- * only from then on). Past `maxRead` openings without it, the answer is 503: not knowing is not "none".
+ * Reads an account's openings from `from` to the end of the log (only this account's), keeping the keyed ones;
+ * past `max` openings (to the end of a batch) it stops, and `next` says where the rest begins.
  */
-export async function keyedOpeningSince(jsm: JetStreamManager, account: string, keyHash: string, since: Date, maxRead = Infinity): Promise<KeyedTask | undefined> {
+export async function readKeyedOpenings(jsm: JetStreamManager, account: string, from: OpeningsFrom, max = Infinity): Promise<KeyedOpeningsRead> {
   const subject = accountOpenings(account);
-  type From = { start_time: Date } | { seq: number };
-  let from: From = { start_time: since };
+  const keyed: KeyedOpeningsRead["keyed"] = [];
+  let next = from;
   let readInAll = 0;
-  for (let read = READ_BATCH; read === READ_BATCH; ) {
-    if (readInAll >= maxRead) {
-      throw new ServiceUnavailableError(
-        "the Idempotency-Key index is behind (the task-log reactors are not keeping up): a create with this key may already exist; retry shortly",
-        5,
-      );
-    }
+  for (let read = READ_BATCH; read === READ_BATCH && readInAll < max; readInAll += read) {
     read = 0;
-    const start: From = from;
+    const start = next;
     for await (const msg of directMessages((): Promise<AsyncIterable<StoredMsg>> => jsm.direct.getBatch(STREAMS.events.name, { ...start, next_by_subj: subject, batch: READ_BATCH }))) {
       read++;
-      from = { seq: msg.seq + 1 };
+      next = { seq: msg.seq + 1 };
       const opening = TaskOpening.safeParse(msg.json());
       const idempotency = opening.success ? opening.data.task.data.idempotency : undefined;
-      if (opening.success && idempotency?.keyHash === keyHash) return { taskId: opening.data.task.meta.taskId, fingerprint: idempotency.fingerprint };
+      if (opening.success && idempotency) keyed.push({ keyHash: idempotency.keyHash, task: { taskId: opening.data.task.meta.taskId, fingerprint: idempotency.fingerprint } });
     }
-    readInAll += read;
   }
-  return undefined;
+  return { keyed, read: readInAll, next };
 }
 
 /**
@@ -43,5 +46,7 @@ export async function keyedOpeningSince(jsm: JetStreamManager, account: string, 
  * money may be gone because a create with the same key (a retry racing it, on this edge or another) just spent
  * it, and then that create's task is the answer, not a 403. Only read on that refusal.
  */
-export const recentKeyedOpening = (jsm: JetStreamManager, account: string, keyHash: string): Promise<KeyedTask | undefined> =>
-  keyedOpeningSince(jsm, account, keyHash, new Date(Date.now() - DUPLICATE_WINDOW_MS));
+export async function recentKeyedOpening(jsm: JetStreamManager, account: string, keyHash: string): Promise<KeyedTask | undefined> {
+  const { keyed } = await readKeyedOpenings(jsm, account, { start_time: new Date(Date.now() - DUPLICATE_WINDOW_MS) });
+  return keyed.find((opening) => opening.keyHash === keyHash)?.task;
+}
