@@ -63,9 +63,8 @@ const RETRY_PAUSE_MS = 200;
  *   either exists (it runs, shows in the task list, and is charged) or never will: its publish was not taken.
  * - With an Idempotency-Key the opening's msgID is the key's hash, so a retry of any outcome finds the first
  *   task; past the duplicate window the key index (written from each keyed opening) finds it, or the account's
- *   openings while the index lags (keyedTasks.ts). A retry that
- *   the balance refuses looks for a create with its key that just spent the money (keyedOpenings.ts). A key
- *   sent with another request is a conflict (422).
+ *   openings while the index lags (keyedTasks.ts). A retry that the balance refuses looks for a create with its
+ *   key that just spent the money (keyedOpenings.ts). A key sent with another request is a conflict (422).
  */
 export async function createVideoTask(deps: CreateDeps, account: string, request: NormalizedVideoRequest, idempotencyKey: string | undefined): Promise<CreatedTask> {
   // Every step needs NATS; waiting for its timeouts would only turn "try again" into a slow error.
