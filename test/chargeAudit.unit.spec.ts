@@ -79,4 +79,20 @@ describe("reelay audit charges: every success charged exactly once, every failur
       [1, "its reservation was released before it ended"],
     ]);
   });
+
+  it("given two openings with one Idempotency-Key within its lifetime (a client that paid twice for one request), then the second is named; past 24 h, or on another account, a key is new", () => {
+    const keyed = (taskId: number, account: string, when: string): [string, TaskEvent] => [
+      account,
+      { type: "TaskSubmitted", data: { account, job: sampleJob, ignoredFields: [], deadlineAt: at, idempotency: { keyHash: "k1", fingerprint: "f" } }, meta: { schema: 1, taskId, version: 1, at: when } },
+    ];
+    const charges = new ChargeAudit();
+    const openings = [
+      keyed(1, "acme", "2031-01-01T00:00:00.000Z"),
+      keyed(2, "acme", "2031-01-01T23:00:00.000Z"),
+      keyed(3, "acme", "2031-01-02T01:00:00.000Z"),
+      keyed(4, "bolt", "2031-01-01T00:00:01.000Z"),
+    ];
+    for (const [account, event] of openings) charges.addTaskEvent(account, event);
+    expect(charges.result().problems).toEqual([{ taskId: 2, account: "acme", problem: "a second task for the Idempotency-Key of task 1" }]);
+  });
 });

@@ -1,6 +1,9 @@
 import type { LedgerEvent } from "../../contracts/ledger.ts";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
+import { KEY_LIFETIME_HOURS } from "../tasks/idempotencyIndex.ts";
 import { costMicros } from "./pricing.ts";
+
+const KEY_LIFETIME_MS = KEY_LIFETIME_HOURS * 60 * 60_000;
 
 export interface ChargeAuditResult {
   finalTasks: number;
@@ -30,12 +33,16 @@ interface TaskMoney {
  * charges`): a pure fold of every task event and every money event, in log order. A task still running holds
  * its reservation and is not checked; a final task must have exactly one closing of its reservation: a
  * settlement at its tokens' price for a success (what was charged plus what was past the account's credit
- * limit, uncollected), a release for a failure.
+ * limit, uncollected), a release for a failure. And one task per Idempotency-Key: a second opening with an
+ * account's key within the key's lifetime is a task its client paid for twice.
  */
 export class ChargeAudit {
   private readonly tasks = new Map<number, TaskMoney>();
   /** Closings of tasks the log has no opening for (none can be written by reelay: each is a problem). */
   private readonly orphans: ChargeProblem[] = [];
+  /** Each account's Idempotency-Keys (their hashes): the task the key made, and when. */
+  private readonly keys = new Map<string, { taskId: number; at: number }>();
+  private readonly secondTasks: ChargeProblem[] = [];
 
   /**
    * @param endedThrough the last log sequence whose task endings must be settled by now: the point the projector
@@ -50,6 +57,7 @@ export class ChargeAudit {
     const taskId = event.meta.taskId;
     if (event.type === "TaskSubmitted") {
       this.tasks.set(taskId, { account, pricePerMillionTokens: event.data.job.pricePerMillionTokens, closings: [] });
+      if (event.data.idempotency) this.addKey(account, event.data.idempotency.keyHash, taskId, Date.parse(event.meta.at));
       return;
     }
     const task = this.tasks.get(taskId);
@@ -67,9 +75,19 @@ export class ChargeAudit {
     else this.orphans.push({ taskId: event.data.taskId, account: event.meta.account, problem: `${event.type} of a task that has no opening` });
   }
 
+  private addKey(account: string, keyHash: string, taskId: number, at: number): void {
+    const name = `${account} ${keyHash}`;
+    const first = this.keys.get(name);
+    if (first !== undefined && at - first.at < KEY_LIFETIME_MS) {
+      this.secondTasks.push({ taskId, account, problem: `a second task for the Idempotency-Key of task ${first.taskId}` });
+      return;
+    }
+    this.keys.set(name, { taskId, at });
+  }
+
   /** Final tasks checked so far, what is wrong, and how many tasks ended too recently to be checked. */
   result(): ChargeAuditResult {
-    const problems = [...this.orphans];
+    const problems = [...this.orphans, ...this.secondTasks];
     let finalTasks = 0;
     let settling = 0;
     for (const [taskId, task] of this.tasks) {
