@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { MsgHdrs } from "@nats-io/transport-node";
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import { ledgerMessageBody, LedgerSnapshot, ledgerSubject, type LedgerEvent } from "../../contracts/ledger.ts";
 import type { TaskOpening } from "../../contracts/taskOpening.ts";
 import { taskOpeningSubject, type TaskSubmittedEvent } from "../../contracts/videoTask.ts";
@@ -73,7 +73,7 @@ interface Waiting {
  */
 export class AccountLedger {
   private readonly log: MoneyLog;
-  private readonly known = new LRUCache<string, AccountState>({ max: KNOWN_ACCOUNTS });
+  private readonly known = lruOf<string, AccountState>(KNOWN_ACCOUNTS);
   /** Per account being written: the commands waiting for the message in flight. */
   private readonly waiting = new Map<string, Waiting[]>();
   /** Accounts with a write under way (one at a time per account: its queue is written in order). */

@@ -1,4 +1,4 @@
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { failpoint } from "../shared/failpoints.ts";
 import type { Logger } from "../shared/log.ts";
@@ -42,7 +42,7 @@ type FinalEvent = Extract<TaskEvent, { type: "GenerationSucceeded" | "Generation
  * first met at its end); a settled task's are kept (the cache is bounded) so a batch tried again still finds them.
  */
 export class Settlement {
-  private readonly billing = new LRUCache<number, Billing>({ max: 100_000 });
+  private readonly billing = lruOf<number, Billing>(100_000);
   private readonly stopping = new AbortController();
 
   constructor(

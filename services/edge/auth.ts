@@ -1,5 +1,6 @@
 import type { KV } from "@nats-io/kv";
-import { LRUCache } from "lru-cache";
+import type { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import { ApiKeyRecord } from "../../contracts/apiKey.ts";
 import { ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
 import { InvalidApiKeyError, MissingApiKeyError } from "../shared/errors.ts";
@@ -47,8 +48,8 @@ export class ApiKeyDirectory {
 
   constructor(bucket: KV, log: Logger, private readonly limiter?: KeyRateLimit, bounds: KeyCacheBounds = DEFAULT_KEY_CACHE_BOUNDS) {
     this.store = new ApiKeyStore(bucket);
-    this.hashes = new LRUCache({ max: bounds.validKeys });
-    this.refused = new LRUCache({ max: bounds.refusedKeys, ttl: bounds.refusedTtlMs });
+    this.hashes = lruOf(bounds.validKeys);
+    this.refused = lruOf(bounds.refusedKeys, { ttl: bounds.refusedTtlMs });
     const hashOf = (key: string) => key.slice("hash.".length);
     this.mirror = new KvMirror(bucket, {
       name: "api keys",

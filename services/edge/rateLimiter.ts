@@ -1,4 +1,4 @@
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import { fleetKeys, RateRecord } from "../../contracts/fleet.ts";
 import { ConcurrencyError, RateLimitedError } from "../shared/errors.ts";
 import type { FleetStore } from "../shared/fleetStore.ts";
@@ -30,7 +30,7 @@ export const refilled = (bucket: RateRecord | undefined, now: number, perSecond:
 
 /** One process's token buckets, in memory: what an edge falls back to while NATS is out of reach. */
 export class RateLimiter implements KeyRateLimit {
-  private readonly buckets = new LRUCache<string, RateRecord>({ max: MAX_TRACKED_KEYS });
+  private readonly buckets = lruOf<string, RateRecord>(MAX_TRACKED_KEYS);
 
   constructor(private readonly perSecond: number, private readonly burst: number, private readonly now: () => number = Date.now) {}
 
@@ -53,8 +53,8 @@ export class RateLimiter implements KeyRateLimit {
  * edge limits on its own meanwhile (`fallback`).
  */
 export class FleetRateLimiter implements KeyRateLimit {
-  private readonly shares = new LRUCache<string, { tokens: number; until: number }>({ max: MAX_TRACKED_KEYS });
-  private readonly seen = new LRUCache<string, { revision: number; bucket: RateRecord | undefined }>({ max: MAX_TRACKED_KEYS });
+  private readonly shares = lruOf<string, { tokens: number; until: number }>(MAX_TRACKED_KEYS);
+  private readonly seen = lruOf<string, { revision: number; bucket: RateRecord | undefined }>(MAX_TRACKED_KEYS);
   /** One refill at a time per key: requests that arrive meanwhile wait for it and spend from its share. */
   private readonly refilling = new Map<string, Promise<void>>();
   private readonly fallback: RateLimiter;

@@ -1,4 +1,4 @@
-import { LRUCache } from "lru-cache";
+import { lruOf } from "./lruOf.ts";
 import { Pool } from "undici";
 
 /**
@@ -13,7 +13,7 @@ const MAX_POOLS = 256;
  * the global Agent and `request(url)`'s wrapper (28.2–29.0 µs of CPU per call against 35.8–40.4, client and server
  * together: bench/tools/upstreamCallCost.ts). Options that differ (a connect timeout, say) make pools of their own.
  */
-const pools = new LRUCache<string, Pool>({ max: MAX_POOLS, dispose: (pool) => void pool.close().catch(() => undefined) });
+const pools = lruOf<string, Pool>(MAX_POOLS, { dispose: (pool) => void pool.close().catch(() => undefined) });
 /** Each options object's part of its pools' keys, written once: callers keep theirs, and a call is on the hot path. */
 const optionKeys = new WeakMap<Pool.Options, string>();
 const UNDICI_DEFAULTS: Pool.Options = {};

@@ -1,4 +1,4 @@
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
 
 /** What every event of a task implies but only its first one (TaskSubmitted) says. */
@@ -13,7 +13,7 @@ export interface TaskOwner {
  * reads the task's log and teaches it the opening. Bounded.
  */
 export class TaskDirectory {
-  private readonly owners = new LRUCache<number, TaskOwner>({ max: 100_000 });
+  private readonly owners = lruOf<number, TaskOwner>(100_000);
 
   /** Remembers a task's owner when `event` is its first event. */
   learn(event: TaskEvent): void {

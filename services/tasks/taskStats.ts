@@ -1,5 +1,5 @@
 import type { KV } from "@nats-io/kv";
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import { dayKey, DayUsage, HourStats, hourKey, StatusCounts } from "../../contracts/taskStats.ts";
 import type { TaskEvent, TaskView } from "../../contracts/videoTask.ts";
 import { isFinalStatus, statusAfter } from "../../machines/videoTask.ts";
@@ -103,9 +103,9 @@ export const STATS_QUIET_MS = 250;
  * redelivered event changes nothing twice.
  */
 export class TaskStatsReactor {
-  private readonly facts = new LRUCache<number, TaskFacts>({ max: 100_000 });
+  private readonly facts = lruOf<number, TaskFacts>(100_000);
   /** The counter documents as last written here, with their revisions: most changes need no read first. */
-  private readonly docs = new LRUCache<string, { doc: Record<string, unknown>; revision: number }>({ max: 10_000 });
+  private readonly docs = lruOf<string, { doc: Record<string, unknown>; revision: number }>(10_000);
   private readonly taskLog: TaskLog;
   /** Changes not written yet, by document. */
   private pending = new Map<string, DocChanges>();

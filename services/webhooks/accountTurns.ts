@@ -1,4 +1,4 @@
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 
 /**
  * How long an account's deliveries are taken to last before one was timed: short, as a guess too long leaves the
@@ -36,9 +36,9 @@ interface AccountPace {
  * Kept per dispatcher, in memory; a receiver's pace is learned from its attempts within a few deliveries.
  */
 export class AccountTurns {
-  private readonly paces = new LRUCache<string, AccountPace>({ max: 100_000 });
+  private readonly paces = lruOf<string, AccountPace>(100_000);
   /** Task → when (performance.now()) its job last sent back here is due. */
-  private readonly taskTurns = new LRUCache<number, number>({ max: 100_000 });
+  private readonly taskTurns = lruOf<number, number>(100_000);
 
   constructor(private readonly share: number) {}
 

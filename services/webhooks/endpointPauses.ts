@@ -1,4 +1,4 @@
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 
 /**
  * Callback endpoints (a URL's origin) that keep failing are paused: after `pauseAfterFailures` failures in a
@@ -7,7 +7,7 @@ import { LRUCache } from "lru-cache";
  * per job and back-off step. Kept per dispatcher, in memory: a restarted dispatcher tries each endpoint anew.
  */
 export class EndpointPauses {
-  private readonly failures = new LRUCache<string, { inARow: number; pausedUntil: number }>({ max: 100_000 });
+  private readonly failures = lruOf<string, { inARow: number; pausedUntil: number }>(100_000);
 
   constructor(private readonly policy: { pauseAfterFailures: number; pauseMs: number }) {}
 

@@ -1,5 +1,5 @@
 import type { JsMsg } from "@nats-io/jetstream";
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import type { TaskView } from "../../contracts/videoTask.ts";
 import { WebhookJob } from "../../contracts/webhookJob.ts";
@@ -51,12 +51,12 @@ export class WebhookDispatcher {
   /** Account → jobs held for it. */
   private readonly heldPerAccount = new Map<string, number>();
   /** Webhook id → attempts made by this dispatcher (a restarted one counts, and backs off, from 1 again). */
-  private readonly attempts = new LRUCache<string, number>({ max: 100_000 });
+  private readonly attempts = lruOf<string, number>(100_000);
   private readonly pauses: EndpointPauses;
   private readonly turns: AccountTurns;
   private readonly chains = new Map<number, Promise<void>>();
   /** Task → the stream sequence of its last job finished here: its removal may still be on its way to the server. */
-  private readonly finished = new LRUCache<number, number>({ max: 10_000 });
+  private readonly finished = lruOf<number, number>(10_000);
   private readonly secrets: WebhookSecrets;
   private readonly taskLog: TaskLog;
   private readonly stopping = new AbortController();

@@ -1,5 +1,5 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import { versionBeforeForReactors, type TaskEvent } from "../../contracts/videoTask.ts";
 import type { WebhookJob } from "../../contracts/webhookJob.ts";
 import { SURELY_DEDUPLICATED_MS, webhookJobSubject } from "../../infra/jetstreamLayout.ts";
@@ -23,7 +23,7 @@ import type { TaskDirectory } from "../tasks/taskDirectory.ts";
  */
 export class WebhookOutbox {
   /** Task (with a callback URL) → version of its last event seen here. */
-  private readonly lastSeen = new LRUCache<number, number>({ max: 100_000 });
+  private readonly lastSeen = lruOf<number, number>(100_000);
 
   /** `directory` learns each task's owner from the batches before this one sees them. */
   constructor(

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { KV } from "@nats-io/kv";
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../shared/lruOf.ts";
 import { z } from "zod";
 
 /** A rotated-out secret still signs (beside the new one) this long, so receivers can switch over. */
@@ -19,7 +19,7 @@ const newSecret = () => `whsec_${randomBytes(24).toString("base64")}`;
 /** Each account's webhook signing secret, in the `webhook_secrets` bucket (created on first use). */
 export class WebhookSecrets {
   /** Signing secrets read in the last second: a burst of deliveries reads the bucket once per account (a rotation shows within a second). */
-  private readonly recent = new LRUCache<string, string[]>({ max: 10_000, ttl: 1_000 });
+  private readonly recent = lruOf<string, string[]>(10_000, { ttl: 1_000 });
 
   constructor(private readonly bucket: KV) {}
 

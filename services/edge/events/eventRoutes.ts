@@ -1,5 +1,5 @@
 import type { JetStreamClient } from "@nats-io/jetstream";
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../../shared/lruOf.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { StatusChange } from "../../tasks/statusChanges.ts";
 import { EventStreamHeaders, VIDEO_API } from "../../../contracts/videoApi.ts";
@@ -48,7 +48,7 @@ function lastEventIdOf(request: RequestInfo): number | undefined {
 export function eventRoutes(deps: EventRouteDeps): TableRoute[] {
   // One change goes to every open stream of its task and account (thousands): its frame is built once per
   // video base URL, and the same bytes are written to every stream.
-  const frames = new LRUCache<string, Buffer>({ max: 1000 });
+  const frames = lruOf<string, Buffer>(1000);
   const frameOf = (change: StatusChange, base: string): Buffer => {
     const key = `${change.sequence}|${base}`;
     let frame = frames.get(key);

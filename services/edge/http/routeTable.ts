@@ -1,4 +1,4 @@
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../../shared/lruOf.ts";
 import type { z } from "zod";
 import type { ApiFamily, RouteContract } from "../../../contracts/httpRoute.ts";
 import { ValidationError } from "../../shared/errors.ts";
@@ -93,7 +93,7 @@ const PARSED_QUERIES_KEPT = 4096;
  * Bounded, and only valid queries are kept; a kept answer is frozen, since every request shares it.
  */
 class QueryParser {
-  private readonly parsed = new LRUCache<string, Record<string, unknown>>({ max: PARSED_QUERIES_KEPT });
+  private readonly parsed = lruOf<string, Record<string, unknown>>(PARSED_QUERIES_KEPT);
   constructor(private readonly schema: z.ZodObject) {}
   parse(query: string): Record<string, unknown> {
     let value = this.parsed.get(query);

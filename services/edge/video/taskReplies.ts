@@ -1,4 +1,5 @@
-import { LRUCache } from "lru-cache";
+import type { LRUCache } from "lru-cache";
+import { lruOf } from "../../shared/lruOf.ts";
 import type { z } from "zod";
 import type { CreateAnswer, QueryAnswer } from "../../../contracts/videoApi.ts";
 import type { TaskView } from "../../../contracts/videoTask.ts";
@@ -35,7 +36,7 @@ export class QueryReplyCache {
   private readonly replies: LRUCache<string, HttpReply>;
 
   constructor(limit = REPLY_CACHE_LIMIT) {
-    this.replies = new LRUCache({ max: limit });
+    this.replies = lruOf(limit);
   }
 
   reply(view: TaskView, videoBaseUrl: string): HttpReply {

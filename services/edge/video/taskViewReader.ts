@@ -1,5 +1,5 @@
 import type { KV } from "@nats-io/kv";
-import { LRUCache } from "lru-cache";
+import { lruOf } from "../../shared/lruOf.ts";
 import { TaskView, type TaskEvent } from "../../../contracts/videoTask.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { evolveTaskView, foldTaskView, isFinalView, taskViewKey } from "../../tasks/taskView.ts";
@@ -21,11 +21,11 @@ const BUCKET_VIEW_TTL_MS = 5_000;
  * only ever replaced by a newer version, so one edge never answers a task's status going back.
  */
 export class TaskViewReader {
-  private readonly cache = new LRUCache<number, TaskView>({ max: CACHE_LIMIT });
+  private readonly cache = lruOf<number, TaskView>(CACHE_LIMIT);
   /** Tasks being read, with the feed's events of each that came meanwhile. */
   private readonly reading = new Map<number, TaskEvent[]>();
   /** Tasks whose feed event came after a gap: the version their next read must reach (else it reads the log). */
-  private readonly atLeast = new LRUCache<number, number>({ max: 10_000 });
+  private readonly atLeast = lruOf<number, number>(10_000);
   /** False while the feed is behind (reopening, catching up): memory may be old, so reads go to NATS meanwhile. */
   private fed = true;
 
