@@ -8,7 +8,8 @@ let o200kCount: typeof O200k.countTokens | undefined;
  * The tokenizer, loaded at the first count: building its table of 200,000 tokens takes about 0.15 s of CPU
  * (0.43 s on a slow day), which every process with an edge paid at start, chatting or not (each test app and
  * child process, every `npm start`). A process's first chat request waits for it instead, once. Loaded with
- * `require` so that counting stays synchronous (an `import()` would evaluate the module as synchronously).
+ * `require` so that counting stays synchronous: an `import()` would hold the thread as long while the module
+ * evaluates, and make every count asynchronous.
  */
 function countO200k(text: string): number {
   o200kCount ??= (requireModule("gpt-tokenizer/encoding/o200k_base") as typeof O200k).countTokens;
