@@ -1,9 +1,8 @@
 import type { LedgerEvent } from "../../contracts/ledger.ts";
 import type { TaskEvent } from "../../contracts/videoTask.ts";
-import { KEY_LIFETIME_HOURS } from "../tasks/idempotencyIndex.ts";
+import { KEY_LIFETIME_MS } from "../tasks/idempotencyIndex.ts";
 import { costMicros } from "./pricing.ts";
 
-const KEY_LIFETIME_MS = KEY_LIFETIME_HOURS * 60 * 60_000;
 
 export interface ChargeAuditResult {
   finalTasks: number;

@@ -9,7 +9,8 @@ export const KeyedTask = z.object({ taskId: z.number().int().positive(), fingerp
 export type KeyedTask = z.infer<typeof KeyedTask>;
 
 /** How long a key returns the same task (as Stripe's do): a per-message TTL on the index entry. */
-export const KEY_LIFETIME_HOURS = 24;
+const KEY_LIFETIME_HOURS = 24;
+export const KEY_LIFETIME_MS = KEY_LIFETIME_HOURS * 60 * 60_000;
 
 const entryName = (account: string, keyHash: string): string => `${account}.${keyHash}`;
 

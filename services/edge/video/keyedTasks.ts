@@ -3,7 +3,7 @@ import { LRUCache } from "lru-cache";
 import { CONSUMERS, STREAMS, SURELY_DEDUPLICATED_MS } from "../../../infra/jetstreamLayout.ts";
 import { readConsumerFloor } from "../../shared/consumerFloor.ts";
 import { ServiceUnavailableError } from "../../shared/errors.ts";
-import { KEY_LIFETIME_HOURS, type IdempotencyIndex, type KeyedTask } from "../../tasks/idempotencyIndex.ts";
+import { KEY_LIFETIME_MS, type IdempotencyIndex, type KeyedTask } from "../../tasks/idempotencyIndex.ts";
 import { readKeyedOpenings, type KeyedOpeningsRead, type OpeningsFrom } from "./keyedOpenings.ts";
 
 /** In the steady state the index's floor is read again this long before the duplicate window passes it (every ~45 s). */
@@ -14,7 +14,6 @@ const REREAD_AFTER_MS = 1_000;
 const MAX_GAP_READ = 20_000;
 /** Keys met in the openings read, over all accounts, kept for the next keyed creates while the index lags. */
 const MAX_KEYS_KEPT = 200_000;
-const KEY_LIFETIME_MS = KEY_LIFETIME_HOURS * 60 * 60_000;
 
 /** Where a keyed create looks for the task its key already made. */
 export interface KeyedTaskSources {
