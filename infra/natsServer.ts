@@ -3,6 +3,7 @@ import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
 import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { z } from "zod";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
 import { PACKAGE_ROOT } from "./packageRoot.ts";
 import { authorizationBlock, embeddedCredentials, type NatsCredentials } from "./natsCredentials.ts";
@@ -44,7 +45,22 @@ export async function freeLoopbackPort(): Promise<number> {
   }
 }
 
-async function waitUntilReady(child: ChildProcess, monitorPort: number, logFile: string): Promise<void> {
+/**
+ * Whether the server answering on `monitorPort` is the one keeping its JetStream store in `storeDir`: another
+ * server may hold the port (two starts that probed the same free port; only one binds it, and the other exits),
+ * and its monitor answers healthy just the same.
+ */
+async function isServerOf(storeDir: string, monitorPort: number): Promise<boolean> {
+  const varz = await fetch(`http://127.0.0.1:${monitorPort}/varz`).catch(() => undefined);
+  if (!varz?.ok) return false;
+  const answered = ServerVarz.safeParse(await varz.json().catch(() => undefined));
+  return answered.success && answered.data.jetstream.config.store_dir === join(resolve(storeDir), "jetstream");
+}
+
+/** The part of nats-server's `/varz` that names a server's store (it keeps JetStream in `<store_dir given>/jetstream`). */
+const ServerVarz = z.object({ jetstream: z.object({ config: z.object({ store_dir: z.string() }) }) });
+
+async function waitUntilReady(child: ChildProcess, monitorPort: number, storeDir: string, logFile: string): Promise<void> {
   const deadline = Date.now() + 15_000;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) {
@@ -58,7 +74,8 @@ async function waitUntilReady(child: ChildProcess, monitorPort: number, logFile:
       throw new Error(`nats-server exited with code ${child.exitCode}; last lines of ${logFile}:\n  ${tail}`);
     }
     const monitor = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`).catch(() => undefined);
-    if (monitor?.ok) return;
+    // Not ours: it goes on waiting, and sees our server exit for want of its port.
+    if (monitor?.ok && (await isServerOf(storeDir, monitorPort))) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`nats-server did not become ready within 15 s; see ${logFile}`);
@@ -94,7 +111,7 @@ export async function startNatsServer(options: {
     const monitorPort = options.port !== undefined && attempt > 1 ? ((await probePort(0)) ?? port + 1) : port + 1;
     const child = spawnWatched(binary.path, configFile, port, monitorPort, options.storeDir, logFile);
     try {
-      await waitUntilReady(child, monitorPort, logFile);
+      await waitUntilReady(child, monitorPort, options.storeDir, logFile);
       return running(child, port, binary.version);
     } catch (error) {
       if (attempt >= 5 || child.exitCode === null) throw error;
