@@ -9,13 +9,17 @@
 //   new build; sources back as they were: the earlier build again, at no cost. Processes that start at the
 //   same time (a test run's children) build at most once each into a folder of their own and rename it into
 //   place; whichever rename comes second finds the build there and drops its own.
-// - The build mirrors the source tree (dist/<hash>/services/cli/main.js for services/cli/main.ts), one
-//   JavaScript file per TypeScript file with its relative imports pointing at the compiled neighbours
-//   (`./x.ts` → `./x.js`), packages left to node_modules; files that are not code are read from the sources
-//   (infra/packageRoot.ts).
+// - A build holds one bundle per way into reelay (ENTRIES: the `reelay` command, the thread a service runs in),
+//   at the entry's path (dist/<hash>/services/cli/main.js for services/cli/main.ts), with the packages it uses
+//   in it. Loading one file instead of about 250 of reelay's and 600 of its packages' took a process's start
+//   from about 1.2 s of CPU to 0.4 (docs/benchmarks.md, "Start-up and the suite"): every `reelay` command, every
+//   service thread. Code only some commands need (a service, a subcommand) is in the bundle but runs only when
+//   imported. Files that are not code are read from the sources (infra/packageRoot.ts).
+// - Left out of the bundles, loaded from node_modules: esbuild (the edge bundles the console with it, and it
+//   finds its own binary), and the chat tokenizer (services/edge/chat/tokenCount.ts requires it when first used).
 // - The console's app (services/console/app) is browser code, bundled by the edge at start: not compiled here.
-// - `{ testTools: true }` (the test run's set-up) compiles the processes tests start beside reelay's (the
-//   scripted runner, fake upstreams, probes) into a build of their own, so those start as compiled code too.
+// - `{ testTools: true }` (the test run's set-up) also bundles the processes tests start beside reelay's (the
+//   scripted runner, probes: TEST_TOOL_ENTRIES), so those start as reelay's do.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
 import { dirname, join, relative, sep } from "node:path";
@@ -50,27 +54,28 @@ function buildHash(files) {
   return hash.digest("hex").slice(0, 16);
 }
 
-/** esbuild, one output file per source file: every relative import stays an import, of the compiled `.js`. */
-const relativeImportsAsJs = {
-  name: "relative-imports-as-js",
-  setup(build) {
-    build.onResolve({ filter: /^\.\.?\// }, (args) =>
-      args.kind === "entry-point" ? undefined : { path: args.path.replace(/\.ts$/, ".js"), external: true },
-    );
-  },
-};
+/** The modules a process or thread starts from: each gets a bundle of its own. */
+const ENTRIES = ["services/cli/main.ts", "services/cli/serviceThread.ts"];
+const TEST_TOOL_ENTRIES = ["test/helpers/scriptedRunnerMain.ts", "test/probes/echoMemoryProbe.ts"];
+/** Packages loaded from node_modules at run time (see above). */
+const NOT_BUNDLED = ["esbuild", "gpt-tokenizer"];
 
-async function compile(files, outdir) {
+/**
+ * The bundles' packages include CommonJS ones, whose `require` of Node's own modules needs a real `require`
+ * in an ES module.
+ */
+const REQUIRE_IN_ESM = 'import { createRequire as reelayCreateRequire } from "node:module"; const require = reelayCreateRequire(import.meta.url);';
+
+async function compile(entries, outdir) {
   const { build } = await import("esbuild");
   await build({
     absWorkingDir: ROOT,
-    entryPoints: files,
+    entryPoints: entries,
     outdir,
     outbase: ".",
-    // Bundling only so the plugin sees each import; every import is external, so each file compiles alone.
     bundle: true,
-    packages: "external",
-    plugins: [relativeImportsAsJs],
+    external: NOT_BUNDLED,
+    banner: { js: REQUIRE_IN_ESM },
     platform: "node",
     format: "esm",
     target: "node20",
@@ -104,7 +109,7 @@ export async function ensureBuild({ testTools = false, say = (line) => process.s
   mkdirSync(DIST, { recursive: true });
   const work = join(DIST, `.building-${process.pid}-${Math.random().toString(36).slice(2)}`);
   try {
-    await compile(files, work);
+    await compile([...ENTRIES, ...(testTools ? TEST_TOOL_ENTRIES : [])], work);
     try {
       renameSync(work, dir);
     } catch (error) {
@@ -114,7 +119,7 @@ export async function ensureBuild({ testTools = false, say = (line) => process.s
   } finally {
     rmSync(work, { recursive: true, force: true });
   }
-  say(`reelay: compiled ${files.length} files to ${relative(ROOT, dir)} in ${Date.now() - started} ms`);
+  say(`reelay: compiled ${files.length} files into bundles in ${relative(ROOT, dir)} in ${Date.now() - started} ms`);
   pruneBuilds();
   return dir;
 }

@@ -13,8 +13,9 @@ export function writeConfigFile(config: ReelayConfig): string {
 }
 
 /**
- * A test tool's compiled module (`source`: its path in the repository, "test/helpers/scriptedRunnerMain.ts"),
- * from the build the test run's set-up made (test/globalSetup.ts): it starts as fast as reelay's own processes.
+ * A test tool's bundle (`source`: its path in the repository, "test/helpers/scriptedRunnerMain.ts", one of the
+ * TEST_TOOL_ENTRIES in scripts/build.mjs), from the build the test run's set-up made (test/globalSetup.ts): it
+ * starts as fast as reelay's own processes.
  */
 export function compiledTestTool(source: string): string {
   const build = process.env.REELAY_TEST_BUILD;
