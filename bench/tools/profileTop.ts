@@ -3,12 +3,13 @@
  * `node --import tsx bench/tools/profileTop.ts <file.cpuprofile>` — e.g. one written by a bench run with
  * BENCH_CPU_PROF_DIR set (bench/lib/reelayChild.ts), or by bench/tools/queryProfile.ts.
  */
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { SourceMap, type SourceMapPayload } from "node:module";
 import { fileURLToPath } from "node:url";
 
 interface ProfileNode {
   id: number;
-  callFrame: { functionName: string; url: string; lineNumber: number };
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
   hitCount?: number;
 }
 
@@ -18,7 +19,28 @@ interface CpuProfile {
   endTime: number;
 }
 
-export const readProfile = (path: string): CpuProfile => JSON.parse(readFileSync(path, "utf8")) as CpuProfile;
+/**
+ * A profile with each frame placed where its source is: reelay runs as bundles (scripts/build.mjs), whose
+ * frames would all count under one file; the map beside each bundle names the module (or package) and line.
+ */
+export function readProfile(path: string): CpuProfile {
+  const profile = JSON.parse(readFileSync(path, "utf8")) as CpuProfile;
+  const maps = new Map<string, SourceMap | undefined>();
+  for (const node of profile.nodes) {
+    const { url, lineNumber, columnNumber } = node.callFrame;
+    if (!url.startsWith("file:") || lineNumber < 0) continue;
+    if (!maps.has(url)) maps.set(url, sourceMapBeside(url));
+    const entry = maps.get(url)?.findEntry(lineNumber, columnNumber);
+    if (!entry || !("originalSource" in entry)) continue;
+    node.callFrame = { ...node.callFrame, url: new URL(entry.originalSource, url).href, lineNumber: entry.originalLine, columnNumber: entry.originalColumn };
+  }
+  return profile;
+}
+
+function sourceMapBeside(url: string): SourceMap | undefined {
+  const path = `${fileURLToPath(url)}.map`;
+  return existsSync(path) ? new SourceMap(JSON.parse(readFileSync(path, "utf8")) as SourceMapPayload) : undefined;
+}
 
 /** A frame's file as printed: a package's path from its name on, reelay's from its layer folder on. */
 const shortUrlOf = (source: string): string =>
