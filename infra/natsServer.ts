@@ -13,6 +13,8 @@ const SINGLE_NODE_CONFIG = join(PACKAGE_ROOT, "infra", "nats", "single.conf");
 export interface RunningNatsServer {
   url: string;
   pid: number;
+  /** Its HTTP monitor's port (`/healthz`, `/varz`). */
+  monitorPort: number;
   /** The version the binary reported, e.g. "2.15.1". */
   version: string;
   stop(): Promise<void>;
@@ -45,20 +47,26 @@ export async function freeLoopbackPort(): Promise<number> {
   }
 }
 
-/**
- * Whether the server answering on `monitorPort` is the one keeping its JetStream store in `storeDir`: another
- * server may hold the port (two starts that probed the same free port; only one binds it, and the other exits),
- * and its monitor answers healthy just the same.
- */
-async function isServerOf(storeDir: string, monitorPort: number): Promise<boolean> {
-  const varz = await fetch(`http://127.0.0.1:${monitorPort}/varz`).catch(() => undefined);
-  if (!varz?.ok) return false;
-  const answered = ServerVarz.safeParse(await varz.json().catch(() => undefined));
-  return answered.success && answered.data.jetstream.config.store_dir === join(resolve(storeDir), "jetstream");
-}
-
 /** The part of nats-server's `/varz` that names a server's store (it keeps JetStream in `<store_dir given>/jetstream`). */
 const ServerVarz = z.object({ jetstream: z.object({ config: z.object({ store_dir: z.string() }) }) });
+
+/**
+ * The JetStream store of the server whose monitor is on `monitorPort` ("refused": no nats-server there;
+ * "silent": no answer within `timeoutMs`). Another server may hold a port a server was started on (two starts that probed the
+ * same free port; only one binds it, and the other exits), and its monitor answers healthy just the same.
+ */
+async function storeAt(monitorPort: number, timeoutMs: number): Promise<string | "refused" | "silent"> {
+  try {
+    const varz = await fetch(`http://127.0.0.1:${monitorPort}/varz`, { signal: AbortSignal.timeout(timeoutMs) });
+    const answered = ServerVarz.safeParse(await varz.json());
+    return answered.success ? answered.data.jetstream.config.store_dir : "refused";
+  } catch (error) {
+    return error instanceof DOMException && error.name === "TimeoutError" ? "silent" : "refused";
+  }
+}
+
+/** Where a server given `storeDir` (`-sd`) keeps JetStream, as its `/varz` says. */
+const jetStreamDirOf = (storeDir: string): string => join(resolve(storeDir), "jetstream");
 
 async function waitUntilReady(child: ChildProcess, monitorPort: number, storeDir: string, logFile: string): Promise<void> {
   const deadline = Date.now() + 15_000;
@@ -75,7 +83,7 @@ async function waitUntilReady(child: ChildProcess, monitorPort: number, storeDir
     }
     const monitor = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`).catch(() => undefined);
     // Not ours: it goes on waiting, and sees our server exit for want of its port.
-    if (monitor?.ok && (await isServerOf(storeDir, monitorPort))) return;
+    if (monitor?.ok && (await storeAt(monitorPort, 5_000)) === jetStreamDirOf(storeDir)) return;
     await new Promise((r) => setTimeout(r, 50));
   }
   throw new Error(`nats-server did not become ready within 15 s; see ${logFile}`);
@@ -112,7 +120,7 @@ export async function startNatsServer(options: {
     const child = spawnWatched(binary.path, configFile, port, monitorPort, options.storeDir, logFile);
     try {
       await waitUntilReady(child, monitorPort, options.storeDir, logFile);
-      return running(child, port, binary.version);
+      return running(child, port, monitorPort, binary.version);
     } catch (error) {
       if (attempt >= 5 || child.exitCode === null) throw error;
     }
@@ -158,11 +166,12 @@ export function serverProcs(env: NodeJS.ProcessEnv): string {
   return String(Math.max(1, Math.floor(availableParallelism() / 2)));
 }
 
-function running(child: ChildProcess, port: number, version: string): RunningNatsServer {
+function running(child: ChildProcess, port: number, monitorPort: number, version: string): RunningNatsServer {
   const pid = child.pid ?? 0;
   return {
     url: `nats://127.0.0.1:${port}`,
     pid,
+    monitorPort,
     version,
     stop: () =>
       new Promise<void>((done) => {
@@ -180,10 +189,12 @@ function running(child: ChildProcess, port: number, version: string): RunningNat
   };
 }
 
-interface EmbeddedServerRecord {
-  pid: number;
-  url: string;
-}
+/** What `reelay serve` writes beside its embedded server's store, for other commands to find it (monitorPort: since session 32). */
+const EmbeddedServerRecord = z.object({ pid: z.number().int(), url: z.string(), monitorPort: z.number().int().optional() });
+type EmbeddedServerRecord = z.infer<typeof EmbeddedServerRecord>;
+
+/** How long a recorded server's monitor may take to say which store it keeps. */
+const RECORD_CHECK_MS = 2_000;
 
 const recordPath = (dataDir: string) => join(dataDir, "nats-server.json");
 
@@ -196,17 +207,32 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** The embedded server of a data dir if it is running now (started by `npm start` or another command). */
-export function runningEmbeddedServer(dataDir: string): EmbeddedServerRecord | undefined {
+/**
+ * The embedded server of a data dir if it is running now (started by `npm start` or another command). A live
+ * pid is not enough: the record outlives a reelay killed with -9, and its pid may be another process's by now
+ * (pids are reused). The record stands unless nothing answers at the monitor it names, or a server for
+ * another store does; a server that does not answer in time may be ours, stalled, and no second server may
+ * open its store.
+ */
+export async function runningEmbeddedServer(dataDir: string): Promise<EmbeddedServerRecord | undefined> {
+  const record = readRecord(dataDir);
+  if (!record || !isAlive(record.pid)) return undefined;
+  // Records written before the monitor port was: the launcher's first choice, the client port + 1.
+  const store = await storeAt(record.monitorPort ?? Number(new URL(record.url).port) + 1, RECORD_CHECK_MS);
+  return store === "silent" || store === jetStreamDirOf(embeddedStoreDir(dataDir)) ? record : undefined;
+}
+
+function readRecord(dataDir: string): EmbeddedServerRecord | undefined {
   const path = recordPath(dataDir);
   if (!existsSync(path)) return undefined;
   try {
-    const record = JSON.parse(readFileSync(path, "utf8")) as EmbeddedServerRecord;
-    return isAlive(record.pid) ? record : undefined;
+    return EmbeddedServerRecord.parse(JSON.parse(readFileSync(path, "utf8")));
   } catch {
     return undefined;
   }
 }
+
+const embeddedStoreDir = (dataDir: string): string => join(dataDir, "nats");
 
 /**
  * The NATS that a data dir belongs to: the one already running for it, or a new one started now
@@ -214,11 +240,12 @@ export function runningEmbeddedServer(dataDir: string): EmbeddedServerRecord | u
  */
 export async function embeddedNats(dataDir: string, say: (line: string) => void): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
   const credentials = embeddedCredentials(dataDir);
-  const running = runningEmbeddedServer(dataDir);
+  const running = await runningEmbeddedServer(dataDir);
   if (running) return { url: running.url, credentials, stop: async () => {} };
-  const server = await startNatsServer({ storeDir: join(dataDir, "nats"), say, credentials });
-  say(`embedded nats-server ${server.version} started at ${server.url}, store ${join(dataDir, "nats")}`);
-  writeFileSync(recordPath(dataDir), JSON.stringify({ pid: server.pid, url: server.url }));
+  const server = await startNatsServer({ storeDir: embeddedStoreDir(dataDir), say, credentials });
+  say(`embedded nats-server ${server.version} started at ${server.url}, store ${embeddedStoreDir(dataDir)}`);
+  const record: EmbeddedServerRecord = { pid: server.pid, url: server.url, monitorPort: server.monitorPort };
+  writeFileSync(recordPath(dataDir), JSON.stringify(record));
   return {
     url: server.url,
     credentials,

@@ -65,7 +65,7 @@ describe("reelay keys", () => {
       expect(created.stdout.trim().split("\n").at(-1)).toMatch(/^rly_/);
       const listed = await reelay(["keys", "list"], { REELAY_DATA_DIR: dataDir, NATS_URL: "" });
       expect(listed.stdout).toContain("offline");
-      expect(runningEmbeddedServer(dataDir)).toBeUndefined();
+      expect(await runningEmbeddedServer(dataDir)).toBeUndefined();
     } finally {
       rmSync(dataDir, { recursive: true, force: true });
     }

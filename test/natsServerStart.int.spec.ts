@@ -1,9 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
+import { embeddedNats, freeLoopbackPort, runningEmbeddedServer, startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 
 /**
  * Tests start their servers on free ports, five files at once: two may pick one port. The server that loses
@@ -35,6 +35,60 @@ describe("starting nats-server on a port another server holds", () => {
       expect(nc.info?.server_name).toBe("reelay-1");
     } finally {
       await nc.close();
+    }
+  });
+});
+
+/**
+ * `reelay serve` records its embedded server's pid and ports beside the store; the record outlives a reelay
+ * killed with -9, and pids are reused (32,768 of them on this machine), so a live pid alone named a dead server.
+ */
+describe("the record of a data dir's embedded server", () => {
+  let dir: string;
+  let foreign: RunningNatsServer;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "reelay-server-record-"));
+    foreign = await startNatsServer({ storeDir: join(dir, "foreign"), say: () => {} });
+  });
+  afterAll(async () => {
+    await foreign?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const dataDirWithRecord = (name: string, record: object): string => {
+    const dataDir = join(dir, name);
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(join(dataDir, "nats-server.json"), JSON.stringify(record));
+    return dataDir;
+  };
+
+  it("given a record whose pid is now another process's and whose ports answer nothing, then no server runs for the data dir, and one is started", async () => {
+    const closed = await freeLoopbackPort();
+    const dataDir = dataDirWithRecord("reused-pid", { pid: process.pid, url: `nats://127.0.0.1:${closed}`, monitorPort: closed + 1 });
+    expect(await runningEmbeddedServer(dataDir)).toBeUndefined();
+    const started = await embeddedNats(dataDir, () => {});
+    try {
+      expect(started.url).not.toBe(`nats://127.0.0.1:${closed}`);
+      expect(await runningEmbeddedServer(dataDir)).toMatchObject({ url: started.url });
+    } finally {
+      await started.stop();
+    }
+  });
+
+  it("given a record naming a live server that keeps another store, then no server runs for the data dir", async () => {
+    const dataDir = dataDirWithRecord("other-store", { pid: foreign.pid, url: foreign.url, monitorPort: foreign.monitorPort });
+    expect(await runningEmbeddedServer(dataDir)).toBeUndefined();
+  });
+
+  it("given a record written before monitor ports were recorded, then its server is still found by the client port + 1", async () => {
+    const dataDir = join(dir, "older-record");
+    const started = await embeddedNats(dataDir, () => {});
+    try {
+      const { pid, url } = (await runningEmbeddedServer(dataDir)) ?? { pid: 0, url: "" };
+      writeFileSync(join(dataDir, "nats-server.json"), JSON.stringify({ pid, url }));
+      expect(await runningEmbeddedServer(dataDir)).toMatchObject({ url: started.url });
+    } finally {
+      await started.stop();
     }
   });
 });

@@ -33,7 +33,7 @@ describe("reelay serve on its embedded nats-server", () => {
     }
     expect(output).toMatch(/First start: created account 'demo'/);
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
-    const server = runningEmbeddedServer(dataDir);
+    const server = await runningEmbeddedServer(dataDir);
     expect(server).toBeDefined();
 
     // A second reelay on the same port fails to start, naming the port, and leaves the first one serving.
@@ -47,7 +47,7 @@ describe("reelay serve on its embedded nats-server", () => {
     process.kill(-(child.pid ?? 0), "SIGINT");
     expect(await exited).toBe(0);
     expect(output).toMatch(/"msg":"stopped"}\n$/);
-    expect(runningEmbeddedServer(dataDir)).toBeUndefined();
+    expect(await runningEmbeddedServer(dataDir)).toBeUndefined();
     // The server shut JetStream down itself (a clean store), not by being killed.
     expect(readFileSync(join(dataDir, "nats-server.log"), "utf8")).toMatch(/JetStream Shutdown/);
   });
