@@ -1,6 +1,5 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { build } from "esbuild";
 import { PACKAGE_ROOT } from "../../../infra/packageRoot.ts";
 
 const APP_DIR = `${join(PACKAGE_ROOT, "services", "console", "app")}/`;
@@ -31,6 +30,9 @@ const HTML = `<!doctype html>
  * build step to forget, nothing generated on disk, nothing fetched from a CDN (it works offline).
  */
 export async function bundleConsole(): Promise<ConsoleAssets> {
+  // Loaded here, not at the top: esbuild stays outside reelay's bundles (scripts/build.mjs), and a static import
+  // there would load it in every `reelay` command and service thread, console or not.
+  const { build } = await import("esbuild");
   const result = await build({
     entryPoints: [`${APP_DIR}main.tsx`],
     bundle: true,
