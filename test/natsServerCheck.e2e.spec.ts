@@ -1,16 +1,18 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { afterAll, describe, expect, it } from "vitest";
-import { freeLoopbackPort } from "../infra/natsServer.ts";
+import { afterAll, describe, expect, it, vi } from "vitest";
+import { z } from "zod";
 
 const run = promisify(execFile);
 const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
 const STACK_FRAME = /\n\s+at /;
 const dir = mkdtempSync(join(tmpdir(), "reelay-server-check-"));
+/** The file nats-server writes with `--ports_file_dir` once it listens. */
+const ServerPorts = z.object({ nats: z.tuple([z.string()]).rest(z.string()) });
 
 async function reelay(env: Record<string, string>, ...args: string[]): Promise<{ code: number; stderr: string }> {
   try {
@@ -43,9 +45,9 @@ async function fakeNatsServer(version: string): Promise<{ url: string; received:
     });
     socket.on("error", () => undefined);
   });
-  const port = await freeLoopbackPort();
-  await new Promise<void>((resolve) => server.listen(port, "127.0.0.1", resolve));
-  return { url: `nats://127.0.0.1:${port}`, received, server };
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  return { url: `nats://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`, received, server };
 }
 
 const children: ChildProcess[] = [];
@@ -70,10 +72,12 @@ describe("the server reelay connects to is checked before anything is written", 
   });
 
   it("refuses an existing server with JetStream turned off", async () => {
-    const port = await freeLoopbackPort();
-    const server = spawn(process.env.NATS_SERVER_BIN ?? "nats-server", ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
+    // A port of the server's own choosing (-1), read from the file it writes once it listens: a port picked
+    // here could be taken meanwhile by another test's server, which has JetStream.
+    const portsDir = mkdtempSync(join(dir, "ports-"));
+    const server = spawn(process.env.NATS_SERVER_BIN ?? "nats-server", ["-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", portsDir], { stdio: "ignore" });
     children.push(server);
-    const url = `nats://127.0.0.1:${port}`;
+    const url = await vi.waitFor(() => ServerPorts.parse(JSON.parse(readFileSync(join(portsDir, readdirSync(portsDir)[0] ?? "none"), "utf8"))).nats[0], { timeout: 10_000 });
     await expect.poll(async () => (await reelay({ NATS_URL: url }, "accounts", "list")).stderr, { timeout: 10_000 }).toMatch(/JetStream turned off/);
     const result = await reelay({ NATS_URL: url }, "accounts", "list");
     expect(result.code).toBe(1);
