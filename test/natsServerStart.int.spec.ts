@@ -5,6 +5,18 @@ import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { embeddedNats, freeLoopbackPort, runningEmbeddedServer, startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 
+/** A server already running (another test's, as far as the starts below know), and a folder for the rest. */
+let dir: string;
+let foreign: RunningNatsServer;
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "reelay-server-start-"));
+  foreign = await startNatsServer({ storeDir: join(dir, "foreign"), say: () => {} });
+});
+afterAll(async () => {
+  await foreign?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
 /**
  * Tests start their servers on free ports, five files at once: two may pick one port. The server that loses
  * the bind exits, but the winner's monitor answers on the same monitor port, and a start that took that answer
@@ -12,16 +24,6 @@ import { embeddedNats, freeLoopbackPort, runningEmbeddedServer, startNatsServer,
  * nothing: adversarialMoney.chatHoldServerStall saw its "frozen" server answer).
  */
 describe("starting nats-server on a port another server holds", () => {
-  let dir: string;
-  let foreign: RunningNatsServer;
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "reelay-server-start-"));
-    foreign = await startNatsServer({ storeDir: join(dir, "foreign"), say: () => {} });
-  });
-  afterAll(async () => {
-    await foreign?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
 
   it("given a server on the port asked for, when another start asks for that port, then it fails naming the exit, and never hands out the other server", async () => {
     const port = Number(new URL(foreign.url).port);
@@ -44,16 +46,6 @@ describe("starting nats-server on a port another server holds", () => {
  * killed with -9, and pids are reused (32,768 of them on this machine), so a live pid alone named a dead server.
  */
 describe("the record of a data dir's embedded server", () => {
-  let dir: string;
-  let foreign: RunningNatsServer;
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "reelay-server-record-"));
-    foreign = await startNatsServer({ storeDir: join(dir, "foreign"), say: () => {} });
-  });
-  afterAll(async () => {
-    await foreign?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
 
   const dataDirWithRecord = (name: string, record: object): string => {
     const dataDir = join(dir, name);
