@@ -52,8 +52,9 @@ const ServerVarz = z.object({ jetstream: z.object({ config: z.object({ store_dir
 
 /**
  * The JetStream store of the server whose monitor is on `monitorPort` ("refused": no nats-server there;
- * "silent": no answer within `timeoutMs`). Another server may hold a port a server was started on (two starts that probed the
- * same free port; only one binds it, and the other exits), and its monitor answers healthy just the same.
+ * "silent": no answer within `timeoutMs`). Another server may hold the port a server was started on (two
+ * starts that probed the same free port: only one binds it, the other exits), and its monitor answers
+ * healthy just the same.
  */
 async function storeAt(monitorPort: number, timeoutMs: number): Promise<string | "refused" | "silent"> {
   try {
@@ -82,7 +83,7 @@ async function waitUntilReady(child: ChildProcess, monitorPort: number, storeDir
       throw new Error(`nats-server exited with code ${child.exitCode}; last lines of ${logFile}:\n  ${tail}`);
     }
     const monitor = await fetch(`http://127.0.0.1:${monitorPort}/healthz?js-enabled-only=true`).catch(() => undefined);
-    // Not ours: it goes on waiting, and sees our server exit for want of its port.
+    // Healthy but another store's (that server holds our port): wait on, until our server exits for want of it.
     if (monitor?.ok && (await storeAt(monitorPort, 5_000)) === jetStreamDirOf(storeDir)) return;
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -189,7 +190,7 @@ function running(child: ChildProcess, port: number, monitorPort: number, version
   };
 }
 
-/** What `reelay serve` writes beside its embedded server's store, for other commands to find it (monitorPort: since session 32). */
+/** What `reelay serve` writes beside its embedded server's store, for other commands to find it (no monitorPort: an earlier version's). */
 const EmbeddedServerRecord = z.object({ pid: z.number().int(), url: z.string(), monitorPort: z.number().int().optional() });
 type EmbeddedServerRecord = z.infer<typeof EmbeddedServerRecord>;
 
