@@ -31,6 +31,11 @@ export default defineConfig({
     globalSetup: ["test/globalSetup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // expect.poll waits for something that will happen (a request relayed, an event folded): vitest's default
+    // of 1 s failed a loaded run that was merely slow (a process's first chat request builds the tokenizer's
+    // table, about 0.4 s of CPU alone, several times that beside the type check and four other files). A poll
+    // still ends as soon as it passes.
+    expect: { poll: { timeout: 5_000 } },
     // Two cores, and many files spend much of their time waiting (child processes starting, leases running out,
     // a frozen nats-server): five files at once kept both cores busier than four (82 s against 88.6 s for the
     // whole suite, 2026-11-26); six made no further difference.
