@@ -3,7 +3,6 @@ import type { TaskEvent } from "../../contracts/videoTask.ts";
 import { KEY_LIFETIME_MS } from "../tasks/idempotencyIndex.ts";
 import { costMicros } from "./pricing.ts";
 
-
 export interface ChargeAuditResult {
   finalTasks: number;
   problems: ChargeProblem[];
