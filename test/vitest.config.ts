@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { shippedPackageBuilds } from "./shippedPackageBuilds.ts";
 
 /** Tests that kill processes (runners, edges, nats-server) with SIGKILL: a project of their own. */
 const CRASH_TESTS = [
@@ -27,6 +28,7 @@ const clusterRun = process.env.REELAY_TEST_CLUSTER === "1";
 
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
+  plugins: [shippedPackageBuilds()],
   test: {
     globalSetup: ["test/globalSetup.ts"],
     testTimeout: 60_000,

@@ -1,5 +1,6 @@
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
+import { shippedPackageBuilds } from "./shippedPackageBuilds.ts";
 
 /**
  * `npm run test:fleet`: the tests of several runners and edges on one nats-server — the fleet test (issue 35:
@@ -9,6 +10,7 @@ import { defineConfig } from "vitest/config";
  */
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
+  plugins: [shippedPackageBuilds()],
   test: {
     globalSetup: ["test/globalSetup.ts"],
     include: ["test/fleet/**/*.fleet.spec.ts"],
