@@ -1,11 +1,33 @@
 // Runs before `npm start` and `npm test`: installs the locked dependencies when they are missing,
 // so a fresh clone needs only the two README commands.
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
-import { spawnSync } from "node:child_process";
+import { createInterface } from "node:readline";
+import { summarizeEngineWarnings } from "./npmEngineWarnings.mjs";
 
 const marker = new URL("../node_modules/.package-lock.json", import.meta.url);
 if (!existsSync(marker)) {
   console.error("reelay: installing dependencies (npm ci)…");
-  const result = spawnSync("npm", ["ci", "--no-audit", "--no-fund"], { stdio: "inherit" });
-  if (result.status !== 0) process.exit(result.status ?? 1);
+  process.exit(await npmCi());
+}
+
+/**
+ * `npm ci`, its output passed through but for its engine warnings, which come out as one line: on Node 20
+ * (past its end of life) npm prints five lines for each of the packages that ask for Node 22 or newer, about
+ * fifty lines a user can do nothing about before reelay's own first line.
+ */
+function npmCi() {
+  return new Promise((resolve) => {
+    const child = spawn("npm", ["ci", "--no-audit", "--no-fund"], { stdio: ["inherit", "inherit", "pipe"] });
+    const warnings = summarizeEngineWarnings((line) => process.stderr.write(`${line}\n`));
+    createInterface({ input: child.stderr, crlfDelay: Infinity }).on("line", warnings.line);
+    child.on("error", (error) => {
+      console.error(`reelay: could not run npm ci: ${error.message}`);
+      resolve(1);
+    });
+    child.on("close", (code, signal) => {
+      warnings.end(process.version);
+      resolve(code ?? (signal ? 1 : 0));
+    });
+  });
 }
