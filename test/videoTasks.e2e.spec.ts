@@ -51,6 +51,7 @@ describe("video tasks end to end", () => {
     const video = await fetch(String(final.body.data?.video_url));
     expect(video.status).toBe(200);
     expect(video.headers.get("content-type")).toBe("video/mp4");
+    expect(video.headers.get("x-content-type-options")).toBe("nosniff");
     const bytes = Buffer.from(await video.arrayBuffer());
     expect(Number(video.headers.get("content-length"))).toBe(bytes.length);
     const file = join(mkdtempSync(join(tmpdir(), "reelay-e2e-")), "v.mp4");

@@ -58,7 +58,8 @@ export class VideoFiles {
     const size = body.length;
     const contentType = CONTENT_TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream";
     const etag = `"${digest}"`;
-    const common = { "content-type": contentType, "accept-ranges": "bytes", "cache-control": CACHE_CONTROL, etag };
+    // nosniff: a browser shows the file as the type it is served with, never as a page of reelay's origin.
+    const common = { "content-type": contentType, "x-content-type-options": "nosniff", "accept-ranges": "bytes", "cache-control": CACHE_CONTROL, etag };
     if (ifNoneMatch.split(",").some((tag) => tag.trim() === etag || tag.trim() === "*")) return { status: 304, headers: { "cache-control": CACHE_CONTROL, etag } };
     const range = decideRange(rangeHeader, size);
     if (range.kind === "unsatisfiable") {
