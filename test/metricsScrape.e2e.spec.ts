@@ -1,7 +1,6 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freeLoopbackPort } from "../infra/natsServer.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { readAccountHistory } from "../services/billing/ledgerReader.ts";
 import { ApiKeyStore } from "../services/shared/apiKeys.ts";
@@ -35,15 +34,17 @@ describe("GET /metrics of reelay serve", () => {
     const instant = await addInstantUpstream(config);
     stopUpstream = () => instant.upstream.stop();
     nats = await connectNats(server.url, "metrics-test", { replicas: 1, leaseMs: config.runner.leaseMs });
-    const metricsPort = await freeLoopbackPort();
+    // Port 0: the listener takes a free port and names it on its "metrics served" line, which comes before "ready".
     child = await startChildService([], {
       NATS_URL: server.url,
       REELAY_CONFIG: writeConfigFile(config),
-      REELAY_METRICS_PORT: String(metricsPort),
+      REELAY_METRICS_PORT: "0",
       ...instant.env,
     });
     const { port } = child;
-    metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
+    const served = /"url":"(http:\/\/127\.0\.0\.1:\d+\/metrics)"[^\n]*"metrics served"/.exec(child.startupOutput)?.[1];
+    if (served === undefined) throw new Error(`no "metrics served" line before "reelay is ready":\n${child.startupOutput}`);
+    metricsUrl = served;
     edgeUrl = `http://127.0.0.1:${port}`;
     const ledger = new AccountLedger(nats);
     await ledger.execute("scraped", { type: "open" });

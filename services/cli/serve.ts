@@ -115,8 +115,15 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
         ...adminListenerOf(environment()),
       })
     : undefined;
-  // Stopped in this order: edge (no new work), runner (jobs handed back), projector last.
+  // Stopped in this order: edge (no new work), runner (jobs handed back), projector, the metrics listener last.
   const stops: Array<{ service: string; stop: () => Promise<void> }> = [];
+  // Bound before the service threads start, as the edge's port is: a port in use stops start-up while nothing
+  // holds a job yet, and "ready" means every listener answers.
+  const { REELAY_METRICS_PORT: metricsPort, REELAY_METRICS_HOST: metricsHost } = environment();
+  if (metricsPort !== undefined) {
+    const metrics = await startMetricsServer(metricsHost, metricsPort, log);
+    stops.push({ service: "metrics", stop: metrics.stop });
+  }
   // Threads pay off only with cores to run them on; on one core they would just take turns.
   const threaded = availableParallelism() > 1;
   if (selected.includes("projector")) {
@@ -143,11 +150,6 @@ export async function serve(config: ReelayConfig, selected: readonly ServiceName
     log.info({ services: selected }, "reelay services ready");
   }
 
-  const { REELAY_METRICS_PORT: metricsPort, REELAY_METRICS_HOST: metricsHost } = environment();
-  if (metricsPort !== undefined) {
-    const metrics = await startMetricsServer(metricsHost, metricsPort, log);
-    stops.push({ service: "metrics", stop: metrics.stop });
-  }
 
   let stopping = false;
   const shutdown = async (signal: string) => {
