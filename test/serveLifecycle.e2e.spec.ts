@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, describe, expect, it } from "vitest";
-import { freeLoopbackPort, runningEmbeddedServer } from "../infra/natsServer.ts";
+import { runningEmbeddedServer } from "../infra/natsServer.ts";
 
 const CLI = new URL("../scripts/reelay.mjs", import.meta.url).pathname;
 
@@ -13,10 +13,10 @@ describe("reelay serve on its embedded nats-server", () => {
   afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 
   it("starts, answers /healthz, refuses a second reelay on its port, and stops cleanly on Ctrl-C to its whole process group", async () => {
-    const port = await freeLoopbackPort();
-    // Its own process group, as a terminal's foreground job: Ctrl-C signals every process in it.
+    // Its own process group, as a terminal's foreground job: Ctrl-C signals every process in it. Port 0: any
+    // free port (named on the ready line), and the admin listener then takes any free port too.
     const child = spawn(process.execPath, [CLI, "serve"], {
-      env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir, PORT: String(port) },
+      env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir, PORT: "0" },
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     });
@@ -32,6 +32,7 @@ describe("reelay serve on its embedded nats-server", () => {
       throw new Error(`${(error as Error).message}\nreelay serve printed:\n${output.slice(-4000)}`, { cause: error });
     }
     expect(output).toMatch(/First start: created account 'demo'/);
+    const port = Number(/"url":"http:\/\/localhost:(\d+)"[^\n]*"reelay is ready"/.exec(output)?.[1]);
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     const server = await runningEmbeddedServer(dataDir);
     expect(server).toBeDefined();
