@@ -1,4 +1,5 @@
 import { createServer, type Server } from "node:http";
+import { ConfigError } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { collectProcessMetrics } from "./processMetrics.ts";
 
@@ -30,7 +31,7 @@ export async function startMetricsServer(host: string, port: number, log: Logger
     server.once("error", (error: NodeJS.ErrnoException) =>
       reject(
         error.code === "EADDRINUSE"
-          ? new Error(`REELAY_METRICS_PORT ${port} on ${host} is already in use: choose another port, or stop what listens there`)
+          ? new ConfigError(`REELAY_METRICS_PORT ${port} on ${host} is already in use: choose another port, or stop what listens there`)
           : error,
       ),
     );
