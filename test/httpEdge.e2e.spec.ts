@@ -189,7 +189,12 @@ describe("HTTP edge", () => {
 
   it("refuses to start a second edge on a port in use, naming the port", async () => {
     const second = startEdge(app.nats, app.config, silentLog, { host: "127.0.0.1", port, publicUrl: undefined });
-    await expect(second).rejects.toThrow(new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
+    await expect(second).rejects.toThrow(new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use.*set PORT to a free port`));
+  });
+
+  it("refuses to start an edge whose admin port is in use, naming REELAY_ADMIN_PORT (not PORT, which is free)", async () => {
+    const second = startEdge(app.nats, app.config, silentLog, { host: "127.0.0.1", port: 0, publicUrl: undefined, admin: { host: "127.0.0.1", port } });
+    await expect(second).rejects.toThrow(new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use.*set REELAY_ADMIN_PORT \\(or "off"\\) to a free port`));
   });
 
   it("answers CORS preflights for allowed origins only, and marks their answers", async () => {

@@ -12,6 +12,10 @@ export async function startEdge(
   options: EdgeOptions,
 ): Promise<{ port: number; adminPort: number | undefined; reservationCloser: ReservationCloser; stop(): Promise<void> }> {
   const edge = new EdgeService(nats, config, log, options);
-  const port = await edge.start();
+  // A start that fails (a port in use) lets go of what it had started: its watches, its listener.
+  const port = await edge.start().catch(async (error: unknown) => {
+    await edge.stop().catch(() => undefined);
+    throw error;
+  });
   return { port, adminPort: edge.adminPort, reservationCloser: edge.reservationCloser, stop: () => edge.stop() };
 }

@@ -40,6 +40,7 @@ export async function startAdminListener(deps: AdminDeps & { host: string; port:
   const toConsole = { status: 302, headers: { location: "/console/" }, body: "" };
   app.get("/", (_req, res) => writeReply(res, toConsole));
   app.get("/console", (_req, res) => writeReply(res, toConsole));
-  const port = await app.listen(deps.host, deps.port);
+  // Its port is REELAY_ADMIN_PORT's, or PORT + 1 by default: the message names the setting that moves it.
+  const port = await app.listen(deps.host, deps.port, "REELAY_ADMIN_PORT (or \"off\")");
   return { port, close: () => app.close() };
 }

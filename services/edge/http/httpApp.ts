@@ -94,8 +94,11 @@ export class HttpApp {
     this.exact.set(path, methods);
   }
 
-  /** Listens; resolves to the bound port. A port in use is a clear start-up error, never a shared port. */
-  listen(host: string, port: number): Promise<number> {
+  /**
+   * Listens; resolves to the bound port. A port in use is a clear start-up error naming `setting` (what
+   * chose the port), never a shared port.
+   */
+  listen(host: string, port: number, setting = "PORT"): Promise<number> {
     const server = createServer(
       {
         maxHeaderSize: MAX_HEADER_BYTES,
@@ -125,7 +128,7 @@ export class HttpApp {
       server.once("error", (error: NodeJS.ErrnoException) => {
         reject(
           error.code === "EADDRINUSE"
-            ? new ConfigError(`port ${port} on ${host} is already in use (another reelay, or another program, listens there): stop it or set PORT to a free port`)
+            ? new ConfigError(`port ${port} on ${host} is already in use (another reelay, or another program, listens there): stop it or set ${setting} to a free port`)
             : error,
         );
       });
