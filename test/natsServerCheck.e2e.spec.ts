@@ -84,6 +84,15 @@ describe("the server reelay connects to is checked before anything is written", 
     expect(result.stderr).toMatch(/start the server with -js/);
   });
 
+  it("names a NATS_URL nothing answers at in one line, without a stack trace", async () => {
+    // Port 1 (tcpmux), where nothing listens: a port closed here could be another test's server a moment later.
+    const url = "nats://127.0.0.1:1";
+    const result = await reelay({ NATS_URL: url }, "accounts", "list");
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim().split("\n").at(-1)).toBe(`reelay: cannot connect to NATS at ${url}: connection refused`);
+    expect(result.stderr).not.toMatch(STACK_FRAME);
+  });
+
   it("with NATS_SERVER_BIN pointing at 2.9, start-up refuses with the fix instead of using it", async () => {
     const old = join(dir, "nats-server-2.9");
     writeFileSync(old, '#!/bin/sh\necho "nats-server: v2.9.10"\n');

@@ -17,6 +17,9 @@ export async function drainWithin(nc: NatsConnection, ms: number): Promise<void>
   if (outcome === "timeout") await nc.close().catch(() => undefined);
 }
 
+/** The server a command needs could not be reached or set up: an operator's problem to fix, said in one line. */
+export class NatsUnreachableError extends Error {}
+
 /** NATS_URL when set and non-empty: an external server or cluster instead of the embedded one. */
 export const externalNatsUrl = (): string | undefined => environment().NATS_URL;
 
@@ -48,7 +51,7 @@ export async function openNats(
   const nats = await connectNats(url, name, layout, credentials).catch(async (error: unknown) => {
     await embedded?.stop();
     if (error instanceof UnsupportedNatsServerError) throw error;
-    throw new Error(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
+    throw new NatsUnreachableError(`cannot connect to NATS at ${url}: ${(error as Error).message}`, { cause: error });
   });
   return {
     nats,
