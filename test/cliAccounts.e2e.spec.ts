@@ -92,6 +92,14 @@ describe("reelay accounts and reelay audit", () => {
     expect(refused.stderr).not.toMatch(STACK_FRAME);
   });
 
+  it("an accounts command without the account's name says so, exit 1, no stack trace", async () => {
+    for (const action of ["create", "credit", "limit", "show"]) {
+      const refused = await reelay("accounts", action);
+      expect(refused).toMatchObject({ code: 1, stdout: "" });
+      expect(refused.stderr).toMatch(new RegExp(`^reelay: accounts ${action} needs an account name\\nusage: reelay accounts `));
+    }
+  });
+
   it("accounts show prints balance, reserved, available and the last entries; list shows every account", async () => {
     const shown = await reelay("accounts", "show", "cli-demo");
     expect(shown.code).toBe(0);

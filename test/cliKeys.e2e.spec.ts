@@ -51,7 +51,11 @@ describe("reelay keys", () => {
   it("refuses bad input with a message and a non-zero exit, never a stack trace", async () => {
     const failure = await reelay(["keys", "create"], { NATS_URL: app.natsUrl }).catch((error: { code: number; stderr: string }) => error);
     expect(failure).toMatchObject({ code: 1 });
-    expect((failure as { stderr: string }).stderr).toMatch(/--account/);
+    expect((failure as { stderr: string }).stderr).toMatch(/^reelay: keys create needs --account <name>\n/);
+    expect((failure as { stderr: string }).stderr).not.toMatch(/\n\s+at /);
+    const noKeyId = await reelayInProcess(app, "keys", "revoke");
+    expect(noKeyId).toMatchObject({ code: 1, stdout: "" });
+    expect(noKeyId.stderr).toMatch(/^reelay: keys revoke needs a key id\nusage: /);
     const badName = await reelayInProcess(app, "keys", "create", "--account", "no spaces");
     expect(badName.code).toBe(1);
     expect(badName.stderr).toMatch(/account names/);

@@ -13,12 +13,12 @@ import type { Nats } from "../shared/nats.ts";
 const USAGE =
   "usage: reelay accounts create <name> | accounts credit <name> <yuan> [--idempotency-key <key>] | accounts limit <name> <yuan> | accounts show <name> | accounts list";
 
-function accountName(name: string | undefined): string {
+function accountName(action: string, name: string | undefined): string {
+  if (name === undefined) throw new ValidationError(`accounts ${action} needs an account name\n${USAGE}`);
   const parsed = AccountName.safeParse(name);
   if (!parsed.success) throw new ValidationError(`${parsed.error.issues[0]?.message ?? "bad account name"}\n${USAGE}`);
   return parsed.data;
 }
-
 
 /** `reelay accounts …`: every change is an event on acct.<account>.money.<epoch>.ledger; reads fold the account's money events. */
 export async function accountsCommand(nats: Nats, args: string[], options: { idempotencyKey: string | undefined }, io: CliIo): Promise<void> {
@@ -27,14 +27,14 @@ export async function accountsCommand(nats: Nats, args: string[], options: { ide
   const [action, name, amount] = args;
   switch (action) {
     case "create": {
-      const account = accountName(name);
+      const account = accountName(action, name);
       const before = await ledger.current(account);
       await ledger.execute(account, { type: "open" });
       out(before.exists ? `account ${account} already exists` : `created account ${account}`);
       return;
     }
     case "credit": {
-      const account = accountName(name);
+      const account = accountName(action, name);
       if (amount === undefined) throw new ValidationError(`accounts credit needs an amount in yuan\n${USAGE}`);
       let micros: number;
       try {
@@ -48,7 +48,7 @@ export async function accountsCommand(nats: Nats, args: string[], options: { ide
       return;
     }
     case "limit": {
-      const account = accountName(name);
+      const account = accountName(action, name);
       if (amount === undefined) throw new ValidationError(`accounts limit needs an amount in yuan (0: no debt)\n${USAGE}`);
       let micros: number;
       try {
@@ -62,7 +62,7 @@ export async function accountsCommand(nats: Nats, args: string[], options: { ide
       return;
     }
     case "show": {
-      const account = accountName(name);
+      const account = accountName(action, name);
       const history = await readAccountHistory(nats.js, nats.jsm, account);
       const now = history.at(-1)?.after;
       if (!now) throw new ValidationError(`no account named ${account}`);

@@ -1,6 +1,7 @@
 import type { CliIo } from "./cliIo.ts";
 import { AccountLedger } from "../billing/accountLedger.ts";
 import { ApiKeyStore } from "../shared/apiKeys.ts";
+import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 
 const USAGE = "usage: reelay keys create --account <name> | keys list [--account <name>] | keys revoke <key-id>";
@@ -12,7 +13,7 @@ export async function keysCommand(nats: Nats, args: string[], option: (name: str
   switch (action) {
     case "create": {
       const account = option("account");
-      if (!account) throw new Error(`keys create needs --account <name>\n${USAGE}`);
+      if (!account) throw new ValidationError(`keys create needs --account <name>\n${USAGE}`);
       const { key, keyId } = await store.create(account);
       // A key's account exists in the ledger too (balance 0 until credited).
       await new AccountLedger(nats).execute(account, { type: "open" });
@@ -26,12 +27,12 @@ export async function keysCommand(nats: Nats, args: string[], option: (name: str
       return;
     }
     case "revoke": {
-      if (!target) throw new Error(`keys revoke needs a key id\n${USAGE}`);
+      if (!target) throw new ValidationError(`keys revoke needs a key id\n${USAGE}`);
       const revoked = await store.revoke(target);
       io.out(`revoked key ${revoked.keyId} of account ${revoked.account}`);
       return;
     }
     default:
-      throw new Error(USAGE);
+      throw new ValidationError(USAGE);
   }
 }

@@ -15,7 +15,7 @@ const USAGE = "usage: reelay webhooks secret --account <name> [--rotate | --drop
 export async function webhooksCommand(nats: Nats, args: string[], options: { account: string | undefined; rotate: boolean; dropPrevious: boolean }, io: CliIo): Promise<void> {
   const [action] = args;
   const { account } = options;
-  if (!account) throw new ValidationError(`webhooks ${action ?? ""} needs --account <name>\n${USAGE}`);
+  if (!account) throw new ValidationError(`${action === undefined ? "webhooks" : `webhooks ${action}`} needs --account <name>\n${USAGE}`);
   const name = AccountName.safeParse(account);
   if (!name.success) throw new ValidationError(name.error.issues[0]?.message ?? "bad account name");
   switch (action) {
