@@ -100,6 +100,16 @@ describe("reelay accounts and reelay audit", () => {
     }
   });
 
+  it("webhooks secret for an account that does not exist is refused, and makes no secret", async () => {
+    const refused = await reelay("webhooks", "secret", "--account", "no-such-account");
+    expect(refused).toMatchObject({ code: 1, stdout: "", stderr: "reelay: no account named no-such-account\n" });
+    expect(await app.nats.webhookSecrets.get("no-such-account")).toBeNull();
+  });
+
+  it("an unknown infra action is the usage line, no stack trace", async () => {
+    expect(await reelay("infra", "frob")).toMatchObject({ code: 1, stdout: "", stderr: "reelay: usage: reelay infra plan | infra apply\n" });
+  });
+
   it("accounts show prints balance, reserved, available and the last entries; list shows every account", async () => {
     const shown = await reelay("accounts", "show", "cli-demo");
     expect(shown.code).toBe(0);

@@ -9,7 +9,7 @@ import { balancesProjection } from "../billing/projections.ts";
 import { auditProjection, type ProjectionAudit } from "../shared/projectionAudit.ts";
 import type { Projection } from "../shared/projection.ts";
 import { taskViewProjection } from "../tasks/taskViewProjection.ts";
-import { ValidationError } from "../shared/errors.ts";
+import { ServiceUnavailableError, ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { TaskLog } from "../shared/taskLog.ts";
 import { foldTaskView } from "../tasks/taskView.ts";
@@ -29,7 +29,7 @@ async function waitForProjector(nats: Nats, stream: string, durable: string): Pr
   for (;;) {
     const info = await nats.jsm.consumers.info(stream, durable);
     if (info.num_pending === 0 && info.num_ack_pending === 0) return info.delivered.stream_seq;
-    if (Date.now() > deadline) throw new Error(`projector ${durable} is still behind (${info.num_pending} pending); is it running?`);
+    if (Date.now() > deadline) throw new ServiceUnavailableError(`projector ${durable} is still behind (${info.num_pending} pending); is it running?`);
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }

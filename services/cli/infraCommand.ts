@@ -1,6 +1,7 @@
 import type { CliIo } from "./cliIo.ts";
 import { describeChanges, planLayoutChanges } from "../../infra/layoutPlan.ts";
 import type { LayoutOptions } from "../../infra/jetstreamLayout.ts";
+import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 
 const USAGE = "usage: reelay infra plan | infra apply";
@@ -12,7 +13,7 @@ const USAGE = "usage: reelay infra plan | infra apply";
  */
 export async function infraCommand(nats: Nats, args: string[], layout: LayoutOptions, io: CliIo): Promise<void> {
   const [action] = args;
-  if (action !== "plan" && action !== "apply") throw new Error(USAGE);
+  if (action !== "plan" && action !== "apply") throw new ValidationError(USAGE);
   const plan = await planLayoutChanges(nats.jsm, layout);
   io.out(`${describeChanges(plan.changes)}`);
   if (action === "plan" || plan.changes.length === 0) return;

@@ -1,5 +1,6 @@
 import type { CliIo } from "./cliIo.ts";
 import { AccountName } from "../../contracts/apiKey.ts";
+import { AccountLedger } from "../billing/accountLedger.ts";
 import { ValidationError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import { readAttempts } from "../webhooks/webhookLog.ts";
@@ -20,6 +21,8 @@ export async function webhooksCommand(nats: Nats, args: string[], options: { acc
   if (!name.success) throw new ValidationError(name.error.issues[0]?.message ?? "bad account name");
   switch (action) {
     case "secret": {
+      // A secret made for a misspelt name would sign nothing, and the receiver would be set up with it.
+      if (!(await new AccountLedger(nats).current(account)).exists) throw new ValidationError(`no account named ${account}`);
       const secrets = new WebhookSecrets(nats.webhookSecrets);
       if (options.rotate && options.dropPrevious) throw new ValidationError(`--rotate and --drop-previous do not go together\n${USAGE}`);
       if (options.dropPrevious) {
