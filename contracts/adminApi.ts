@@ -9,8 +9,9 @@ import { AccountName } from "./apiKey.ts";
 
 /** Yuan as a decimal string, at most 6 decimals: money never passes through a float on its way in. */
 export const YuanText = z
-  .string()
-  .regex(/^\d{1,13}(\.\d{1,6})?$/, "amount is yuan as a decimal string with at most 6 decimals, such as \"12.50\"")
+  // A number, or nothing, gets the same words as a malformed string: what to send instead.
+  .string({ error: "must be yuan as a decimal string with at most 6 decimals, such as \"12.50\"" })
+  .regex(/^\d{1,13}(\.\d{1,6})?$/, "must be yuan as a decimal string with at most 6 decimals, such as \"12.50\"")
   .describe("yuan as a decimal string with at most 6 decimals, such as \"12.50\"");
 
 export const AdminError = z.object({ error: z.object({ message: z.string(), code: z.string() }) });
