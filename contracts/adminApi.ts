@@ -37,10 +37,16 @@ export const LedgerEntry = z.object({
   actor: z.string().optional(),
 });
 export const LedgerPage = z.object({ entries: z.array(LedgerEntry), next_before: z.number().int().nullable() });
-export const LedgerQuery = z.object({
-  limit: z.coerce.number().int().min(1).max(500).default(50),
-  before: z.coerce.number().int().positive().optional(),
-});
+/** A page's size from the query string, refused in words that say what to send (not zod's "received NaN"). */
+function pageLimit(max: number) {
+  const words = `must be an integer from 1 to ${max}`;
+  return z.coerce.number({ error: words }).int(words).min(1, words).max(max, words).default(50);
+}
+/** Where the next page starts: the `next_before` of the page before. */
+const BEFORE_WORDS = "must be a positive integer: the next_before of the page before";
+const PageBefore = z.coerce.number({ error: BEFORE_WORDS }).int(BEFORE_WORDS).positive(BEFORE_WORDS).optional();
+
+export const LedgerQuery = z.object({ limit: pageLimit(500), before: PageBefore });
 
 export const ApiKeySummary = z.object({ id: z.string(), account: z.string(), created_at: z.string() });
 export const CreatedApiKey = ApiKeySummary.extend({ key: z.string().describe("shown only in this answer") });
@@ -61,8 +67,8 @@ export const TaskQuery = z.object({
   account: AccountName.optional(),
   status: TaskStatusName.optional(),
   model: z.string().max(100).optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  before: z.coerce.number().int().positive().optional(),
+  limit: pageLimit(200),
+  before: PageBefore,
 });
 export const TaskPage = z.object({ tasks: z.array(TaskSummary), next_before: z.number().int().nullable() });
 export const TimelineEntry = z.object({

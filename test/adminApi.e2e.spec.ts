@@ -127,7 +127,9 @@ describe("admin API", () => {
     const types = (detail.body.timeline as Array<{ type: string }>).map((entry) => entry.type);
     expect(types).toEqual(expect.arrayContaining(["TaskSubmitted", "GenerationSucceeded", "ledger:CostReserved", "ledger:ReservationSettled"]));
     expect((await admin("GET", "/tasks/999999")).status).toBe(404);
-    expect((await admin("GET", "/tasks?limit=5000")).body.error?.message).toMatch(/limit/);
+    expect((await admin("GET", "/tasks?limit=5000")).body.error?.message).toBe("query.limit: must be an integer from 1 to 200");
+    expect((await admin("GET", "/tasks?limit=abc")).body.error?.message).toBe("query.limit: must be an integer from 1 to 200");
+    expect((await admin("GET", "/tasks?before=-3")).body.error?.message).toBe("query.before: must be a positive integer: the next_before of the page before");
   });
 
   it("stats and usage come from counters: tasks by status now, per hour over 24 h, and per account, model or day (also as CSV)", async () => {
