@@ -21,9 +21,10 @@ const USAGE = `reelay — video generation and chat gateway
   reelay accounts show <name>                balance, reserved, available, last 10 entries
   reelay accounts list                       every account's balance
   reelay audit replay                        rebuild every read model from the streams and compare
+  reelay audit charges [--json]              every ended task's money: each success charged once, each failure free
   reelay audit task <id>                     a task's event timeline with its ledger effects
   reelay audit account <name> [--json]       an account's ledger with the running balance
-  reelay audit upstream [--json]              per model and channel: charged to customers vs reported by upstreams
+  reelay audit upstream [--json]             per model and channel: charged to customers vs reported by upstreams
   reelay channels [--json]                   each runner's upstream channels: rotation, tasks in flight, errors
   reelay infra plan                          how streams and consumers differ from the configured layout
   reelay infra apply                         show those differences, then change them (replicas, ack waits)
