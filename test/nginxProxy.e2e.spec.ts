@@ -30,16 +30,25 @@ http {
   ${server}
 }`;
 
+/**
+ * nginx on a port picked ahead (it cannot report one it chose): another test's server may take it first. Then
+ * nginx exits, and the next attempt takes another port; an answer counts only when nginx gives it (its Server
+ * header: reelay sends none), never another server's on that port.
+ */
 async function startNginx(server: string): Promise<{ url: string; proc: ChildProcess }> {
   const dir = mkdtempSync(join(tmpdir(), "reelay-nginx-"));
-  const port = await freeLoopbackPort();
-  const file = join(dir, "nginx.conf");
-  writeFileSync(file, mainConfig(dir, server.replaceAll("listen 80;", `listen 127.0.0.1:${port};`)));
-  const proc = spawn(NGINX as string, ["-p", dir, "-c", file], { stdio: "ignore" });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    if ((await fetch(`${url}/healthz`).catch(() => undefined))?.ok) return { url, proc };
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    const port = await freeLoopbackPort();
+    const file = join(dir, "nginx.conf");
+    writeFileSync(file, mainConfig(dir, server.replaceAll("listen 80;", `listen 127.0.0.1:${port};`)));
+    const proc = spawn(NGINX as string, ["-p", dir, "-c", file], { stdio: "ignore" });
+    const url = `http://127.0.0.1:${port}`;
+    for (let i = 0; i < 100 && proc.exitCode === null; i++) {
+      const answer = await fetch(`${url}/healthz`).catch(() => undefined);
+      if (answer?.ok && answer.headers.get("server")?.startsWith("nginx")) return { url, proc };
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    proc.kill("SIGKILL");
   }
   throw new Error(`nginx did not come up: ${readFileSync(join(dir, "error.log"), "utf8")}`);
 }
