@@ -70,6 +70,26 @@ describe("Idempotency-Key under concurrency, conflicts and crashes", () => {
     expect(same.body.data?.task_id).toBe(first.body.data?.task_id);
   });
 
+  it("keeps each account's keys its own: one key, sent by two accounts, makes a task for each, charged to each", async () => {
+    const alice = new VideoClient(app.baseUrl, await app.keyFor("key-alice"));
+    const mallory = new VideoClient(app.baseUrl, await app.keyFor("key-mallory"));
+    const headers = { "idempotency-key": "order-shared" };
+    const ofAlice = await alice.create(mini("alice's fox"), headers);
+    // The same key with another body, and with the same body: neither a conflict nor alice's task.
+    const otherBody = await mallory.create(mini("mallory's fox"), headers);
+    const sameBody = await mallory.create(mini("alice's fox"), { "idempotency-key": "order-shared-2" });
+    const sameKeyAndBody = await alice.create(mini("alice's fox"), { "idempotency-key": "order-shared-2" });
+    expect([ofAlice.status, otherBody.status, sameBody.status, sameKeyAndBody.status]).toEqual([200, 200, 200, 200]);
+    const ids = [ofAlice, otherBody, sameBody, sameKeyAndBody].map((answer) => answer.body.data?.task_id);
+    expect(new Set(ids).size).toBe(4);
+    // Neither sees the other's task.
+    expect((await mallory.query(ids[0] as number)).status).toBe(404);
+    for (const account of ["key-alice", "key-mallory"]) {
+      const history = await readAccountHistory(app.nats.js, app.nats.jsm, account);
+      expect(history.filter((entry) => entry.event.type === "CostReserved")).toHaveLength(2);
+    }
+  });
+
   it("answers the same task when the edge died after writing the task's opening, before answering", async () => {
     // This edge kills itself (SIGKILL) right after the opening (task and reservation) is written.
     const env = { NATS_URL: app.natsUrl, REELAY_CONFIG: configPath, REELAY_FAILPOINTS: "create:after-open" };
