@@ -26,9 +26,11 @@ export const integerParam = (name: string, min: number, max: number, fallback: n
     .transform(Number)
     .describe(`an integer from ${min} to ${max} (default ${fallback})`);
 
+/** Said by the task's query and its event stream alike: the words name the parameter, not one of the two paths. */
+const TASK_ID_REQUIRED = "id is required: ?id=<task_id>, the task_id the create answered";
 const TaskIdParam = z
-  .string({ error: "id is required: GET /api/compat/videosTask?id=<task_id>" })
-  .min(1, { error: "id is required: GET /api/compat/videosTask?id=<task_id>", abort: true })
+  .string({ error: TASK_ID_REQUIRED })
+  .min(1, { error: TASK_ID_REQUIRED, abort: true })
   .regex(TASK_ID, { error: (issue) => `id must be a positive integer task id, got "${shownInput(issue.input, 40)}"` })
   .transform(Number)
   .describe("the task_id the create answered");

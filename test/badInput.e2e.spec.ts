@@ -188,7 +188,8 @@ describe("bad input on POST videosGenerations answers a clear 4xx envelope", () 
       expect(envelope(await call("GET", path, undefined, {}), 401), path).toContain("API key");
     }
     expect(envelope(await call("GET", "/api/compat/videosTask?id=abc"), 400)).toBe('id must be a positive integer task id, got "abc"');
-    expect(envelope(await call("GET", "/api/compat/videosTask"), 400)).toBe("id is required: GET /api/compat/videosTask?id=<task_id>");
+    expect(envelope(await call("GET", "/api/compat/videosTask"), 400)).toBe("id is required: ?id=<task_id>, the task_id the create answered");
+    expect(envelope(await call("GET", "/api/compat/videosTask/events"), 400)).toBe("id is required: ?id=<task_id>, the task_id the create answered");
     expect(envelope(await call("GET", "/api/compat/videosTasks?limit=0"), 400)).toBe('limit must be an integer from 1 to 100, got "0"');
   });
 
