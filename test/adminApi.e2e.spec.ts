@@ -51,6 +51,11 @@ describe("admin API", () => {
       expect(answer.status).toBe(401);
       expect(answer.body.error?.code).toBe("invalid_admin_token");
     }
+    // A customer key is told it is one (whether it is valid or not), not left to look for a typo.
+    expect((await admin("GET", "/accounts", undefined, customerKey)).body.error?.message).toBe(
+      "invalid admin token: this is a customer API key (rly_…); the admin API takes an admin token (rla_…, reelay admin tokens create --name <you>)",
+    );
+    expect((await admin("GET", "/accounts", undefined, "rla_not-a-token")).body.error?.message).toBe("invalid admin token");
     expect((await new VideoClient(app.baseUrl, token).query(1)).status).toBe(401);
     const spare = (await reelayInProcess(app, "admin", "tokens", "create", "--name", "ops-temp")).stdout.trim().split("\n").at(-1) ?? "";
     expect((await admin("GET", "/accounts", undefined, spare)).status).toBe(200);

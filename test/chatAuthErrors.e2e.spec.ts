@@ -65,6 +65,20 @@ describe("a bad API key, as OpenAI client libraries see it", () => {
     });
   });
 
+  it("tells an admin token sent here where it belongs, still in OpenAI's words (an AuthenticationError to LiteLLM)", async () => {
+    const adminToken = "rla_some-admin-token-5678wxyz";
+    const chat = await post("/api/compat/chat/completions", `Bearer ${adminToken}`, echo);
+    expect(chat.status).toBe(401);
+    const text = await chat.text();
+    expect((JSON.parse(text) as { error: { message: string } }).error.message).toMatch(
+      /^Incorrect API key provided: rla\*{22}wxyz\. .* This is an admin token \(rla_…\): it opens the admin API and console on their own port, not this API, which takes an API key \(rly_…\)\.$/,
+    );
+    expect(text).not.toContain(adminToken);
+    expect(litellmClass(chat.status, text)).toBe("AuthenticationError");
+    const video = await post("/api/compat/videosGenerations", `Bearer ${adminToken}`, { model: "VideoModel-2.0", prompt: "p" });
+    expect(await video.json()).toEqual({ code: 401, msg: expect.stringMatching(/^invalid API key: This is an admin token \(rla_…\)/) });
+  });
+
   it("keeps the video envelope on video paths", async () => {
     const response = await post("/api/compat/videosGenerations", `Bearer ${wrongKey}`, { model: "VideoModel-2.0", prompt: "p" });
     expect(response.status).toBe(401);

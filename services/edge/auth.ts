@@ -2,7 +2,8 @@ import type { KV } from "@nats-io/kv";
 import type { LRUCache } from "lru-cache";
 import { lruOf } from "../shared/lruOf.ts";
 import { ApiKeyRecord } from "../../contracts/apiKey.ts";
-import { ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
+import { API_KEY_PREFIX, ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
+import { ADMIN_TOKEN_PREFIX } from "../shared/adminTokens.ts";
 import { InvalidApiKeyError, MissingApiKeyError } from "../shared/errors.ts";
 import { KvMirror } from "../shared/kvMirror.ts";
 import type { Logger } from "../shared/log.ts";
@@ -26,6 +27,14 @@ export const DEFAULT_KEY_CACHE_BOUNDS: KeyCacheBounds = { validKeys: 10_000, ref
 export function redactApiKey(key: string): string {
   if (key.length < 12) return "*".repeat(Math.min(key.length, 8));
   return `${key.slice(0, 3)}${"*".repeat(Math.min(key.length - 7, 40))}${key.slice(-4)}`;
+}
+
+/** A key this API does not know; an admin token sent here is told where it belongs (whether or not it is valid). */
+function refusedKey(key: string): InvalidApiKeyError {
+  const hint = key.startsWith(ADMIN_TOKEN_PREFIX)
+    ? `This is an admin token (${ADMIN_TOKEN_PREFIX}…): it opens the admin API and console on their own port, not this API, which takes an API key (${API_KEY_PREFIX}…).`
+    : undefined;
+  return new InvalidApiKeyError(redactApiKey(key), hint);
 }
 
 /**
@@ -84,14 +93,14 @@ export class ApiKeyDirectory {
       if (cached === undefined) this.hashes.set(key, hash);
       return this.admit(known);
     }
-    if (this.refused.has(hash)) throw new InvalidApiKeyError(redactApiKey(key));
+    if (this.refused.has(hash)) throw refusedKey(key);
     return this.store.lookup(hash).then((record) => {
       if (record) {
         this.hashes.set(key, hash);
         return this.admit(record);
       }
       this.refused.set(hash, true);
-      throw new InvalidApiKeyError(redactApiKey(key));
+      throw refusedKey(key);
     });
   }
 

@@ -3,6 +3,9 @@ import type { KV } from "@nats-io/kv";
 import { AccountName, ApiKeyIndexEntry, ApiKeyRecord } from "../../contracts/apiKey.ts";
 import { NotFoundError, ValidationError } from "./errors.ts";
 
+/** Customer API keys start so (admin tokens with `rla_`, adminTokens.ts): a key sent to the wrong API is recognised. */
+export const API_KEY_PREFIX = "rly_";
+
 export const hashApiKey = (key: string): string => createHash("sha256").update(key).digest("hex");
 
 const json = (value: unknown) => JSON.stringify(value);
@@ -14,7 +17,7 @@ export class ApiKeyStore {
   async create(account: string): Promise<{ key: string; keyId: string }> {
     const parsedAccount = AccountName.safeParse(account);
     if (!parsedAccount.success) throw new ValidationError(parsedAccount.error.issues[0]?.message ?? "bad account name");
-    const key = `rly_${randomBytes(24).toString("base64url")}`;
+    const key = `${API_KEY_PREFIX}${randomBytes(24).toString("base64url")}`;
     const keyId = randomBytes(6).toString("hex");
     const keyHash = hashApiKey(key);
     const record: ApiKeyRecord = { keyId, account, createdAt: new Date().toISOString() };

@@ -52,8 +52,12 @@ export class MissingApiKeyError extends AuthError {
  * errors get logged), which the chat routes show the way OpenAI does.
  */
 export class InvalidApiKeyError extends AuthError {
-  constructor(readonly redactedKey: string) {
-    super("invalid API key", { code: "invalid_api_key", message: incorrectApiKeyMessage(redactedKey) });
+  /** `hint`: a sentence on what was sent instead of an API key (an admin token), said after the refusal. */
+  constructor(readonly redactedKey: string, hint?: string) {
+    super(hint === undefined ? "invalid API key" : `invalid API key: ${hint}`, {
+      code: "invalid_api_key",
+      message: hint === undefined ? incorrectApiKeyMessage(redactedKey) : `${incorrectApiKeyMessage(redactedKey)} ${hint}`,
+    });
   }
 }
 

@@ -1,5 +1,6 @@
 import type { z } from "zod";
-import { AdminTokenStore } from "../../shared/adminTokens.ts";
+import { ADMIN_TOKEN_PREFIX, AdminTokenStore } from "../../shared/adminTokens.ts";
+import { API_KEY_PREFIX } from "../../shared/apiKeys.ts";
 import { AuthError, ValidationError } from "../../shared/errors.ts";
 import type { Logger } from "../../shared/log.ts";
 import type { HttpApp } from "../http/httpApp.ts";
@@ -77,7 +78,10 @@ export async function authenticateAdmin(tokens: AdminTokenStore, authorization: 
   const token = /^Bearer\s+(\S+)$/i.exec(authorization)?.[1];
   if (!token) throw new AuthError("missing admin token: send Authorization: Bearer <admin token> (reelay admin tokens create --name <you>)");
   const record = await tokens.lookup(token);
-  if (!record) throw new AuthError("invalid admin token");
+  if (!record) {
+    // A customer API key is never an admin token: say so, so nobody hunts for a typo in it.
+    throw new AuthError(token.startsWith(API_KEY_PREFIX) ? `invalid admin token: this is a customer API key (${API_KEY_PREFIX}…); the admin API takes an admin token (${ADMIN_TOKEN_PREFIX}…, reelay admin tokens create --name <you>)` : "invalid admin token");
+  }
   return record.name;
 }
 
