@@ -161,6 +161,12 @@ describe("openai video provider", () => {
       );
       expect((await channelReport())?.state).toBe("in rotation");
       const { stdout } = await reelayInProcess(app, "channels");
+      // Every row's columns where the header's are, whatever the width of a kind ("openai-videos") or a name.
+      const [header = "", ...rows] = stdout.split("\n").filter((line) => line !== "" && !line.startsWith("    "));
+      for (const column of ["kind", "state"]) {
+        const at = header.indexOf(column);
+        for (const row of rows) expect(`${row.slice(at - 1, at + 2)}|${row}`).toMatch(/^ \S/);
+      }
       expect(stdout).toMatch(/clean-up failed \d+ time\(s\), the upstream's copies stay \(last [^)]+\): the upstream does not support DELETE \/videos\/\{id\}: unsupported operation \(HTTP 405\)/);
     } finally {
       upstream.deleteSupported = true;

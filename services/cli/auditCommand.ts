@@ -72,7 +72,9 @@ async function replay(nats: Nats, out: Out): Promise<number> {
 
 async function taskTimeline(nats: Nats, idText: string | undefined, out: Out): Promise<void> {
   const taskId = Number(idText);
-  if (!Number.isInteger(taskId) || taskId <= 0) throw new ValidationError(`audit task needs a task id\n${USAGE}`);
+  if (!Number.isInteger(taskId) || taskId <= 0) {
+    throw new ValidationError(`${idText === undefined ? "audit task needs a task id" : `audit task needs a task id (a positive integer), got "${idText}"`}\n${USAGE}`);
+  }
   const taskLog = new TaskLog(nats.js, nats.jsm);
   const owner = await taskLog.accountOf(taskId);
   if (owner === undefined) throw new ValidationError(`task ${taskId} has no events`);

@@ -27,12 +27,15 @@ export async function channelsCommand(nats: Nats, args: string[], json: boolean,
     out("no channel reported yet: is a runner (`reelay serve` or `reelay serve runner`) running against this NATS?");
     return 1;
   }
-  out("channel               kind    state          in flight  waiting  submits/s  back at                   last error");
+  // Names and kinds as wide as the longest (a `dashscope` channel pushed every column after it out of line).
+  const nameWidth = Math.max(21, ...channels.map((channel) => channel.channel.length));
+  const kindWidth = Math.max(7, ...channels.map((channel) => channel.kind.length));
+  out(`${"channel".padEnd(nameWidth)} ${"kind".padEnd(kindWidth)} state          in flight  waiting  submits/s  back at                   last error`);
   for (const channel of channels) {
     const last = channel.recentErrors.at(-1);
     const rate = channel.submitsPerSecond > 0 ? `${channel.submitRate}/${channel.submitsPerSecond}` : `${channel.submitRate}`;
     out(
-      `${channel.channel.padEnd(21)} ${channel.kind.padEnd(7)} ${channel.state.padEnd(14)} ${`${channel.inFlight}/${channel.maxInFlight}`.padStart(9)}  ${String(channel.waiting).padStart(7)}  ${rate.padStart(9)}  ${(channel.backAt ?? "-").padEnd(25)} ${last ? `${last.at} ${last.message}` : "-"}`,
+      `${channel.channel.padEnd(nameWidth)} ${channel.kind.padEnd(kindWidth)} ${channel.state.padEnd(14)} ${`${channel.inFlight}/${channel.maxInFlight}`.padStart(9)}  ${String(channel.waiting).padStart(7)}  ${rate.padStart(9)}  ${(channel.backAt ?? "-").padEnd(25)} ${last ? `${last.at} ${last.message}` : "-"}`,
     );
     if (channel.inFlight > 0) out(`    in flight by account: ${byAccount(channel.inFlightByAccount)}`);
     if (channel.waiting > 0) out(`    waiting by account: ${byAccount(channel.waitingByAccount)}`);
