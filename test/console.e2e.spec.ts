@@ -42,7 +42,11 @@ describe("operator console (Chromium)", () => {
     await page.goto(consoleUrl());
     await page.getByPlaceholder("rla_…").fill("rla_wrong");
     await page.getByRole("button", { name: "Sign in" }).click();
-    await expect.poll(() => page.getByRole("alert").textContent()).toMatch(/refused/);
+    await expect.poll(() => page.getByRole("alert").textContent()).toBe("That admin token was refused.");
+    // A customer API key is told it is one, in the server's words.
+    await page.getByPlaceholder("rla_…").fill(await app.keyFor("console-customer", 0));
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent()).toMatch(/^That admin token was refused: this is a customer API key \(rly_…\); the admin API takes an admin token/);
     await page.getByPlaceholder("rla_…").fill(token);
     await page.getByRole("button", { name: "Sign in" }).click();
     await page.getByTestId("count-success").filter({ hasText: /^\d+$/ }).waitFor();

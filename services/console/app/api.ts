@@ -21,7 +21,9 @@ export async function api<T>(path: string, options: { method?: string; body?: un
   });
   if (answer.status === 401) {
     forgetToken();
-    throw new SignedOut("the admin token was refused");
+    // The server's words say why (a customer API key is told it is one).
+    const refusal = ((await answer.json().catch(() => ({}))) as { error?: { message?: string } }).error?.message;
+    throw new SignedOut(refusal ?? "the admin token was refused");
   }
   const data = (await answer.json()) as T & { error?: { message: string } };
   if (!answer.ok) throw new Error(data.error?.message ?? `HTTP ${answer.status}`);

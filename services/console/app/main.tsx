@@ -14,6 +14,12 @@ function useRoute(): string {
   return route;
 }
 
+/** What the sign-in says of a refused token: the server's reason when it gives one beyond "invalid" (a customer API key). */
+function refusalText(serverMessage: string): string {
+  const reason = /^invalid admin token: (.+)$/.exec(serverMessage)?.[1];
+  return reason === undefined ? "That admin token was refused." : `That admin token was refused: ${reason}.`;
+}
+
 function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
   const [token, setToken] = useState("");
   const [error, setError] = useState<string | undefined>(undefined);
@@ -25,7 +31,7 @@ function SignIn({ onSignedIn }: { onSignedIn: () => void }) {
       onSignedIn();
     } catch (failure) {
       forgetToken();
-      setError(failure instanceof SignedOut ? "That admin token was refused." : (failure as Error).message);
+      setError(failure instanceof SignedOut ? refusalText(failure.message) : (failure as Error).message);
     }
   };
   return (
