@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { ConfigError } from "../../shared/config.ts";
 import { HeadersTooLargeError, MethodNotAllowedError, NotImplementedError, UriTooLongError, ValidationError } from "../../shared/errors.ts";
+import { listenOn } from "../../shared/listenOn.ts";
 import { unknownPath, type ErrorReplyFor } from "./apiErrors.ts";
 import { answered, MeteredResponse, meterAnswer, RouteMeterTable } from "./answerMeter.ts";
 import { answerUnparsed, rawReply, type ClientError } from "./clientErrors.ts";
@@ -124,19 +124,11 @@ export class HttpApp {
       socket.end(rawReply(this.errorReply(req.url ?? "/", new NotImplementedError("CONNECT is not supported: reelay is not a proxy"))));
     });
     this.server = server;
-    return new Promise((resolve, reject) => {
-      server.once("error", (error: NodeJS.ErrnoException) => {
-        reject(
-          error.code === "EADDRINUSE"
-            ? new ConfigError(`port ${port} on ${host} is already in use (another reelay, or another program, listens there): stop it or set ${setting} to a free port`)
-            : error,
-        );
-      });
-      server.listen({ port, host, backlog: LISTEN_BACKLOG }, () => {
-        const address = server.address();
-        resolve(typeof address === "object" && address ? address.port : port);
-      });
-    });
+    return listenOn(
+      server,
+      { port, host, backlog: LISTEN_BACKLOG },
+      `port ${port} on ${host} is already in use (another reelay, or another program, listens there): stop it or set ${setting} to a free port`,
+    );
   }
 
   /** Stops accepting; idle connections close now, busy ones (streams) get a short grace. */

@@ -1,5 +1,5 @@
 import { createServer, type Server } from "node:http";
-import { ConfigError } from "../config.ts";
+import { listenOn } from "../listenOn.ts";
 import type { Logger } from "../log.ts";
 import { collectProcessMetrics } from "./processMetrics.ts";
 
@@ -27,18 +27,7 @@ export async function startMetricsServer(host: string, port: number, log: Logger
       },
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", (error: NodeJS.ErrnoException) =>
-      reject(
-        error.code === "EADDRINUSE"
-          ? new ConfigError(`REELAY_METRICS_PORT ${port} on ${host} is already in use: choose another port, or stop what listens there`)
-          : error,
-      ),
-    );
-    server.listen(port, host, () => resolve());
-  });
-  const address = server.address();
-  const bound = typeof address === "object" && address ? address.port : port;
+  const bound = await listenOn(server, { host, port }, `REELAY_METRICS_PORT ${port} on ${host} is already in use: choose another port, or stop what listens there`);
   log.info({ url: `http://${host}:${bound}/metrics` }, "metrics served");
   return {
     port: bound,
