@@ -25,18 +25,19 @@ export interface TestCluster {
  */
 export async function startCluster(dir: string): Promise<TestCluster> {
   for (let attempt = 1; ; attempt++) {
-    const cluster = await spawnCluster(dir, attempt);
-    if (await listening(cluster.nodes, join(dir, `ports-${attempt}`))) return cluster;
+    const portsDir = join(dir, `ports-${attempt}`);
+    const cluster = await spawnCluster(dir, attempt, portsDir);
+    if (await listening(cluster.nodes, portsDir)) return cluster;
     await cluster.stop();
     if (attempt >= 5) throw new Error("the 3-node cluster did not start: on each of 5 attempts a node exited (a port taken) or was not listening within 30 s");
   }
 }
 
-async function spawnCluster(dir: string, attempt: number): Promise<TestCluster> {
+/** The cluster on ports picked now, each node writing its ports file into `portsDir` once it listens. */
+async function spawnCluster(dir: string, attempt: number, portsDir: string): Promise<TestCluster> {
   const clientPorts = [await freeLoopbackPort(), await freeLoopbackPort(), await freeLoopbackPort()];
   const routePorts = [await freeLoopbackPort(), await freeLoopbackPort(), await freeLoopbackPort()];
   const routes = routePorts.map((port) => `nats://127.0.0.1:${port}`).join(",");
-  const portsDir = join(dir, `ports-${attempt}`);
   mkdirSync(portsDir, { recursive: true });
   const nodes = CLUSTER_CONFIGS.map((shipped, i) => {
     const config = join(dir, `node${i + 1}.conf`);
