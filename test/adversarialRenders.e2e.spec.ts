@@ -56,7 +56,7 @@ describe("adversarial renders", () => {
     const imagePath = join(dir, "huge.png");
     writeFileSync(imagePath, declaredPng(MAX_IMAGE_SIDE + 1, 100));
     const ffmpegPath = locateProgram(FFMPEG, () => {});
-    const render = renderVideo({ ffmpegPath, outputPath: join(dir, "out.mp4"), width: 1280, height: 720, durationSeconds: 1, prompt: "p", generateAudio: false, watermark: false, imagePath });
+    const render = renderVideo({ ffmpegPath, outputPath: join(dir, "out.mp4"), width: 1280, height: 720, durationSeconds: 1, prompt: "p", generateAudio: false, watermark: false, preset: "ultrafast", imagePath });
     await expect(render).rejects.toThrow(`image_url is ${MAX_IMAGE_SIDE + 1}×100 pixels; the limit is ${MAX_IMAGE_SIDE}×${MAX_IMAGE_SIDE}`);
   });
 

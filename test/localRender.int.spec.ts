@@ -88,6 +88,8 @@ function req(overrides: Partial<RenderRequest>): RenderRequest {
     prompt: "a lighthouse at dusk, waves crashing",
     generateAudio: false,
     watermark: false,
+    // Half veryfast's CPU (the shipped default); the preset's own test below renders with both.
+    preset: "ultrafast",
     ...overrides,
   };
 }
@@ -142,6 +144,17 @@ describe("renderVideo", () => {
     expect(info.streams.map((s) => s.codec_type)).toEqual(["video"]);
     expect(info.streams[0]).toMatchObject({ codec_name: "h264", width, height });
     expect(Math.abs(Number(info.format.duration) - 2)).toBeLessThan(0.1);
+  }, 20_000);
+
+  it("encodes with the preset it is given (x264 writes its settings into the stream)", async () => {
+    const quick = out();
+    const shipped = out();
+    await renderVideo(req({ outputPath: quick, preset: "ultrafast" }));
+    await renderVideo(req({ outputPath: shipped, preset: "veryfast" }));
+
+    const x264Settings = async (path: string): Promise<string> => /subme=\d+/.exec(await readFile(path, "latin1"))?.[0] ?? "none";
+    expect(await x264Settings(quick)).toBe("subme=0");
+    expect(await x264Settings(shipped)).toBe("subme=2");
   }, 20_000);
 
   it("draws a watermark in the bottom-right corner only when asked", async () => {

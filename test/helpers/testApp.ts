@@ -18,7 +18,11 @@ export type ConfigTweak = (config: ReelayConfig) => void;
 export function testConfig(tweak?: ConfigTweak): ReelayConfig {
   const config = loadConfig();
   for (const provider of Object.values(config.providers)) {
-    if (provider.kind === "local") provider.queueDelayMs = 100;
+    if (provider.kind === "local") {
+      provider.queueDelayMs = 100;
+      // Half the CPU of the shipped veryfast: the suite renders about 50 clips (localRender covers both).
+      provider.encoderPreset = "ultrafast";
+    }
     provider.pollEveryMs = 50;
     provider.pollMaxEveryMs = 50;
     // Tests serve reference images from loopback (vendors that fetch references themselves need nothing).

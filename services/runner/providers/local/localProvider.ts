@@ -137,6 +137,7 @@ export class LocalProvider implements VideoProvider {
         prompt: spec.prompt,
         generateAudio: spec.generateAudio,
         watermark: spec.watermark,
+        preset: this.settings.encoderPreset,
         ...(imagePath ? { imagePath } : {}),
         signal,
       });

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { imageSizeProblem, MAX_IMAGE_PIXELS } from "../../../shared/imageDimensions.ts";
 import { IMAGE_FORMATS_TEXT, sniffImage, type ImageKind } from "../../../shared/imageKind.ts";
+import type { X264Preset } from "../../../../contracts/config.ts";
 import { RenderFailure } from "./renderFailure.ts";
 
 export interface RenderRequest {
@@ -15,6 +16,8 @@ export interface RenderRequest {
   prompt: string;
   generateAudio: boolean;
   watermark: boolean;
+  /** x264's speed preset (the provider's `encoderPreset`). */
+  preset: X264Preset;
   imagePath?: string;
   signal?: AbortSignal;
 }
@@ -194,7 +197,7 @@ function ffmpegArgs(req: RenderRequest, outputPath: string, font: string, text: 
   graph.push(`${video}${tail},format=yuv420p[v]`);
 
   args.push("-filter_complex", graph.join(";"), "-map", "[v]");
-  args.push("-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p", "-r", String(FPS));
+  args.push("-c:v", "libx264", "-preset", req.preset, "-pix_fmt", "yuv420p", "-r", String(FPS));
   if (audioInput !== undefined) args.push("-map", `${audioInput}:a`, "-c:a", "aac", "-b:a", "128k");
   // file: keeps a path that looks like a protocol (e.g. "a:b.mp4") a plain file.
   args.push("-movflags", "+faststart", "-f", "mp4", `file:${outputPath}`);
