@@ -2,6 +2,7 @@ import { request as httpRequest, type ClientRequest, type OutgoingHttpHeaders } 
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
+import { anyCodePoint } from "./helpers/anyCodePoint.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 
 /**
@@ -335,7 +336,7 @@ describe("wrong methods and unknown paths answer the JSON envelope, never HTML",
 describe("for any input the edge answers an envelope and stays up (property-based)", () => {
   const loneSurrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((unit) => String.fromCharCode(unit));
   const anyChar = fc.oneof(
-    { weight: 4, arbitrary: fc.string({ unit: "binary", minLength: 1, maxLength: 1 }) },
+    { weight: 4, arbitrary: anyCodePoint },
     { weight: 2, arbitrary: fc.string({ unit: "grapheme", minLength: 1, maxLength: 1 }) },
     { weight: 2, arbitrary: fc.string({ unit: "binary-ascii", minLength: 1, maxLength: 1 }) },
     { weight: 1, arbitrary: loneSurrogate },
