@@ -81,6 +81,24 @@ describe("model and provider config", () => {
     expect(() => loadConfig(configFile(config))).toThrow(field);
   });
 
+  it("refuses a file with only the part the operator changed: each missing section is named, and the shipped file to start from", () => {
+    const path = configFile({ providers: shipped().providers });
+    expect(() => loadConfig(path)).toThrow(`videoModels: is missing`);
+    expect(() => loadConfig(path)).toThrow(`a config file replaces the shipped one whole: start from a copy of ${DEFAULT_CONFIG_PATH}`);
+    const priceless = shipped();
+    delete model(priceless, "VideoModel-2.0-mini").pricePerMillionTokens;
+    const message = (() => {
+      try {
+        loadConfig(configFile(priceless));
+        return "";
+      } catch (error) {
+        return (error as Error).message;
+      }
+    })();
+    expect(message).toContain("videoModels.VideoModel-2.0-mini.pricePerMillionTokens: is missing");
+    expect(message).not.toContain("replaces the shipped one");
+  });
+
   it("refuses a file that is not JSON, naming the file", () => {
     const path = configFile("{ not json");
     expect(() => loadConfig(path)).toThrow(`cannot read config ${path}`);

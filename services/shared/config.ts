@@ -15,10 +15,14 @@ export function loadConfig(path = process.env.REELAY_CONFIG || DEFAULT_CONFIG_PA
   } catch (error) {
     throw new ConfigError(`cannot read config ${path}: ${(error as Error).message}`);
   }
-  const parsed = ReelayConfig.safeParse(raw);
+  // "is missing" rather than zod's "expected record, received undefined".
+  const parsed = ReelayConfig.safeParse(raw, { error: (issue) => (issue.code === "invalid_type" && issue.input === undefined ? "is missing" : undefined) });
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`);
-    throw new ConfigError(`invalid config ${path}:\n  ${problems.join("\n  ")}`);
+    // An operator who wrote only the part they change finds out why the rest is asked for.
+    const sectionMissing = parsed.error.issues.some((issue) => issue.path.length === 1 && issue.message === "is missing");
+    const hint = sectionMissing ? `\n(a config file replaces the shipped one whole: start from a copy of ${DEFAULT_CONFIG_PATH})` : "";
+    throw new ConfigError(`invalid config ${path}:\n  ${problems.join("\n  ")}${hint}`);
   }
   return parsed.data;
 }
