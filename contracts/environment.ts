@@ -13,6 +13,16 @@ function isAddressOrRange(entry: string): boolean {
   return /^\d{1,3}$/.test(prefix) && bits <= (family === 6 ? 128 : 32);
 }
 
+const PORT_TEXT = "must be a port number from 0 to 65535";
+const isPort = (text: string): boolean => /^\d{1,5}$/.test(text) && Number(text) <= 65_535;
+/** A port as an operator writes it; zod's own words for "eighty" were "expected number, received NaN". */
+const portNumber = z.string().trim().refine(isPort, PORT_TEXT).transform(Number);
+const portOrOff = z
+  .string()
+  .trim()
+  .refine((text) => text === "off" || isPort(text), `${PORT_TEXT}, or "off"`)
+  .transform((text) => (text === "off" ? ("off" as const) : Number(text)));
+
 const natsUrl = z
   .string()
   .refine((list) => list.split(",").every((url) => /^(nats|tls|ws|wss):\/\/[^\s,]+$/.test(url.trim())), "must be nats://host:port, or several separated by commas");
@@ -22,7 +32,7 @@ const natsUrl = z
  * variable named, instead of becoming NaN or an address nobody asked for.
  */
 export const ReelayEnvironment = z.object({
-  PORT: z.preprocess(blankAsUnset, z.coerce.number().int().min(0).max(65_535).default(8080)),
+  PORT: z.preprocess(blankAsUnset, portNumber.default(8080)),
   HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
   NATS_URL: optional(natsUrl),
   REELAY_DATA_DIR: z.preprocess(blankAsUnset, z.string().min(1).default(".data")),
@@ -39,7 +49,7 @@ export const ReelayEnvironment = z.object({
   ),
   REELAY_REPLICAS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(5).default(1)),
   /** A port of its own for GET /metrics (0: any free port); unset: metrics only on the edge, to loopback clients. */
-  REELAY_METRICS_PORT: optional(z.coerce.number().int().min(0).max(65_535)),
+  REELAY_METRICS_PORT: optional(portNumber),
   /** `off`: no per-request HTTP metrics and no chat first-chunk timing (to measure what they cost; see bench). */
   REELAY_METRICS: z.preprocess(blankAsUnset, z.enum(["on", "off"]).default("on")),
   REELAY_METRICS_HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
@@ -51,7 +61,7 @@ export const ReelayEnvironment = z.object({
   /** The admin API's interface: loopback unless set (put a proxy with TLS in front before opening it wider). */
   REELAY_ADMIN_HOST: z.preprocess(blankAsUnset, z.string().min(1).default("127.0.0.1")),
   /** The admin API's port (0: any free port); unset: PORT + 1 (any free port when PORT is 0); `off`: no admin API. */
-  REELAY_ADMIN_PORT: optional(z.union([z.literal("off"), z.coerce.number().int().min(0).max(65_535)])),
+  REELAY_ADMIN_PORT: optional(portOrOff),
   LOG_LEVEL: z.preprocess(blankAsUnset, z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info")),
 });
 export type ReelayEnvironment = z.infer<typeof ReelayEnvironment>;

@@ -125,13 +125,15 @@ describe("model and provider config", () => {
   });
 
   const badVariables = [
-    ["PORT", "eighty", /PORT="eighty"/],
-    ["PORT", "70000", /PORT="70000"/],
+    ["PORT", "eighty", /PORT="eighty": must be a port number from 0 to 65535$/m],
+    ["PORT", "70000", /PORT="70000": must be a port number from 0 to 65535$/m],
+    ["PORT", "80.5", /PORT="80.5": must be a port number/],
+    ["REELAY_ADMIN_PORT", "none", /REELAY_ADMIN_PORT="none": must be a port number from 0 to 65535, or "off"/],
     ["REELAY_PUBLIC_URL", "javascript:alert(1)", /REELAY_PUBLIC_URL=.*http\(s\) URL/],
     ["REELAY_REPLICAS", "two", /REELAY_REPLICAS="two"/],
     ["NATS_URL", "localhost 4222", /NATS_URL=.*nats:\/\/host:port/],
     ["LOG_LEVEL", "loud", /LOG_LEVEL="loud"/],
-    ["REELAY_METRICS_PORT", "-1", /REELAY_METRICS_PORT="-1"/],
+    ["REELAY_METRICS_PORT", "-1", /REELAY_METRICS_PORT="-1": must be a port number/],
     ["REELAY_TRUSTED_PROXIES", "10.0.0.0/33", /REELAY_TRUSTED_PROXIES.*"10\.0\.0\.0\/33" is not an IP address or a CIDR range/],
     ["REELAY_TRUSTED_PROXIES", "127.0.0.1, proxy.example", /REELAY_TRUSTED_PROXIES.*"proxy\.example" is not an IP address/],
   ] as const;
@@ -139,6 +141,13 @@ describe("model and provider config", () => {
   it.each(badVariables)("a bad %s (%s) is refused naming the variable", (name, value, message) => {
     expect(() => environment({ ...process.env, [name]: value })).toThrow(ConfigError);
     expect(() => environment({ ...process.env, [name]: value })).toThrow(message);
+  });
+
+  it("ports are read as numbers, the admin port also as off; blank means unset", () => {
+    const read = environment({ PORT: " 0 ", REELAY_METRICS_PORT: "9464", REELAY_ADMIN_PORT: "off" });
+    expect([read.PORT, read.REELAY_METRICS_PORT, read.REELAY_ADMIN_PORT]).toEqual([0, 9464, "off"]);
+    const defaults = environment({ PORT: "", REELAY_ADMIN_PORT: "65535" });
+    expect([defaults.PORT, defaults.REELAY_METRICS_PORT, defaults.REELAY_ADMIN_PORT]).toEqual([8080, undefined, 65_535]);
   });
 
   it("a bad variable stops `reelay serve` with the message and exit code 1, before touching anything", async () => {
