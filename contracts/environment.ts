@@ -47,7 +47,16 @@ export const ReelayEnvironment = z.object({
       .pipe(z.array(z.string().refine(isAddressOrRange, { error: (issue) => `${JSON.stringify(issue.input)} is not an IP address or a CIDR range such as 10.0.0.0/8` })))
       .default([]),
   ),
-  REELAY_REPLICAS: z.preprocess(blankAsUnset, z.coerce.number().int().min(1).max(5).default(1)),
+  /** JetStream keeps at most 5 copies of a stream. */
+  REELAY_REPLICAS: z.preprocess(
+    blankAsUnset,
+    z
+      .string()
+      .trim()
+      .refine((text) => /^[1-5]$/.test(text), "must be a number of copies from 1 to 5 (JetStream's replicas)")
+      .transform(Number)
+      .default(1),
+  ),
   /** A port of its own for GET /metrics (0: any free port); unset: metrics only on the edge, to loopback clients. */
   REELAY_METRICS_PORT: optional(portNumber),
   /** `off`: no per-request HTTP metrics and no chat first-chunk timing (to measure what they cost; see bench). */
