@@ -14,7 +14,7 @@ describe("the metrics listener (REELAY_METRICS_PORT)", () => {
     try {
       const failure = await startMetricsServer("127.0.0.1", port, silentLog).catch((error: unknown) => error);
       expect(failure).toBeInstanceOf(ConfigError);
-      expect(failureLine(failure)).toBe(`reelay: REELAY_METRICS_PORT ${port} on 127.0.0.1 is already in use: choose another port, or stop what listens there`);
+      expect(failureLine(failure)).toBe(`reelay: port ${port} on 127.0.0.1 is already in use (another reelay, or another program, listens there): stop it or set REELAY_METRICS_PORT to a free port`);
     } finally {
       holder.close();
     }

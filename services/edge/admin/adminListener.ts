@@ -41,6 +41,6 @@ export async function startAdminListener(deps: AdminDeps & { host: string; port:
   app.get("/", (_req, res) => writeReply(res, toConsole));
   app.get("/console", (_req, res) => writeReply(res, toConsole));
   // Its port is REELAY_ADMIN_PORT's, or PORT + 1 by default: the message names the setting that moves it.
-  const port = await app.listen(deps.host, deps.port, "REELAY_ADMIN_PORT (or \"off\")");
+  const port = await app.listen(deps.host, deps.port, { host: "REELAY_ADMIN_HOST", port: 'REELAY_ADMIN_PORT (or "off")' });
   return { port, close: () => app.close() };
 }

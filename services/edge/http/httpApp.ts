@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { HeadersTooLargeError, MethodNotAllowedError, NotImplementedError, UriTooLongError, ValidationError } from "../../shared/errors.ts";
-import { listenOn } from "../../shared/listenOn.ts";
+import { listenOn, type ListenSettings } from "../../shared/listenOn.ts";
 import { unknownPath, type ErrorReplyFor } from "./apiErrors.ts";
 import { answered, MeteredResponse, meterAnswer, RouteMeterTable } from "./answerMeter.ts";
 import { answerUnparsed, rawReply, type ClientError } from "./clientErrors.ts";
@@ -95,10 +95,10 @@ export class HttpApp {
   }
 
   /**
-   * Listens; resolves to the bound port. A port in use is a clear start-up error naming `setting` (what
-   * chose the port), never a shared port.
+   * Listens; resolves to the bound port. A port in use (never shared) or an unusable host is a clear start-up
+   * error naming the `settings` that chose them.
    */
-  listen(host: string, port: number, setting = "PORT"): Promise<number> {
+  listen(host: string, port: number, settings: ListenSettings = { host: "HOST", port: "PORT" }): Promise<number> {
     const server = createServer(
       {
         maxHeaderSize: MAX_HEADER_BYTES,
@@ -124,11 +124,7 @@ export class HttpApp {
       socket.end(rawReply(this.errorReply(req.url ?? "/", new NotImplementedError("CONNECT is not supported: reelay is not a proxy"))));
     });
     this.server = server;
-    return listenOn(
-      server,
-      { port, host, backlog: LISTEN_BACKLOG },
-      `port ${port} on ${host} is already in use (another reelay, or another program, listens there): stop it or set ${setting} to a free port`,
-    );
+    return listenOn(server, { port, host, backlog: LISTEN_BACKLOG }, settings);
   }
 
   /** Stops accepting; idle connections close now, busy ones (streams) get a short grace. */

@@ -27,7 +27,7 @@ export async function startMetricsServer(host: string, port: number, log: Logger
       },
     );
   });
-  const bound = await listenOn(server, { host, port }, `REELAY_METRICS_PORT ${port} on ${host} is already in use: choose another port, or stop what listens there`);
+  const bound = await listenOn(server, { host, port }, { host: "REELAY_METRICS_HOST", port: "REELAY_METRICS_PORT" });
   log.info({ url: `http://${host}:${bound}/metrics` }, "metrics served");
   return {
     port: bound,
