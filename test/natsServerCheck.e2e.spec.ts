@@ -93,6 +93,16 @@ describe("the server reelay connects to is checked before anything is written", 
     expect(result.stderr).not.toMatch(STACK_FRAME);
   });
 
+  it("names a REELAY_DATA_DIR that is a file, or lies under one, in one line without a stack trace", async () => {
+    const file = join(dir, "not-a-folder");
+    writeFileSync(file, "x");
+    const onFile = await reelay({ NATS_URL: "", REELAY_DATA_DIR: file }, "accounts", "list");
+    expect(onFile.code).toBe(1);
+    expect(onFile.stderr.trim()).toBe(`reelay: REELAY_DATA_DIR "${file}" cannot hold reelay's data: it is a file, not a folder`);
+    const under = await reelay({ NATS_URL: "", REELAY_DATA_DIR: join(file, "data") }, "accounts", "list");
+    expect(under.stderr.trim()).toBe(`reelay: REELAY_DATA_DIR "${join(file, "data")}" cannot hold reelay's data: a part of its path is a file, not a folder`);
+  });
+
   it("with NATS_SERVER_BIN pointing at 2.9, start-up refuses with the fix instead of using it", async () => {
     const old = join(dir, "nats-server-2.9");
     writeFileSync(old, '#!/bin/sh\necho "nats-server: v2.9.10"\n');

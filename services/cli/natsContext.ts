@@ -1,9 +1,11 @@
+import { accessSync, constants, mkdirSync } from "node:fs";
 import { resolve } from "node:path";
 import type { ReelayConfig } from "../../contracts/config.ts";
 import { storeLimitsOf, type LayoutOptions } from "../../infra/jetstreamLayout.ts";
 import { embeddedNats } from "../../infra/natsServer.ts";
 import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
+import { ConfigError } from "../shared/config.ts";
 import { environment } from "../shared/environment.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectNats, type Nats } from "../shared/nats.ts";
@@ -23,7 +25,36 @@ export class NatsUnreachableError extends Error {}
 /** NATS_URL when set and non-empty: an external server or cluster instead of the embedded one. */
 export const externalNatsUrl = (): string | undefined => environment().NATS_URL;
 
-export const dataDir = (): string => resolve(environment().REELAY_DATA_DIR);
+/**
+ * REELAY_DATA_DIR, made when missing. A path that cannot hold the embedded server's store stops the command with
+ * one line naming the variable (it was a stack trace from deep inside the server's start).
+ */
+export function dataDir(): string {
+  const dir = resolve(environment().REELAY_DATA_DIR);
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+  } catch (error) {
+    throw new ConfigError(`REELAY_DATA_DIR ${JSON.stringify(dir)} cannot hold reelay's data: ${dataDirProblem(error as NodeJS.ErrnoException)}`);
+  }
+  return dir;
+}
+
+function dataDirProblem(error: NodeJS.ErrnoException): string {
+  switch (error.code) {
+    case "EEXIST":
+      return "it is a file, not a folder";
+    case "ENOTDIR":
+      return "a part of its path is a file, not a folder";
+    case "EACCES":
+    case "EPERM":
+      return "this process may not write there";
+    case "EROFS":
+      return "it is on a read-only file system";
+    default:
+      return error.message;
+  }
+}
 
 /** The layout asked for: used to create what is missing, and by `reelay infra plan|apply` to change the rest. */
 export const layoutOptions = (config: ReelayConfig): LayoutOptions => ({
