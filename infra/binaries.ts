@@ -41,7 +41,7 @@ export function locateProgram(program: RequiredProgram, say: (line: string) => v
   const override = process.env[program.envVar];
   if (override) {
     if (isExecutable(override)) return override;
-    throw new MissingProgramError(`${program.envVar}=${override} is not an executable file`);
+    throw new MissingProgramError(`${program.envVar}=${override} is not an executable file: point it at the ${program.command} binary, or unset it to use the ${program.command} on PATH`);
   }
   const found = executableOnPath(program.command);
   if (found) return found;

@@ -103,6 +103,15 @@ describe("the server reelay connects to is checked before anything is written", 
     expect(under.stderr.trim()).toBe(`reelay: REELAY_DATA_DIR "${join(file, "data")}" cannot hold reelay's data: a part of its path is a file, not a folder`);
   });
 
+  it("with FFMPEG_BIN pointing at nothing, `reelay serve` stops in one line naming it (the runner thread's start failed)", async () => {
+    const result = await reelay({ NATS_URL: "", FFMPEG_BIN: join(dir, "no-ffmpeg"), PORT: "0", REELAY_ADMIN_PORT: "off" }, "serve");
+    expect(result.code).toBe(1);
+    expect(result.stderr.trim().split("\n").at(-1)).toBe(
+      `reelay: the runner thread could not start: FFMPEG_BIN=${join(dir, "no-ffmpeg")} is not an executable file: point it at the ffmpeg binary, or unset it to use the ffmpeg on PATH`,
+    );
+    expect(result.stderr).not.toMatch(STACK_FRAME);
+  });
+
   it("with NATS_SERVER_BIN pointing at 2.9, start-up refuses with the fix instead of using it", async () => {
     const old = join(dir, "nats-server-2.9");
     writeFileSync(old, '#!/bin/sh\necho "nats-server: v2.9.10"\n');

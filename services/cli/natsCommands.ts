@@ -1,12 +1,9 @@
 import { parseArgs } from "node:util";
 import type { ReelayConfig } from "../../contracts/config.ts";
-import { MissingProgramError } from "../../infra/binaries.ts";
-import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
-import { ConfigError } from "../shared/config.ts";
-import { ReelayError } from "../shared/errors.ts";
 import type { Nats } from "../shared/nats.ts";
 import type { CliIo } from "./cliIo.ts";
-import { layoutOptions, NatsUnreachableError } from "./natsContext.ts";
+import { layoutOptions } from "./natsContext.ts";
+import { isOperatorError } from "./operatorErrors.ts";
 
 /** The commands that work against NATS (everything but `serve`). */
 export const NATS_COMMANDS = ["keys", "accounts", "audit", "infra", "webhooks", "channels", "tasks", "admin"] as const;
@@ -55,9 +52,7 @@ export async function runNatsCommand(nats: Nats, config: ReelayConfig, command: 
 
 /** How a failed command reads on stderr: its message for errors we raise on purpose, the stack for anything else. */
 export function failureLine(error: unknown): string {
-  const badArguments = String((error as { code?: unknown })?.code ?? "").startsWith("ERR_PARSE_ARGS");
-  const known = error instanceof ConfigError || error instanceof MissingProgramError || error instanceof UnsupportedNatsServerError || error instanceof NatsUnreachableError || error instanceof ReelayError || badArguments;
-  return `reelay: ${known ? (error as Error).message : String((error as Error)?.stack ?? error)}`;
+  return `reelay: ${isOperatorError(error) ? error.message : String((error as Error)?.stack ?? error)}`;
 }
 
 /** `reelay <args>` for a NATS command on a connection already open (what tests call in-process): the exit code. */

@@ -8,6 +8,7 @@ import { asServiceUnavailable } from "../shared/infrastructureErrors.ts";
 import { connectNats, type Nats } from "../shared/nats.ts";
 import type { NatsCredentials } from "../../infra/natsCredentials.ts";
 import { drainWithin } from "./natsContext.ts";
+import { isOperatorError } from "./operatorErrors.ts";
 
 /**
  * Body of one service thread of `reelay serve` (see threadedService.ts): its own NATS connection, its
@@ -35,10 +36,14 @@ const { service, natsUrl, natsCredentials, config, closes } = workerData as Serv
 const port = parentPort;
 if (!port) throw new Error("serviceThread.ts runs only as a worker thread");
 
-/** The thread could not start; `passing`: NATS trouble that may be gone in a moment (the main thread starts a new thread then). */
+/**
+ * The thread could not start; `passing`: NATS trouble that may be gone in a moment (the main thread starts a new
+ * thread then); `forOperator`: a setting or program to fix, whose `message` alone says what (else it is the stack).
+ */
 export interface StartFailed {
   type: "startFailed";
   passing: boolean;
+  forOperator: boolean;
   message: string;
 }
 
@@ -46,7 +51,9 @@ const log = createLogger(service);
 startThreadMetrics(service, { processDefaults: false });
 await startTracing(service);
 const { nats, running } = await startService().catch((error: unknown) => {
-  const failed: StartFailed = { type: "startFailed", passing: asServiceUnavailable(error) !== undefined, message: error instanceof Error ? (error.stack ?? error.message) : String(error) };
+  const forOperator = isOperatorError(error);
+  const message = forOperator ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
+  const failed: StartFailed = { type: "startFailed", passing: asServiceUnavailable(error) !== undefined, forOperator, message };
   port.postMessage(failed);
   // Ends this thread only, with whatever it had started (its NATS connection among it): a new thread starts clean.
   process.exit(1);

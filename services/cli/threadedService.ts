@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Worker, type MessagePort } from "node:worker_threads";
+import { ConfigError } from "../shared/config.ts";
 import type { Logger } from "../shared/log.ts";
 import type { MetricsSnapshot } from "../shared/metrics/processMetrics.ts";
 import type { ServiceThreadData, StartFailed } from "./serviceThread.ts";
@@ -28,11 +29,10 @@ type ServiceThread = { stop(): Promise<void>; metrics(): Promise<MetricsSnapshot
 /** A service thread's start failed; `passing`: on NATS trouble that may be gone in a moment. */
 class ThreadStartFailed extends Error {
   constructor(
-    service: string,
+    message: string,
     readonly passing: boolean,
-    detail: string,
   ) {
-    super(`the ${service} thread could not start: ${detail}`);
+    super(message);
   }
 }
 
@@ -68,7 +68,10 @@ async function startThreadOnce(data: ServiceThreadData): Promise<ServiceThread> 
   await new Promise<void>((resolve, reject) => {
     onMessage = (message) => {
       if (message === "ready") resolve();
-      else if (isStartFailed(message)) reject(new ThreadStartFailed(data.service, message.passing, message.message));
+      else if (isStartFailed(message)) {
+        const detail = `the ${data.service} thread could not start: ${message.message}`;
+        reject(message.forOperator ? new ConfigError(detail) : new ThreadStartFailed(detail, message.passing));
+      }
       else reject(new Error(String(message)));
     };
     onError = reject;
