@@ -179,6 +179,12 @@ describe("bad input on POST videosGenerations answers a clear 4xx envelope", () 
     expect(envelope(answer, row.status)).toContain(row.msg);
   });
 
+  it("reads a body that starts with a UTF-8 byte order mark, as RFC 8259 allows (was a 400 naming an invisible character)", async () => {
+    const created = await create(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(JSON.stringify(VALID))]));
+    envelope(created, 200);
+    expect(JSON.parse(created.text)).toMatchObject({ data: { status: "pending" } });
+  });
+
   it("checks the key before the body: malformed JSON without a key is 401", async () => {
     const answer = await call("POST", CREATE, "{oops", { "content-type": "application/json" });
     expect(envelope(answer, 401)).toContain("API key");

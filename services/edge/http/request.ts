@@ -96,11 +96,16 @@ function nestsDeeperThan(body: Buffer, limit: number): boolean {
   return false;
 }
 
+const BYTE_ORDER_MARK = 0xfeff;
+
 export function parseJsonBody(body: Buffer): unknown {
   if (body.length === 0) throw new ValidationError("request body is empty; send a JSON object");
   if (nestsDeeperThan(body, MAX_JSON_DEPTH)) throw new ValidationError(`request body nests arrays or objects deeper than ${MAX_JSON_DEPTH} levels`);
+  const text = body.toString("utf8");
   try {
-    return JSON.parse(body.toString("utf8"));
+    // RFC 8259 §8.1 lets a parser ignore a leading byte order mark, which some Windows tools write; JSON.parse
+    // refused it with an invisible character in its message.
+    return JSON.parse(text.charCodeAt(0) === BYTE_ORDER_MARK ? text.slice(1) : text);
   } catch (error) {
     throw new ValidationError(`request body is not valid JSON: ${(error as Error).message}`);
   }
