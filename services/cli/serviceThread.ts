@@ -51,9 +51,11 @@ const log = createLogger(service);
 startThreadMetrics(service, { processDefaults: false });
 await startTracing(service);
 const { nats, running } = await startService().catch((error: unknown) => {
-  const forOperator = isOperatorError(error);
+  const passing = asServiceUnavailable(error) !== undefined;
+  // Passing trouble is retried, never reported as the operator's to fix (a ServiceUnavailableError is a ReelayError too).
+  const forOperator = !passing && isOperatorError(error);
   const message = forOperator ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error);
-  const failed: StartFailed = { type: "startFailed", passing: asServiceUnavailable(error) !== undefined, forOperator, message };
+  const failed: StartFailed = { type: "startFailed", passing, forOperator, message };
   port.postMessage(failed);
   // Ends this thread only, with whatever it had started (its NATS connection among it): a new thread starts clean.
   process.exit(1);
