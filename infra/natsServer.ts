@@ -235,13 +235,28 @@ function readRecord(dataDir: string): EmbeddedServerRecord | undefined {
 
 const embeddedStoreDir = (dataDir: string): string => join(dataDir, "nats");
 
+/** A process that must own its embedded server found one another process started (and will stop when it stops). */
+export class EmbeddedServerTakenError extends Error {}
+
 /**
  * The NATS that a data dir belongs to: the one already running for it, or a new one started now
- * (and stopped by `stop`). One store directory must never be opened by two servers at once.
+ * (and stopped by `stop`). One store directory must never be opened by two servers at once. `owned`: a
+ * long-lived process (`reelay serve`) refuses a server another process started, which stops with that process
+ * and would leave this one without NATS for good (a CLI command uses it for its moment).
  */
-export async function embeddedNats(dataDir: string, say: (line: string) => void): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
+export async function embeddedNats(
+  dataDir: string,
+  say: (line: string) => void,
+  { owned = false }: { owned?: boolean } = {},
+): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
   const credentials = embeddedCredentials(dataDir);
   const running = await runningEmbeddedServer(dataDir);
+  if (running && owned) {
+    throw new EmbeddedServerTakenError(
+      `the embedded nats-server of ${dataDir} is already running for another reelay process (another \`reelay serve\`, or a command such as \`reelay tasks watch\`), ` +
+        "and stops when that process stops: stop it first, or run several reelay processes against a nats-server of your own (NATS_URL; see docs/operations.md)",
+    );
+  }
   if (running) return { url: running.url, credentials, stop: async () => {} };
   const server = await startNatsServer({ storeDir: embeddedStoreDir(dataDir), say, credentials });
   say(`embedded nats-server ${server.version} started at ${server.url}, store ${embeddedStoreDir(dataDir)}`);

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { embeddedNats, freeLoopbackPort, runningEmbeddedServer, startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
+import { EmbeddedServerTakenError, embeddedNats, freeLoopbackPort, runningEmbeddedServer, startNatsServer, type RunningNatsServer } from "../infra/natsServer.ts";
 
 /** A server already running (another test's, as far as the starts below know), and a folder for the rest. */
 let dir: string;
@@ -70,6 +70,24 @@ describe("the record of a data dir's embedded server", () => {
   it("given a record naming a live server that keeps another store, then no server runs for the data dir", async () => {
     const dataDir = dataDirWithRecord("other-store", { pid: foreign.pid, url: foreign.url, monitorPort: foreign.monitorPort });
     expect(await runningEmbeddedServer(dataDir)).toBeUndefined();
+  });
+
+  it("given a server another process started for the data dir, then a command joins it and a serve (owned) refuses it, naming NATS_URL", async () => {
+    const dataDir = join(dir, "taken");
+    const first = await embeddedNats(dataDir, () => {});
+    try {
+      const command = await embeddedNats(dataDir, () => {});
+      expect(command.url).toBe(first.url);
+      await command.stop();
+      expect(await runningEmbeddedServer(dataDir)).toMatchObject({ url: first.url });
+      await expect(embeddedNats(dataDir, () => {}, { owned: true })).rejects.toThrow(EmbeddedServerTakenError);
+      await expect(embeddedNats(dataDir, () => {}, { owned: true })).rejects.toThrow(/NATS_URL/);
+    } finally {
+      await first.stop();
+    }
+    // Once nothing runs for the data dir, an owned start starts its own.
+    const owned = await embeddedNats(dataDir, () => {}, { owned: true });
+    await owned.stop();
   });
 
   it("given a record written before monitor ports were recorded, then its server is still found by the client port + 1", async () => {

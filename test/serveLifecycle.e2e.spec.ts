@@ -37,12 +37,16 @@ describe("reelay serve on its embedded nats-server", () => {
     const server = await runningEmbeddedServer(dataDir);
     expect(server).toBeDefined();
 
-    // A second reelay on the same port fails to start, naming the port, and leaves the first one serving.
+    // A second reelay on the same data dir fails to start before anything else (its port is free): the first
+    // one's embedded server would stop with the first one and leave it without NATS for good. The first serves on.
     const second = await promisify(execFile)(process.execPath, [CLI, "serve"], {
-      env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir, PORT: String(port) },
+      env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir, PORT: "0", REELAY_ADMIN_PORT: "off" },
     }).catch((error: { code: number; stderr: string }) => error);
     expect(second).toMatchObject({ code: 1 });
-    expect((second as { stderr: string }).stderr).toContain(`reelay: port ${port} on 127.0.0.1 is already in use`);
+    expect((second as { stderr: string }).stderr.trim()).toBe(
+      `reelay: the embedded nats-server of ${dataDir} is already running for another reelay process (another \`reelay serve\`, or a command such as \`reelay tasks watch\`), ` +
+        "and stops when that process stops: stop it first, or run several reelay processes against a nats-server of your own (NATS_URL; see docs/operations.md)",
+    );
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
 
     process.kill(-(child.pid ?? 0), "SIGINT");

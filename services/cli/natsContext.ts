@@ -65,16 +65,18 @@ export const layoutOptions = (config: ReelayConfig): LayoutOptions => ({
 
 /**
  * The NATS a command works against: NATS_URL when set (an existing server or cluster), otherwise the
- * embedded server of REELAY_DATA_DIR, started for this process if it is not running yet. Streams and
- * buckets are created or updated on the way, so any command works on an empty store.
+ * embedded server of REELAY_DATA_DIR, started for this process if it is not running yet (`ownedServer`: or
+ * refused, when another process started it). Streams and buckets are created or updated on the way, so any
+ * command works on an empty store.
  */
 export async function openNats(
   name: string,
   config: ReelayConfig,
   say: (line: string) => void,
+  { ownedServer = false }: { ownedServer?: boolean } = {},
 ): Promise<{ nats: Nats; url: string; credentials: NatsCredentials | undefined; close(): Promise<void> }> {
   const external = externalNatsUrl();
-  const embedded = external ? undefined : await embeddedNats(dataDir(), say);
+  const embedded = external ? undefined : await embeddedNats(dataDir(), say, { owned: ownedServer });
   const url = external ?? embedded?.url ?? "";
   const layout = layoutOptions(config);
   // An operator's NATS_URL is used as given; the embedded server needs the credentials of its data dir.

@@ -1,4 +1,5 @@
 import { MissingProgramError } from "../../infra/binaries.ts";
+import { EmbeddedServerTakenError } from "../../infra/natsServer.ts";
 import { UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 import { ConfigError } from "../shared/config.ts";
 import { ReelayError } from "../shared/errors.ts";
@@ -15,6 +16,7 @@ export function isOperatorError(error: unknown): error is Error {
     error instanceof MissingProgramError ||
     error instanceof UnsupportedNatsServerError ||
     error instanceof NatsUnreachableError ||
+    error instanceof EmbeddedServerTakenError ||
     error instanceof ReelayError ||
     badArguments
   );

@@ -95,7 +95,8 @@ async function bootstrapAdminToken(nats: Nats, adminPort: number): Promise<void>
  */
 export async function serve(config: ReelayConfig, selected: readonly ServiceName[]): Promise<void> {
   const log = createLogger(selected.length === SERVICES.length ? "reelay" : selected.join("+"));
-  const { nats, url, credentials, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line));
+  // A serve owns its embedded server: one another process started would stop with that process.
+  const { nats, url, credentials, close } = await openNats(`reelay-${selected.join("-")}`, config, (line) => log.info(line), { ownedServer: true });
   log.info({ nats: url, natsServer: nats.nc.info?.version }, "connected to NATS; streams and buckets ready");
 
   startThreadMetrics("main", { processDefaults: true });
