@@ -49,8 +49,18 @@ describe("reelay serve on its embedded nats-server", () => {
     );
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
 
-    process.kill(-(child.pid ?? 0), "SIGINT");
-    expect(await exited).toBe(0);
+    // A watch on the serve's embedded server says so when the server stops with the serve (it went quiet).
+    const watch = spawn(process.execPath, [CLI, "tasks", "watch"], { env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir }, stdio: ["ignore", "ignore", "pipe"] });
+    let watchSaid = "";
+    watch.stderr.on("data", (chunk: Buffer) => (watchSaid += chunk.toString()));
+    try {
+      await expect.poll(() => watchSaid, { timeout: 15_000 }).toMatch(/watching task events/);
+      process.kill(-(child.pid ?? 0), "SIGINT");
+      expect(await exited).toBe(0);
+      await expect.poll(() => watchSaid).toMatch(/lost the connection to NATS at 127\.0\.0\.1:\d+; reconnecting \(Ctrl-C stops\)/);
+    } finally {
+      watch.kill("SIGKILL");
+    }
     expect(output).toMatch(/"msg":"stopped"}\n$/);
     expect(await runningEmbeddedServer(dataDir)).toBeUndefined();
     // The server shut JetStream down itself (a clean store), not by being killed.

@@ -24,6 +24,17 @@ function describe(event: TaskEvent): string {
   }
 }
 
+/**
+ * A watch that stops printing looks like a quiet system: say when the connection goes and comes back. (The
+ * embedded server of a data dir stops with the `reelay serve` that started it; the next one listens elsewhere.)
+ */
+async function sayConnectionChanges(nats: Nats, io: CliIo): Promise<void> {
+  for await (const status of nats.nc.status()) {
+    if (status.type === "disconnect") io.err(`lost the connection to NATS at ${status.server}; reconnecting (Ctrl-C stops). An embedded server stops with the reelay serve that ran it: then run the watch again`);
+    else if (status.type === "reconnect") io.err(`reconnected to NATS at ${status.server}; watching again`);
+  }
+}
+
 /** `reelay tasks watch`: every task event as it is appended (or from a sequence), until Ctrl-C. */
 export async function tasksCommand(nats: Nats, args: string[], options: { account: string | undefined; from: string | undefined }, io: CliIo): Promise<void> {
   if (args[0] !== "watch") throw new ValidationError(USAGE);
@@ -33,6 +44,7 @@ export async function tasksCommand(nats: Nats, args: string[], options: { accoun
   process.once("SIGINT", () => stopped.abort());
   process.once("SIGTERM", () => stopped.abort());
   io.err(`watching task events${options.account ? ` of account ${options.account}` : ""}${from === "new" ? " (new ones)" : ` from sequence ${from}`}; Ctrl-C stops`);
+  void sayConnectionChanges(nats, io);
   for await (const { sequence, account, event } of subscribeTaskEvents(nats, { from, signal: stopped.signal, ...(options.account ? { account: options.account } : {}) })) {
     io.out(`${sequence}\t${event.meta.at}\ttask ${event.meta.taskId}\t${account}\t${describe(event)}`);
   }
