@@ -5,8 +5,8 @@ import { shippedPackageBuilds } from "./shippedPackageBuilds.ts";
 /**
  * Tests that kill processes (runners, edges, nats-server) with SIGKILL: part of `npm test`, and a project of
  * their own only in `npm run test:crash` (which runs them alone, e.g. five times in a row). A second project in
- * every run cost its own workers and its own transforms of every module: 35-40 s more CPU over the suite
- * (240 s against 275-282, 2026-11-28).
+ * every run had workers and a transform of every module of its own (one sampled run each, 2026-11-28: 275-282 s
+ * of CPU for the suite against 240 s; see docs/testing.md).
  */
 const CRASH_TESTS = [
   "test/runnerRecovery.int.spec.ts",
