@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "@nats-io/transport-node";
@@ -88,6 +89,37 @@ describe("the record of a data dir's embedded server", () => {
     // Once nothing runs for the data dir, an owned start starts its own.
     const owned = await embeddedNats(dataDir, () => {}, { owned: true });
     await owned.stop();
+  });
+
+  it("given two starts at the same moment on a fresh data dir, then one server opens the store and both use it", async () => {
+    const dataDir = join(dir, "together");
+    const [a, b] = await Promise.all([embeddedNats(dataDir, () => {}), embeddedNats(dataDir, () => {})]);
+    try {
+      expect(a.url).toBe(b.url);
+      expect(readFileSync(join(dataDir, "nats-server.log"), "utf8").match(/Starting nats-server/g)).toHaveLength(1);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+    expect(await runningEmbeddedServer(dataDir)).toBeUndefined();
+    expect(existsSync(join(dataDir, "nats-server.lock"))).toBe(false);
+  });
+
+  it("given a start lock left by a process that died while starting, then a start takes it over", async () => {
+    const dataDir = join(dir, "stale-lock");
+    mkdirSync(dataDir, { recursive: true });
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid;
+    writeFileSync(join(dataDir, "nats-server.lock"), String(dead));
+    const started = await embeddedNats(dataDir, () => {});
+    await started.stop();
+  });
+
+  it("given its record replaced by another server's, when a server stops, then that record stays (it is how the other is found)", async () => {
+    const dataDir = join(dir, "replaced-record");
+    const started = await embeddedNats(dataDir, () => {});
+    const other = { pid: foreign.pid, url: foreign.url, monitorPort: foreign.monitorPort };
+    writeFileSync(join(dataDir, "nats-server.json"), JSON.stringify(other));
+    await started.stop();
+    expect(JSON.parse(readFileSync(join(dataDir, "nats-server.json"), "utf8"))).toEqual(other);
   });
 
   it("given a record written before monitor ports were recorded, then its server is still found by the client port + 1", async () => {
