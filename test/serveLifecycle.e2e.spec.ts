@@ -53,13 +53,17 @@ describe("reelay serve on its embedded nats-server", () => {
     const watch = spawn(process.execPath, [CLI, "tasks", "watch"], { env: { ...process.env, NATS_URL: "", REELAY_DATA_DIR: dataDir }, stdio: ["ignore", "ignore", "pipe"] });
     let watchSaid = "";
     watch.stderr.on("data", (chunk: Buffer) => (watchSaid += chunk.toString()));
+    const watchExited = new Promise<number | null>((resolve) => watch.once("exit", (code) => resolve(code)));
     try {
       await expect.poll(() => watchSaid, { timeout: 15_000 }).toMatch(/watching task events/);
       process.kill(-(child.pid ?? 0), "SIGINT");
       expect(await exited).toBe(0);
       await expect.poll(() => watchSaid).toMatch(/lost the connection to NATS at 127\.0\.0\.1:\d+; reconnecting \(Ctrl-C stops\)/);
+      // And Ctrl-C still stops it (its connection, left reconnecting, had kept it alive).
+      watch.kill("SIGINT");
+      expect(await watchExited).toBe(0);
     } finally {
-      watch.kill("SIGKILL");
+      if (watch.exitCode === null) watch.kill("SIGKILL");
     }
     expect(output).toMatch(/"msg":"stopped"}\n$/);
     expect(await runningEmbeddedServer(dataDir)).toBeUndefined();

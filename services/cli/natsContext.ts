@@ -10,13 +10,17 @@ import { environment } from "../shared/environment.ts";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { connectNats, type Nats } from "../shared/nats.ts";
 
-/** Drains (flushes what is pending) but never waits forever: with the server gone a drain cannot finish. */
+/**
+ * Drains (flushes what is pending) but never waits forever, and always leaves the connection closed: with the
+ * server gone a drain cannot finish, or fails at once, and a connection left open goes on reconnecting and
+ * keeps the process alive (`reelay tasks watch` ignored Ctrl-C after its server stopped).
+ */
 export async function drainWithin(nc: NatsConnection, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), ms)));
-  const outcome = await Promise.race([nc.drain().catch(() => undefined), timeout]);
+  const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  await Promise.race([nc.drain().catch(() => undefined), timeout]);
   clearTimeout(timer);
-  if (outcome === "timeout") await nc.close().catch(() => undefined);
+  if (!nc.isClosed()) await nc.close().catch(() => undefined);
 }
 
 /** The server a command needs could not be reached or set up: an operator's problem to fix, said in one line. */
