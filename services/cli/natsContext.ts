@@ -33,7 +33,7 @@ export const externalNatsUrl = (): string | undefined => environment().NATS_URL;
  * REELAY_DATA_DIR, made when missing. A path that cannot hold the embedded server's store stops the command with
  * one line naming the variable (it was a stack trace from deep inside the server's start).
  */
-export function dataDir(): string {
+function preparedDataDir(): string {
   const dir = resolve(environment().REELAY_DATA_DIR);
   try {
     mkdirSync(dir, { recursive: true });
@@ -80,7 +80,7 @@ export async function openNats(
   { ownedServer = false }: { ownedServer?: boolean } = {},
 ): Promise<{ nats: Nats; url: string; credentials: NatsCredentials | undefined; close(): Promise<void> }> {
   const external = externalNatsUrl();
-  const embedded = external ? undefined : await embeddedNats(dataDir(), say, { owned: ownedServer });
+  const embedded = external ? undefined : await embeddedNats(preparedDataDir(), say, { owned: ownedServer });
   const url = external ?? embedded?.url ?? "";
   const layout = layoutOptions(config);
   // An operator's NATS_URL is used as given; the embedded server needs the credentials of its data dir.
