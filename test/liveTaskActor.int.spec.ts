@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { TaskEvent, TaskSubmittedEvent } from "../contracts/videoTask.ts";
 import { OBJECT_STORES } from "../infra/jetstreamLayout.ts";
 import { TaskLog } from "../services/shared/taskLog.ts";
@@ -38,6 +38,37 @@ function hangingStatusUpstream(): VideoProvider & { cancels: string[] } {
     submit: async () => ({ providerTaskId: "hung-1" }),
     status: ({ signal }: { signal: AbortSignal }) =>
       new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(signal.reason), { once: true })),
+    cancel: async ({ providerTaskId }: { providerTaskId: string }) => void provider.cancels.push(providerTaskId),
+    close: async () => undefined,
+  };
+  return provider;
+}
+
+/**
+ * An upstream whose submit hangs and is registered anyway, found by its reference only from the second look-up
+ * on. The deadline's timer fires a moment early by the wall clock (libuv's cached loop time makes that common):
+ * when the submit's signal aborts, the clock reads just before the deadline while the abort is handled.
+ */
+function lateRegisteringUpstream(): VideoProvider & { lookUps: number; cancels: string[] } {
+  const provider = {
+    lookUps: 0,
+    cancels: [] as string[],
+    policy: { pollFirstAfterMs: 0, pollEveryMs: 20, pollMaxEveryMs: 20, maxInFlight: 10, submitsPerSecond: 0, timeoutMs: 60_000 },
+    submit: ({ signal }: { signal: AbortSignal }) =>
+      new Promise<never>((_, reject) =>
+        signal.addEventListener(
+          "abort",
+          () => {
+            const wallClock = Date.now.bind(Date);
+            const early = vi.spyOn(Date, "now").mockImplementation(() => wallClock() - 5);
+            setTimeout(() => early.mockRestore(), 20);
+            reject(signal.reason);
+          },
+          { once: true },
+        ),
+      ),
+    findByClientReference: async () => (++provider.lookUps >= 2 ? "late-1" : undefined),
+    status: async () => ({ state: "queued" as const }),
     cancel: async ({ providerTaskId }: { providerTaskId: string }) => void provider.cancels.push(providerTaskId),
     close: async () => undefined,
   };
@@ -172,5 +203,14 @@ describe("a live task actor on NATS", () => {
     expect(events.map((event: TaskEvent) => event.type)).toEqual(["TaskSubmitted", "UpstreamAccepted", "GenerationFailed"]);
     // A second cancel would delete the cancelled task's record at vendors like Ark.
     expect(upstream.cancels).toEqual(["hung-1"]);
+  });
+
+  it("takes a submit that its deadline's timer aborted as cut short by the deadline, even when the clock reads a moment before it: the late look-ups find and cancel the upstream task", async () => {
+    const upstream = lateRegisteringUpstream();
+    const actor = actorFor(await created(46, 400), upstream, new AbortController().signal, 400);
+    expect(await runToExit(actor, false)).toBe("final");
+    const { events } = await readTask(suite.nats, 46);
+    expect(events.at(-1)?.type).toBe("GenerationFailed");
+    expect(upstream.cancels).toEqual(["late-1"]);
   });
 });

@@ -15,6 +15,8 @@ type Parked = { value: StateValue; context: LiveTaskContext };
 
 /** The reason the calls of an actor that ended are aborted with (one object: nothing is built per task). */
 const ACTOR_ENDED = new Error("the task's actor ended");
+/** Why a call the task's deadline cut short was aborted (bounded tells it from a single call's timeout by it). */
+const DEADLINE_PASSED = new DOMException("the task's deadline passed", "TimeoutError");
 /** A wait at least this long parks the task (thousands of waiting tasks would each hold a snapshot and a call signal). */
 const LONG_PAUSE_MS = 1_000;
 const RANDOM_JITTER = (): number => Math.random();
@@ -173,13 +175,17 @@ export class LiveTaskActor implements TaskCalls {
       if (this.exited || this.snapshot?.status === "done") this.calls.abort(ACTOR_ENDED);
     }
     const calls = this.calls;
-    const timer = setTimeout(() => calls.abort(new DOMException("the call took too long", "TimeoutError")), Math.min(remaining, limitMs));
+    const deadlineFirst = remaining <= limitMs;
+    const timer = setTimeout(() => calls.abort(deadlineFirst ? DEADLINE_PASSED : new DOMException("the call took too long", "TimeoutError")), Math.min(remaining, limitMs));
     this.running++;
     try {
       return await call(calls.signal);
     } catch (error) {
       const active = this.parked !== undefined || this.snapshot?.status === "active";
-      if (!active || Date.now() < this.deadlineAt) throw error;
+      // The deadline's own timer may fire a moment before the wall clock reaches it (libuv's loop time is cached):
+      // its abort is the deadline, whatever Date.now() says, or a submit it cut short would count as a failed one.
+      const pastDeadline = calls.signal.reason === DEADLINE_PASSED || Date.now() >= this.deadlineAt;
+      if (!active || !pastDeadline) throw error;
       return undefined;
     } finally {
       this.running--;
