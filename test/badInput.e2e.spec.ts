@@ -1,6 +1,7 @@
 import { request as httpRequest, type ClientRequest, type OutgoingHttpHeaders } from "node:http";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ReelayConfig } from "../contracts/config.ts";
 import { AccountLedger } from "../services/billing/accountLedger.ts";
 import { anyCodePoint } from "./helpers/anyCodePoint.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
@@ -88,8 +89,14 @@ function envelope(answer: Answer, status: number): string {
 }
 
 beforeAll(async () => {
-  // Valid bodies create real tasks; a long queue delay keeps them from rendering while we fire hundreds.
-  app = await startTestApp({ tweak: (config) => Object.values(config.providers).forEach((p) => p.kind === "local" && (p.queueDelayMs = 600_000)) });
+  // Valid bodies create real tasks; a long queue delay keeps them from rendering while we fire hundreds, and a
+  // long poll keeps them from being asked about (hundreds polled every 50 ms were two fifths of this file's CPU).
+  const idle = (provider: ReelayConfig["providers"][string]) => {
+    if (provider.kind !== "local") return;
+    provider.queueDelayMs = 600_000;
+    provider.pollEveryMs = provider.pollMaxEveryMs = 600_000;
+  };
+  app = await startTestApp({ tweak: (config) => Object.values(config.providers).forEach(idle) });
   auth = { authorization: `Bearer ${await app.keyFor(ACCOUNT)}`, "content-type": "application/json" };
   // Create reserves the estimated cost (design.md, Billing): fund the account so no valid body is refused for money.
   const ledger = new AccountLedger(app.nats);
