@@ -49,6 +49,12 @@ describe("reelay accounts and reelay audit", () => {
   });
   afterAll(async () => app?.stop());
 
+  it("audit upstream before any video task ended says there is nothing to compare (was its header alone), exit 0", async () => {
+    const audited = await reelay("audit", "upstream");
+    expect(audited).toMatchObject({ code: 0 });
+    expect(audited.stdout).toContain("no video task has ended yet: nothing to set against the upstreams' usage\n");
+  });
+
   it("accounts create opens an account once; again says it already exists", async () => {
     const created = await binary("accounts", "create", "cli-demo");
     expect(created).toMatchObject({ code: 0, stdout: "created account cli-demo\n" });

@@ -124,6 +124,10 @@ async function upstreamUsage(nats: Nats, json: boolean, out: Out): Promise<numbe
     out(JSON.stringify(rows, null, 2));
     return problems === 0 ? 0 : 1;
   }
+  if (rows.length === 0) {
+    out("no video task has ended yet: nothing to set against the upstreams' usage");
+    return 0;
+  }
   out("model                  channel           ok  failed  upstream tokens  billed for them  estimated (tokens)  upstream s  upstream ¥    charged ¥  mismatched  charged failures");
   for (const row of rows) {
     out(
