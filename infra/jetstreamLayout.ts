@@ -212,12 +212,15 @@ function durableConsumer(stream: string, durable: string, ackWaitMs: number): { 
 
 /** The priority group every reactor consumer has: its pinned process is the only one that reads. */
 export const REACTOR_GROUP = "reactors";
+/** A reactor's pin lapses after no pull for this long at least: two of nats.js's shortest pulls. */
+const REACTOR_PIN_FLOOR_MS = 2_000;
 
 /**
  * A durable for a batch reactor (services/shared/batchReactor.ts): the whole stream in order, one
  * acknowledgement per batch (`ack_policy: all`), and a pinned-client priority group, so one process reads
  * at a time and acknowledging a batch can never acknowledge another process's messages; when the pinned
- * process stops pulling for `ackWaitMs`, another one is pinned and takes over from the last acknowledgement.
+ * process stops pulling for `ackWaitMs` (2 s at least), another one is pinned and takes over from the last
+ * acknowledgement.
  */
 function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { stream: string; config: Partial<ConsumerConfig> } {
   const { config } = durableConsumer(stream, durable, ackWaitMs);
@@ -228,7 +231,8 @@ function reactorConsumer(stream: string, durable: string, ackWaitMs: number): { 
       ack_policy: AckPolicy.All,
       priority_groups: [REACTOR_GROUP],
       priority_policy: "pinned_client",
-      priority_timeout: nanos(ackWaitMs),
+      // A reader's pulls last half of this at most (pinKeepingPull), and nats.js pulls for 1 s at least.
+      priority_timeout: nanos(Math.max(ackWaitMs, REACTOR_PIN_FLOOR_MS)),
     },
   };
 }

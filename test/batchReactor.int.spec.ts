@@ -31,7 +31,8 @@ describe("batch reactor", () => {
       deliver_policy: DeliverPolicy.All,
       ack_wait: 1_000_000_000,
       max_deliver: -1,
-      ...(pinned ? { priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client" as const, priority_timeout: 1_000_000_000 } : {}),
+      // The layout's floor for a reactor's pin (infra/jetstreamLayout.ts): a reader's pulls last half of it.
+      ...(pinned ? { priority_groups: [REACTOR_GROUP], priority_policy: "pinned_client" as const, priority_timeout: 2_000_000_000 } : {}),
     });
   /** A batch reactor of the first process on STREAM's consumer `durable`. */
   const reactorOn = (durable: string, handle: BatchReactorOptions["handle"]) => startBatchReactor(first, { stream: STREAM, durable, what: durable, log: silentLog, handle });
@@ -73,10 +74,25 @@ describe("batch reactor", () => {
 
     await a.stop();
     await publish("pinned", 20);
-    // Pinned after the first one's pin times out (1 s here): it starts where the acknowledgements ended.
+    // Pinned after the first one's pin times out (2 s here): it starts where the acknowledgements ended.
     await expect.poll(() => seenB.length, { timeout: 10_000 }).toBe(20);
     expect(Math.min(...seenB)).toBe(Math.max(...seenA) + 1);
     await b.stop();
+  });
+
+  it("an idle pinned reader keeps its pin: its pulls are renewed within the pin's timeout (2 s pulls against a 2 s pin let it lapse)", async () => {
+    await addConsumer("idle", true);
+    const unpinned: string[] = [];
+    const advisories = first.nc.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.UNPINNED.${STREAM}.idle`, { callback: (_error, msg) => void unpinned.push(msg.string()) });
+    const seen: number[] = [];
+    const reader = await startBatchReactor(first, { stream: STREAM, durable: "idle", what: "idle", log: silentLog, handle: async (batch) => void seen.push(...seqs(batch)) });
+    await publish("idle", 1);
+    await expect.poll(() => seen.length).toBeGreaterThan(0);
+    // Three pin timeouts without a message.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    await reader.stop();
+    advisories.unsubscribe();
+    expect(unpinned).toEqual([]);
   });
 
   /**

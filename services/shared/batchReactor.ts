@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { AckPolicy, type JsMsg } from "@nats-io/jetstream";
-import { feedClient, LIVE_PULL, watchDurablePull } from "./liveFeed.ts";
+import { feedClient, LIVE_PULL, pinKeepingPull, watchDurablePull } from "./liveFeed.ts";
 import type { Logger } from "./log.ts";
 import type { Nats } from "./nats.ts";
 import { tryUntilStopped } from "./retryPause.ts";
@@ -97,6 +97,7 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
   let orderedSince = 0;
   let currentPull: { stop(): void } | undefined;
   const group = config.priority_policy === "pinned_client" ? config.priority_groups?.[0] : undefined;
+  const pull = group === undefined ? LIVE_PULL : pinKeepingPull((config.priority_timeout ?? 0) / 1e6);
   const stopping = new AbortController();
   const buffer: JsMsg[] = [];
   /** Resolves the worker's wait for messages, and the pull's wait for room; `stop` resolves both. */
@@ -117,7 +118,7 @@ export async function startBatchReactor(nats: Nats, options: BatchReactorOptions
         if (pause > 0) await sleep(pause, undefined, { signal: stopping.signal }).catch(() => undefined);
         if (stopping.signal.aborted) break;
         // Heartbeats every 0.5 s: a consumer lost under the pull (its node gone) is asked for again after 1-1.5 s.
-        const messages = await consumer.consume({ ...LIVE_PULL, max_messages: MAX_BATCH, ...(group ? { group } : {}) });
+        const messages = await consumer.consume({ ...pull, max_messages: MAX_BATCH, ...(group ? { group } : {}) });
         currentPull = messages;
         firstOfPull = ackAll;
         watchDurablePull(messages, options.what, options.log);
