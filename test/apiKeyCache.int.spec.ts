@@ -1,7 +1,8 @@
+import { createHash } from "node:crypto";
 import type { KV } from "@nats-io/kv";
 import { describe, expect, it } from "vitest";
 import { ApiKeyDirectory, redactApiKey } from "../services/edge/auth.ts";
-import { ApiKeyStore } from "../services/shared/apiKeys.ts";
+import { API_KEY_PREFIX, ApiKeyStore } from "../services/shared/apiKeys.ts";
 import { InvalidApiKeyError } from "../services/shared/errors.ts";
 import { silentLog } from "./helpers/testApp.ts";
 import { natsPerSuite } from "./helpers/natsPerSuite.ts";
@@ -27,18 +28,36 @@ const authenticate = async (directory: ApiKeyDirectory, key: string) => director
 describe("the API-key directory's caches", () => {
   const suite = natsPerSuite("api-key-cache-test", 2000);
 
-  it("keeps thousands of distinct invalid keys (10 KiB each) within its bounds, and looks a refused key up once", async () => {
+  it("keeps a thousand distinct unknown keys within its bounds, and looks a refused key up once", async () => {
     const { bucket, gets } = countingGets(suite.nats.apiKeys);
     const directory = new ApiKeyDirectory(bucket, silentLog, undefined, { validKeys: 50, refusedKeys: 200, refusedTtlMs: 60_000 });
     await directory.start();
     try {
-      const garbage = (i: number) => `${"x".repeat(10 * 1024)}-${i}`;
-      for (let i = 0; i < 3000; i++) await expect(authenticate(directory, garbage(i))).rejects.toBeInstanceOf(InvalidApiKeyError);
+      // Shaped like reelay's keys, so each is looked up once.
+      const unknown = (i: number) => `${API_KEY_PREFIX}${createHash("sha256").update(String(i)).digest("base64url").slice(0, 32)}`;
+      for (let i = 0; i < 1000; i++) await expect(authenticate(directory, unknown(i))).rejects.toBeInstanceOf(InvalidApiKeyError);
+      expect(gets()).toBe(1000);
       expect(directory.cacheSizes()).toEqual({ validKeys: 0, refusedKeys: 200 });
 
-      const before = gets();
-      await expect(authenticate(directory, garbage(2999))).rejects.toBeInstanceOf(InvalidApiKeyError);
-      expect(gets()).toBe(before);
+      await expect(authenticate(directory, unknown(999))).rejects.toBeInstanceOf(InvalidApiKeyError);
+      expect(gets()).toBe(1000);
+    } finally {
+      directory.stop();
+    }
+  });
+
+  it("refuses what no key of reelay's looks like (another provider's key, 10 KiB of garbage, a key cut short) without a lookup or a cache entry (each was a NATS request)", async () => {
+    const { bucket, gets } = countingGets(suite.nats.apiKeys);
+    const directory = new ApiKeyDirectory(bucket, silentLog);
+    await directory.start();
+    try {
+      const { key } = await new ApiKeyStore(suite.nats.apiKeys).create("shaped");
+      const notOurs = [`sk-proj-${"a".repeat(48)}`, `${"x".repeat(10 * 1024)}-1`, key.slice(0, -1), `${key}x`, key.replace(API_KEY_PREFIX, "rla_"), `${API_KEY_PREFIX}${"*".repeat(32)}`];
+      for (const presented of notOurs) await expect(authenticate(directory, presented)).rejects.toBeInstanceOf(InvalidApiKeyError);
+      expect(gets()).toBe(0);
+      expect(directory.cacheSizes()).toEqual({ validKeys: 0, refusedKeys: 0 });
+      // The key itself works (from the mirror, or looked up).
+      expect((await authenticate(directory, key)).account).toBe("shaped");
     } finally {
       directory.stop();
     }

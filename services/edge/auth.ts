@@ -2,7 +2,7 @@ import type { KV } from "@nats-io/kv";
 import type { LRUCache } from "lru-cache";
 import { lruOf } from "../shared/lruOf.ts";
 import { ApiKeyRecord } from "../../contracts/apiKey.ts";
-import { API_KEY_PREFIX, ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
+import { API_KEY_PREFIX, API_KEY_SHAPE, ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
 import { ADMIN_TOKEN_PREFIX } from "../shared/adminTokens.ts";
 import { InvalidApiKeyError, MissingApiKeyError } from "../shared/errors.ts";
 import { KvMirror } from "../shared/kvMirror.ts";
@@ -86,6 +86,9 @@ export class ApiKeyDirectory {
   authenticate(authorization: string): ApiKeyRecord | Promise<ApiKeyRecord> {
     const key = BEARER.exec(authorization)?.[1];
     if (!key) throw new MissingApiKeyError();
+    // No key of ours (another provider's, say, or garbage): refused without a hash, a cache entry or a bucket
+    // lookup, which each such request cost before (one NATS request per distinct string a client sent).
+    if (!API_KEY_SHAPE.test(key)) throw refusedKey(key);
     const cached = this.hashes.get(key);
     const hash = cached ?? hashApiKey(key);
     const known = this.byHash.get(hash);

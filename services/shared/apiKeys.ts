@@ -6,6 +6,11 @@ import { NotFoundError, ValidationError } from "./errors.ts";
 /** Customer API keys start so (admin tokens with `rla_`, adminTokens.ts): a key sent to the wrong API is recognised. */
 export const API_KEY_PREFIX = "rly_";
 
+/** Random bytes after the prefix: 24, so 32 base64url characters. */
+const KEY_BYTES = 24;
+/** Every key `create` makes has this shape; a presented string without it is no key of ours, whatever the bucket holds. */
+export const API_KEY_SHAPE = new RegExp(`^${API_KEY_PREFIX}[A-Za-z0-9_-]{${(KEY_BYTES / 3) * 4}}$`);
+
 export const hashApiKey = (key: string): string => createHash("sha256").update(key).digest("hex");
 
 const json = (value: unknown) => JSON.stringify(value);
@@ -17,7 +22,7 @@ export class ApiKeyStore {
   async create(account: string): Promise<{ key: string; keyId: string }> {
     const parsedAccount = AccountName.safeParse(account);
     if (!parsedAccount.success) throw new ValidationError(parsedAccount.error.issues[0]?.message ?? "bad account name");
-    const key = `${API_KEY_PREFIX}${randomBytes(24).toString("base64url")}`;
+    const key = `${API_KEY_PREFIX}${randomBytes(KEY_BYTES).toString("base64url")}`;
     const keyId = randomBytes(6).toString("hex");
     const keyHash = hashApiKey(key);
     const record: ApiKeyRecord = { keyId, account, createdAt: new Date().toISOString() };
