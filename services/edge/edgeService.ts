@@ -26,7 +26,8 @@ import { KeyedTasks, keyedTaskSources } from "./video/keyedTasks.ts";
 import type { CreateDeps } from "./video/createTask.ts";
 import { TaskIdAllocator } from "./video/taskIds.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
-import { VideoFiles } from "./video/videoFiles.ts";
+import { STORE_READS_AT_ONCE, VideoFiles } from "./video/videoFiles.ts";
+import { Semaphore } from "../shared/semaphore.ts";
 import { availableMicros } from "../billing/account.ts";
 import { storeLimitsOf } from "../../infra/jetstreamLayout.ts";
 import { ReferenceUsage } from "../shared/referenceUsage.ts";
@@ -144,7 +145,8 @@ export class EdgeService {
       writeMs: this.config.limits.createWriteMs,
       log: this.log,
     };
-    const files = new VideoFiles(this.nats.videos);
+    const storeReads = new Semaphore(STORE_READS_AT_ONCE);
+    const files = new VideoFiles(this.nats.videos, storeReads);
     const video = videoRoutes({
       config: this.config,
       keys: this.keys,
@@ -187,7 +189,7 @@ export class EdgeService {
       ...events,
       ...upstreamCallbackRoutes({ config: this.config, nc: this.nats.nc, log: this.log }),
       ...files.routes("videos"),
-      ...new VideoFiles(this.nats.references).routes("references"),
+      ...new VideoFiles(this.nats.references, storeReads).routes("references"),
       ...healthRoutes(() => this.healthProblems(this.connection.connected())),
       ...metricsRoutes(this.log),
     ]);

@@ -21,7 +21,7 @@ import { FFMPEG, locateProgram } from "../../../infra/binaries.ts";
 import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
-import { SingleFlight } from "./singleFlight.ts";
+import { SingleFlight } from "../../shared/singleFlight.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
 import { readCreateForm, readRemixForm, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { checkReferenceImage, dropReferenceImage, keepReferenceImage, type ReferenceKeeping } from "./referenceImages.ts";

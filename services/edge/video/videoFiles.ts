@@ -1,5 +1,7 @@
 import type { ObjectStore } from "@nats-io/obj";
-import { NotFoundError } from "../../shared/errors.ts";
+import { NotFoundError, ServiceUnavailableError } from "../../shared/errors.ts";
+import { Semaphore } from "../../shared/semaphore.ts";
+import { SingleFlight } from "../../shared/singleFlight.ts";
 import type { HttpReply } from "../http/reply.ts";
 import { replyRoute, type TableRoute } from "../http/routeTable.ts";
 import { VIDEO_API } from "../../../contracts/videoApi.ts";
@@ -19,6 +21,30 @@ function nameFromUrl(url: string, prefix: string): string {
 }
 
 const CACHE_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Reads of stored files one at a time per edge. The object store sends a file through a push consumer that may
+ * have 32 MB in flight (nats-server's JsFlowControlMaxPending), on the edge's one NATS connection, and the
+ * server cuts off a connection with more than 64 MB waiting for it (max_pending): four players fetching 20 MB
+ * videos that were not cached got the edge disconnected as a slow consumer, every tenant's calls on it failed,
+ * and the reads never ended. One read at a time keeps that under half the limit.
+ */
+export const STORE_READS_AT_ONCE = 1;
+/** A read that brings no chunk for this long is given up (503): after a reconnect its consumer is gone for good. */
+const READ_STALL_MS = 10_000;
+
+/** The stream's next chunk, or a 503 when none comes within `stallMs`. */
+async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, name: string, stallMs: number): Promise<ReadableStreamReadResult<Uint8Array>> {
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ServiceUnavailableError(`video ${name} could not be read from the store in time; try again`)), stallMs);
+  });
+  try {
+    return await Promise.race([reader.read(), stalled]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * Caches (browsers, CDNs) may keep a file but must ask again before each use: a video can be deleted, and
@@ -43,8 +69,15 @@ interface CachedFile {
 export class VideoFiles {
   private readonly cache = new Map<string, CachedFile>();
   private cachedBytes = 0;
+  /** Requests for a file being read share that read. */
+  private readonly reads = new SingleFlight<CachedFile>();
 
-  constructor(private readonly videos: ObjectStore) {}
+  /** `storeReads` is shared by every VideoFiles on one NATS connection (videos and references). */
+  constructor(
+    private readonly videos: ObjectStore,
+    private readonly storeReads: Semaphore,
+    private readonly options: { stallMs: number } = { stallMs: READ_STALL_MS },
+  ) {}
 
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
   routes(kind: "videos" | "references"): TableRoute[] {
@@ -83,17 +116,26 @@ export class VideoFiles {
     }
     const cached = this.cache.get(name);
     if (cached?.digest === info.digest) return cached;
+    return this.reads.run(`${name}\n${info.digest}`, () => this.storeReads.run(() => this.read(name)));
+  }
+
+  /** The whole file from the store, remembered when it fits the cache. */
+  private async read(name: string): Promise<CachedFile> {
     const result = await this.videos.get(name);
     if (!result) throw new NotFoundError(`no video named ${name}`);
     const chunks: Uint8Array[] = [];
     const reader = result.data.getReader();
-    for (let read = await reader.read(); !read.done; read = await reader.read()) chunks.push(read.value);
-    if (!(await result.error)) {
-      const file = { body: Buffer.concat(chunks), digest: result.info.digest };
-      this.remember(name, file);
-      return file;
+    try {
+      const next = () => readWithin(reader, name, this.options.stallMs);
+      for (let read = await next(); !read.done; read = await next()) chunks.push(read.value);
+    } catch (error) {
+      await reader.cancel().catch(() => undefined);
+      throw error;
     }
-    throw new NotFoundError(`video ${name} could not be read`);
+    if (await result.error) throw new NotFoundError(`video ${name} could not be read`);
+    const file = { body: Buffer.concat(chunks), digest: result.info.digest };
+    this.remember(name, file);
+    return file;
   }
 
   /** Forgets a file that was deleted from the store (other edges forget it at its next request). */

@@ -11,7 +11,7 @@ import { publicOnly } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "./referenceFetch.ts";
 import { renderVideo } from "./render.ts";
 import { RenderFailure } from "./renderFailure.ts";
-import { Semaphore } from "./semaphore.ts";
+import { Semaphore } from "../../../shared/semaphore.ts";
 
 type LocalSettings = Extract<ProviderSettings, { kind: "local" }>;
 const MAX_REFERENCE_BYTES = 20 * 1024 * 1024;

@@ -1,4 +1,4 @@
-/** Bounds how many renders run at once: ffmpeg already uses every core it is given. */
+/** Bounds how many of a kind of work run at once (renders: ffmpeg already uses every core it is given; reads of stored files). */
 export class Semaphore {
   private active = 0;
   private readonly waiting: Array<() => void> = [];
