@@ -20,13 +20,13 @@ export const FEED_PULL_EXPIRES_MS = 2_000;
 /** The options every feed's `consume()` and `fetch()` pass (plus its own batch size). */
 export const LIVE_PULL = { idle_heartbeat: FEED_HEARTBEAT_MS, expires: FEED_PULL_EXPIRES_MS } as const;
 /** The shortest pull nats.js makes (it refuses `expires` under 1 s). */
-export const MIN_PULL_EXPIRES_MS = 1_000;
+const MIN_PULL_EXPIRES_MS = 1_000;
 
 /**
  * The pull options of a reader that must keep a pinned-client priority group's pin: the server resets the
  * pin's timeout only when a new pull request comes (nats-server, consumer.go: setPinnedTimer), not for a pull
  * still waiting, and an idle consume() asks again only when its pull ends. So each pull lasts at most half
- * the pin's timeout; with 2 s pulls and a 2 s timeout the pin lapsed in every idle cycle, and another process
+ * the pin's timeout; with 2 s pulls and a 2 s timeout the pin of an idle reader lapsed, and another process
  * could be pinned while this one still held unacknowledged messages.
  */
 export function pinKeepingPull(pinTimeoutMs: number): { idle_heartbeat: number; expires: number } {

@@ -25,7 +25,7 @@ const CACHE_BYTES = 256 * 1024 * 1024;
 /**
  * Reads of stored files one at a time per edge. The object store sends a file through a push consumer that may
  * have 32 MB in flight (nats-server's JsFlowControlMaxPending), on the edge's one NATS connection, and the
- * server cuts off a connection with more than 64 MB waiting for it (max_pending): four players fetching 20 MB
+ * server cuts off a connection with more than 64 MB waiting for it (max_pending): six requests for three 20 MB
  * videos that were not cached got the edge disconnected as a slow consumer, every tenant's calls on it failed,
  * and the reads never ended. One read at a time keeps that under half the limit.
  */
@@ -123,6 +123,8 @@ export class VideoFiles {
   private async read(name: string): Promise<CachedFile> {
     const result = await this.videos.get(name);
     if (!result) throw new NotFoundError(`no video named ${name}`);
+    // A read that failed is answered from the stream's error below; this one must not also go unhandled.
+    result.error.catch(() => undefined);
     const chunks: Uint8Array[] = [];
     const reader = result.data.getReader();
     try {
