@@ -213,4 +213,15 @@ describe("a live task actor on NATS", () => {
     expect(events.at(-1)?.type).toBe("GenerationFailed");
     expect(upstream.cancels).toEqual(["late-1"]);
   });
+
+  it("starts no upstream call in the last moments before the deadline, where a timer meant for just past it can fire: the call is cut short unmade", async () => {
+    const submitted = await created(47, 10_000);
+    const upstream = failingUpstream();
+    const nearDeadline = (ms: number) => actorFor({ ...submitted, data: { ...submitted.data, deadlineAt: new Date(Date.now() + ms).toISOString() } }, upstream, new AbortController().signal);
+    let made = 0;
+    const call = async () => ++made;
+    expect(await nearDeadline(30).bounded(call)).toBeUndefined();
+    expect(made).toBe(0);
+    expect(await nearDeadline(5_000).bounded(call)).toBe(1);
+  });
 });

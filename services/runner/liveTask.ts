@@ -17,6 +17,13 @@ type Parked = { value: StateValue; context: LiveTaskContext };
 const ACTOR_ENDED = new Error("the task's actor ended");
 /** Why a call the task's deadline cut short was aborted (bounded tells it from a single call's timeout by it). */
 const DEADLINE_PASSED = new DOMException("the task's deadline passed", "TimeoutError");
+/**
+ * No upstream call starts with less than this left before the deadline: it could not finish, and a submit
+ * started then may still create the task upstream. A timer meant for just past the deadline (a backoff, the
+ * next poll) can fire this early by the wall clock: libuv schedules from the loop's cached time, stale by the
+ * work the loop did before it, and on a busy runner that is milliseconds.
+ */
+const CALL_MIN_REMAINING_MS = 50;
 /** A wait at least this long parks the task (thousands of waiting tasks would each hold a snapshot and a call signal). */
 const LONG_PAUSE_MS = 1_000;
 const RANDOM_JITTER = (): number => Math.random();
@@ -166,10 +173,10 @@ export class LiveTaskActor implements TaskCalls {
     return task.status === "unsubmitted" ? undefined : task.providerTaskId;
   }
 
-  /** Runs `call` bounded by the task's deadline and by `limitMs` (a single call's timeout); undefined past the deadline. */
+  /** Runs `call` bounded by the task's deadline and by `limitMs` (a single call's timeout); undefined past the deadline (or too near it to start). */
   async bounded<T>(call: (signal: AbortSignal) => Promise<T>, limitMs = Number.POSITIVE_INFINITY): Promise<T | undefined> {
     const remaining = this.deadlineAt - Date.now();
-    if (remaining <= 0) return undefined;
+    if (remaining < CALL_MIN_REMAINING_MS) return undefined;
     if (this.calls === undefined || this.calls.signal.aborted) {
       this.calls = new AbortController();
       if (this.exited || this.snapshot?.status === "done") this.calls.abort(ACTOR_ENDED);
