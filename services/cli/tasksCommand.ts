@@ -43,9 +43,13 @@ export async function tasksCommand(nats: Nats, args: string[], options: { accoun
   const stopped = new AbortController();
   process.once("SIGINT", () => stopped.abort());
   process.once("SIGTERM", () => stopped.abort());
-  io.err(`watching task events${options.account ? ` of account ${options.account}` : ""}${from === "new" ? " (new ones)" : ` from sequence ${from}`}; Ctrl-C stops`);
-  void sayConnectionChanges(nats, io);
-  for await (const { sequence, account, event } of subscribeTaskEvents(nats, { from, signal: stopped.signal, ...(options.account ? { account: options.account } : {}) })) {
+  // Said once the feed is open, not before: a server lost while it opened ended the watch with a timeout (exit
+  // 1), after it had already said it was watching.
+  const opened = () => {
+    io.err(`watching task events${options.account ? ` of account ${options.account}` : ""}${from === "new" ? " (new ones)" : ` from sequence ${from}`}; Ctrl-C stops`);
+    void sayConnectionChanges(nats, io);
+  };
+  for await (const { sequence, account, event } of subscribeTaskEvents(nats, { from, signal: stopped.signal, opened, ...(options.account ? { account: options.account } : {}) })) {
     io.out(`${sequence}\t${event.meta.at}\ttask ${event.meta.taskId}\t${account}\t${describe(event)}`);
   }
 }

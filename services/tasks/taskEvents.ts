@@ -26,6 +26,8 @@ export interface TaskEventSubscription {
   signal?: AbortSignal;
   /** Where a lost and replaced consumer is told (nowhere by default). */
   log?: Logger;
+  /** Called once the feed is open: a loss from then on is recovered from, one before it ends the iteration. */
+  opened?: () => void;
 }
 
 /**
@@ -64,6 +66,7 @@ export async function* subscribeTaskEvents(
       }),
   });
   await feed.start();
+  options.opened?.();
   const stop = () => {
     feed.stop();
     wake?.();
