@@ -30,7 +30,7 @@ const MIN_PULL_EXPIRES_MS = 1_000;
  * could be pinned while this one still held unacknowledged messages.
  */
 export function pinKeepingPull(pinTimeoutMs: number): { idle_heartbeat: number; expires: number } {
-  return { idle_heartbeat: FEED_HEARTBEAT_MS, expires: Math.min(FEED_PULL_EXPIRES_MS, Math.max(MIN_PULL_EXPIRES_MS, Math.floor(pinTimeoutMs / 2))) };
+  return { ...LIVE_PULL, expires: Math.min(LIVE_PULL.expires, Math.max(MIN_PULL_EXPIRES_MS, Math.floor(pinTimeoutMs / 2))) };
 }
 /** A feed that gave no message and no heartbeat for longer than this is behind, whatever else it says. */
 export const FEED_SILENCE_MS = 2_000;

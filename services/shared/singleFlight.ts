@@ -1,7 +1,7 @@
 /**
- * Concurrent calls for one key share the first call's work until it settles: ten players asking for a
- * video's thumbnail before it is stored start one ffmpeg, not ten (each is a process of its own and about
- * 200 MB). Per edge process; another edge may make the same still once more.
+ * Concurrent calls for one key share the first call's work until it settles, per process: ten players asking
+ * for a video's thumbnail before it is stored start one ffmpeg, not ten (each a process of its own and about
+ * 200 MB); requests for a stored file not in memory share one read of it (video/videoFiles.ts).
  */
 export class SingleFlight<T> {
   private readonly flights = new Map<string, Promise<T>>();
