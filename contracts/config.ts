@@ -264,6 +264,11 @@ export const ReelayConfig = z
         referenceStoreBytes: z.number().int().min(1024 * 1024).default(1024 ** 3),
         /** Bytes of uploaded references one account may have stored at once (they go when their tasks end). */
         referenceBytesPerAccount: z.number().int().min(1024).default(100 * 1024 ** 2),
+        /**
+         * Bytes of stored files an edge keeps on its disk (in TMPDIR) for the Range requests that follow, for
+         * videos and for references each; files being sent stay until their last answer ends, beyond it.
+         */
+        edgeCacheBytes: z.number().int().min(0).default(1024 ** 3),
       })
       .prefault({}),
     /** Browser apps allowed to call reelay (CORS): their origins, or "*" for any. None by default. */

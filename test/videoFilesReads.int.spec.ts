@@ -1,12 +1,26 @@
 import { randomBytes } from "node:crypto";
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { createServer, type ServerResponse } from "node:http";
+import { connect as tcpConnect, type AddressInfo, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { buffer } from "node:stream/consumers";
 import type { ObjectResult, ObjectStore } from "@nats-io/obj";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { ServiceUnavailableError } from "../services/shared/errors.ts";
 import { Semaphore } from "../services/shared/semaphore.ts";
-import { STORE_READS_AT_ONCE, VideoFiles } from "../services/edge/video/videoFiles.ts";
+import { writeReply, type HttpReply } from "../services/edge/http/reply.ts";
+import { STORE_READS_AT_ONCE, VideoFiles, type VideoFilesOptions } from "../services/edge/video/videoFiles.ts";
 import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 
 const videoName = () => `v${randomBytes(24).toString("base64url")}.mp4`;
+const KEEP = { keepBytes: 1024 ** 3 };
+
+/** The bytes an answer sends (a file's, as the edge streams them). */
+async function bodyOf(reply: HttpReply): Promise<Buffer> {
+  if (reply.file) return buffer(reply.file.open());
+  return Buffer.from(reply.body ?? "");
+}
 
 /** The store with its whole-file reads counted: how many, and how many at most at once. */
 function countingReads(store: ObjectStore): { store: ObjectStore; reads: () => number; mostAtOnce: () => number } {
@@ -42,11 +56,11 @@ describe("reading stored videos at the edge", () => {
     const bodies = names.map(() => randomBytes(300_000));
     for (const [i, name] of names.entries()) await suite.nats.videos.putBlob({ name }, bodies[i] ?? Buffer.alloc(0));
     const { store, reads, mostAtOnce } = countingReads(suite.nats.videos);
-    const files = new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE));
+    const files = new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), KEEP);
 
     const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => files.serve(names[i % 3] ?? "", `bytes=${i}-${i + 9}`)));
     expect(answers.map((answer) => answer.status)).toEqual(Array(12).fill(206));
-    answers.forEach((answer, i) => expect(answer.body).toEqual(bodies[i % 3]?.subarray(i, i + 10)));
+    for (const [i, answer] of answers.entries()) expect(await bodyOf(answer)).toEqual(bodies[i % 3]?.subarray(i, i + 10));
     expect(reads()).toBe(3);
     expect(mostAtOnce()).toBe(1);
   });
@@ -67,10 +81,12 @@ describe("reading stored videos at the edge", () => {
         };
       },
     });
-    const files = new VideoFiles(hanging, new Semaphore(STORE_READS_AT_ONCE), { stallMs: 200 });
+    const files = new VideoFiles(hanging, new Semaphore(STORE_READS_AT_ONCE), { ...KEEP, readStallMs: 200 });
     await expect(files.serve(name, "")).rejects.toBeInstanceOf(ServiceUnavailableError);
     hang = false;
-    expect((await files.serve(name, "")).status).toBe(200);
+    const answer = await files.serve(name, "");
+    expect(answer.status).toBe(200);
+    expect((await bodyOf(answer)).length).toBe(1000);
   });
 });
 
@@ -84,9 +100,108 @@ describe("reading stored videos at the edge, at their real sizes", () => {
     void (async () => {
       for await (const status of suite.nats.nc.status()) if (status.type === "disconnect") disconnects.push(status.type);
     })();
-    const files = new VideoFiles(suite.nats.videos, new Semaphore(STORE_READS_AT_ONCE));
+    const files = new VideoFiles(suite.nats.videos, new Semaphore(STORE_READS_AT_ONCE), KEEP);
     const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => files.serve(names[i % 3] ?? "", "bytes=0-9")));
     expect(answers.map((answer) => answer.status)).toEqual(Array(6).fill(206));
+    for (const answer of answers) answer.file?.skip();
     expect(disconnects).toEqual([]);
+  });
+});
+
+/** `files` behind a node:http server as the edge answers (writeReply); the answers under way are kept to look at. */
+async function serving(files: VideoFiles): Promise<{ port: number; answers: ServerResponse[] }> {
+  const answers: ServerResponse[] = [];
+  const server = createServer((req, res) => {
+    answers.push(res);
+    files.serve(decodeURIComponent((req.url ?? "").slice(1)), req.headers.range ?? "", undefined, req.headers["if-none-match"] ?? "").then(
+      (reply) => writeReply(res, reply),
+      (error: unknown) => writeReply(res, { status: 500, body: String(error) }),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  onTestFinished(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { port: (server.address() as AddressInfo).port, answers };
+}
+
+/** A client that asks for a file and then reads nothing. */
+function stalledClient(port: number, name: string, method = "GET"): Socket {
+  const socket = tcpConnect(port, "127.0.0.1");
+  socket.on("error", () => undefined);
+  socket.pause();
+  socket.write(`${method} /${encodeURIComponent(name)} HTTP/1.1\r\nHost: x\r\n\r\n`);
+  onTestFinished(() => void socket.destroy());
+  return socket;
+}
+
+describe("sending stored videos to clients that read slowly or not at all", () => {
+  const suite = natsPerSuite("video-files-senders-test", 2000);
+  const SIZE = 16 * 1024 * 1024;
+
+  async function stored(count: number): Promise<string[]> {
+    const names = Array.from({ length: count }, videoName);
+    for (const name of names) await suite.nats.videos.putBlob({ name }, randomBytes(SIZE));
+    return names;
+  }
+
+  function keepingDir(): string {
+    const dir = mkdtempSync(join(tmpdir(), "reelay-files-test-"));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    return dir;
+  }
+
+  const filesOn = (store: ObjectStore, options: Partial<VideoFilesOptions> = {}) =>
+    new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), { keepBytes: 0, dir: keepingDir(), ...options });
+
+  it("twelve stalled answers hold one read's worth of memory each, and the disk holds each file once (the whole file was held per answer: 120 stalled answers, 1.4 GB)", async () => {
+    const names = await stored(3);
+    const { store, reads } = countingReads(suite.nats.videos);
+    const files = filesOn(store);
+    const { port, answers } = await serving(files);
+    for (let i = 0; i < 12; i++) stalledClient(port, names[i % 3] ?? "");
+    await expect.poll(() => answers.length).toBe(12);
+    // Each answer has sent what the kernel's buffers take and waits for its client.
+    await expect.poll(() => answers.every((res) => res.socket !== null && res.socket.writableNeedDrain), { timeout: 20_000 }).toBe(true);
+    const heldInMemory = answers.reduce((sum, res) => sum + (res.socket?.writableLength ?? 0) + res.writableLength, 0);
+    expect(heldInMemory).toBeLessThan(12 * 256 * 1024);
+    expect(reads()).toBe(3);
+    expect(files.keptBytes).toBe(3 * SIZE);
+  });
+
+  it("a client that takes nothing for the send stall is cut off, and its file is let go", async () => {
+    const [name = ""] = await stored(1);
+    const files = filesOn(suite.nats.videos, { sendStallMs: 300 });
+    const { port, answers } = await serving(files);
+    stalledClient(port, name);
+    await expect.poll(() => files.keptBytes).toBe(SIZE);
+    await expect.poll(() => answers[0]?.destroyed, { timeout: 10_000 }).toBe(true);
+    expect(answers[0]?.writableFinished).toBe(false);
+    await expect.poll(() => files.keptBytes).toBe(0);
+  });
+
+  it("a file being sent is read from the store once however the cache is squeezed; HEAD, 304 and 416 hold nothing; nothing stays on the disk", async () => {
+    const [name = ""] = await stored(1);
+    const { store, reads } = countingReads(suite.nats.videos);
+    const dir = keepingDir();
+    const files = filesOn(store, { dir });
+    const { port } = await serving(files);
+    const stalled = stalledClient(port, name);
+    await expect.poll(() => files.keptBytes).toBe(SIZE);
+    const base = `http://127.0.0.1:${port}/${encodeURIComponent(name)}`;
+    const head = await fetch(base, { method: "HEAD" });
+    expect([head.status, head.headers.get("content-length")]).toEqual([200, String(SIZE)]);
+    const etag = head.headers.get("etag") ?? "";
+    expect((await fetch(base, { headers: { "if-none-match": etag } })).status).toBe(304);
+    expect((await fetch(base, { headers: { range: `bytes=${SIZE}-` } })).status).toBe(416);
+    const tail = await fetch(base, { headers: { range: `bytes=${SIZE - 10}-` } });
+    expect([tail.status, (await tail.arrayBuffer()).byteLength]).toEqual([206, 10]);
+    expect(reads()).toBe(1);
+    expect(files.keptBytes).toBe(SIZE);
+    expect(readdirSync(dir)).toEqual([]);
+    // Once the stalled client is gone nothing is being read, and a cache of 0 bytes keeps nothing.
+    stalled.destroy();
+    await expect.poll(() => files.keptBytes).toBe(0);
   });
 });

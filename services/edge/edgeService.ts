@@ -146,7 +146,8 @@ export class EdgeService {
       log: this.log,
     };
     const storeReads = new Semaphore(STORE_READS_AT_ONCE);
-    const files = new VideoFiles(this.nats.videos, storeReads);
+    const keeping = { keepBytes: this.config.videos.edgeCacheBytes };
+    const files = new VideoFiles(this.nats.videos, storeReads, keeping);
     const video = videoRoutes({
       config: this.config,
       keys: this.keys,
@@ -189,7 +190,7 @@ export class EdgeService {
       ...events,
       ...upstreamCallbackRoutes({ config: this.config, nc: this.nats.nc, log: this.log }),
       ...files.routes("videos"),
-      ...new VideoFiles(this.nats.references, storeReads).routes("references"),
+      ...new VideoFiles(this.nats.references, storeReads, keeping).routes("references"),
       ...healthRoutes(() => this.healthProblems(this.connection.connected())),
       ...metricsRoutes(this.log),
     ]);

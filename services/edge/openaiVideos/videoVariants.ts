@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -19,14 +19,15 @@ const FFMPEG_TIMEOUT_MS = 20_000;
 /**
  * Makes a still from a stored MP4 with ffmpeg: the thumbnail is the first frame as WebP at the video's size
  * (OpenAI's is WebP too), the spritesheet one frame a second, 160 px wide, tiled 5 across on one JPEG.
- * The input is our own stored file, read only as MP4 (`-f mp4`, file protocol only).
+ * The input is our own stored file, which `writeVideo` copies to the path it is given; ffmpeg reads it only as
+ * MP4 (`-f mp4`, file protocol only).
  */
-export async function makeStill(ffmpeg: string, variant: StillVariant, video: Buffer): Promise<Buffer> {
+export async function makeStill(ffmpeg: string, variant: StillVariant, writeVideo: (path: string) => Promise<void>): Promise<Buffer> {
   const dir = await mkdtemp(join(tmpdir(), "reelay-still-"));
   try {
     const input = join(dir, "in.mp4");
     const output = join(dir, variant === "thumbnail" ? "out.webp" : "out.jpg");
-    await writeFile(input, video);
+    await writeVideo(input);
     const filters = variant === "thumbnail" ? ["-frames:v", "1", "-c:v", "libwebp", "-quality", "80"] : ["-vf", "fps=1,scale=160:-2,tile=5x4", "-frames:v", "1", "-q:v", "4"];
     await run(ffmpeg, ["-v", "error", "-protocol_whitelist", "file", "-f", "mp4", "-i", input, ...filters, "-y", output], { timeout: FFMPEG_TIMEOUT_MS });
     return await readFile(output);

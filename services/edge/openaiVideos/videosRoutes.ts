@@ -189,7 +189,7 @@ export function videosApiRoutes(deps: VideosApiDeps): TableRoute[] {
     }
     await stillsInTheMaking.run(name, async () => {
       ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line));
-      const still = await makeStill(ffmpeg, variant, await deps.files.bytesOf(videoObject));
+      const still = await makeStill(ffmpeg, variant, (input) => deps.files.copyTo(videoObject, input));
       await deps.videos.putBlob({ name, description: variant }, still);
     });
     return deps.files.serve(name, range, STILL_NAME);

@@ -6,6 +6,7 @@ import type { HttpReply } from "../http/reply.ts";
 import { replyRoute, type TableRoute } from "../http/routeTable.ts";
 import { VIDEO_API } from "../../../contracts/videoApi.ts";
 import { decideRange } from "./byteRange.ts";
+import { DiskFileCache, type FileLease } from "./diskFileCache.ts";
 import { REFERENCE_NAME, SERVABLE_VIDEO_NAME } from "../../../contracts/storedObjects.ts";
 
 /** Stills made from a stored video (openaiVideos/videoVariants.ts), served only through the content endpoint. */
@@ -20,8 +21,6 @@ function nameFromUrl(url: string, prefix: string): string {
   }
 }
 
-const CACHE_BYTES = 256 * 1024 * 1024;
-
 /**
  * Reads of stored files one at a time per edge. The object store sends a file through a push consumer that may
  * have 32 MB in flight (nats-server's JsFlowControlMaxPending), on the edge's one NATS connection, and the
@@ -32,6 +31,17 @@ const CACHE_BYTES = 256 * 1024 * 1024;
 export const STORE_READS_AT_ONCE = 1;
 /** A read that brings no chunk for this long is given up (503): after a reconnect its consumer is gone for good. */
 const READ_STALL_MS = 10_000;
+/** A client that takes no byte of a file for this long is cut off (its answer keeps the file on the edge's disk). */
+const SEND_STALL_MS = 60_000;
+
+export interface VideoFilesOptions {
+  /** Bytes of files kept on the edge's disk that no answer is reading (config `videos.edgeCacheBytes`). */
+  keepBytes: number;
+  /** Where they are kept (unlinked at once: nothing stays there); the system's temporary directory by default. */
+  dir?: string;
+  readStallMs?: number;
+  sendStallMs?: number;
+}
 
 /** The stream's next chunk, or a 503 when none comes within `stallMs`. */
 async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, name: string, stallMs: number): Promise<ReadableStreamReadResult<Uint8Array>> {
@@ -52,32 +62,38 @@ async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, name:
  */
 const CACHE_CONTROL = "public, no-cache";
 
-interface CachedFile {
-  body: Buffer;
-  /** The object store's digest of the body, which is also its ETag. */
-  digest: string;
-}
-
 /**
  * Serves rendered videos from the object store at /videos/<name> (uploaded references, from theirs, at
- * /references/<name>). Names carry a random part, so the
- * address itself is the capability (like a vendor's signed URL). Bodies are cached in memory, bounded
- * by size, because players fetch the same file in many Range requests; every request still asks the
- * store whether the file exists and is the same (one small read), so a video deleted through any edge
- * is gone from all of them at once.
+ * /references/<name>). Names carry a random part, so the address itself is the capability (like a vendor's
+ * signed URL). A file read from the store is kept on the edge's disk (players fetch one file in many Range
+ * requests) and sent from there as each client takes it: an answer holds one read's worth of memory, so
+ * clients that read slowly or not at all cannot fill the edge's memory (with the whole file in memory per
+ * answer, 120 stalled requests for files the cache had let go held 1.4 GB). Every request still asks the store
+ * whether the file exists and is the same (one small read), so a video deleted through any edge is gone from
+ * all of them at once.
  */
 export class VideoFiles {
-  private readonly cache = new Map<string, CachedFile>();
-  private cachedBytes = 0;
+  private readonly kept: DiskFileCache;
   /** Requests for a file being read share that read. */
-  private readonly reads = new SingleFlight<CachedFile>();
+  private readonly reads = new SingleFlight<void>();
+  private readonly readStallMs: number;
+  private readonly sendStallMs: number;
 
   /** `storeReads` is shared by every VideoFiles on one NATS connection (videos and references). */
   constructor(
     private readonly videos: ObjectStore,
     private readonly storeReads: Semaphore,
-    private readonly options: { stallMs: number } = { stallMs: READ_STALL_MS },
-  ) {}
+    options: VideoFilesOptions,
+  ) {
+    this.kept = new DiskFileCache(options.keepBytes, options.dir);
+    this.readStallMs = options.readStallMs ?? READ_STALL_MS;
+    this.sendStallMs = options.sendStallMs ?? SEND_STALL_MS;
+  }
+
+  /** Bytes of files kept on disk (those being sent included). */
+  get keptBytes(): number {
+    return this.kept.keptBytes;
+  }
 
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
   routes(kind: "videos" | "references"): TableRoute[] {
@@ -87,75 +103,72 @@ export class VideoFiles {
 
   /** A stored file, whole or the requested byte range; 304 when the client's copy (`If-None-Match`) is current. */
   async serve(name: string, rangeHeader: string, names: RegExp = SERVABLE_VIDEO_NAME, ifNoneMatch = ""): Promise<HttpReply> {
-    const { body, digest } = await this.load(name, names);
-    const size = body.length;
+    const { lease, digest } = await this.load(name, names);
+    const size = lease.size;
     const contentType = CONTENT_TYPES[name.slice(name.lastIndexOf(".") + 1)] ?? "application/octet-stream";
     const etag = `"${digest}"`;
     // nosniff: a browser shows the file as the type it is served with, never as a page of reelay's origin.
     const common = { "content-type": contentType, "x-content-type-options": "nosniff", "accept-ranges": "bytes", "cache-control": CACHE_CONTROL, etag };
-    if (ifNoneMatch.split(",").some((tag) => tag.trim() === etag || tag.trim() === "*")) return { status: 304, headers: { "cache-control": CACHE_CONTROL, etag } };
+    if (ifNoneMatch.split(",").some((tag) => tag.trim() === etag || tag.trim() === "*")) {
+      lease.end();
+      return { status: 304, headers: { "cache-control": CACHE_CONTROL, etag } };
+    }
     const range = decideRange(rangeHeader, size);
     if (range.kind === "unsatisfiable") {
+      lease.end();
       return { status: 416, headers: { ...common, "content-range": `bytes */${size}` }, body: "" };
     }
     const [status, start, end] = range.kind === "partial" ? [206, range.start, range.end] : [200, 0, size - 1];
     const headers = range.kind === "partial" ? { ...common, "content-range": `bytes ${start}-${end}/${size}` } : common;
-    return { status, headers, body: body.subarray(start, end + 1) };
+    const file = { length: end + 1 - start, open: () => lease.stream(start, end), skip: () => lease.end(), stallMs: this.sendStallMs };
+    return { status, headers, file };
   }
 
-  /** A stored file's bytes (404 when there is none by that name). */
-  async bytesOf(name: string, names: RegExp = SERVABLE_VIDEO_NAME): Promise<Buffer> {
-    return (await this.load(name, names)).body;
+  /** Copies a stored video to `path` (ffmpeg's input for a still); 404 when there is none by that name. */
+  async copyTo(name: string, path: string): Promise<void> {
+    const { lease } = await this.load(name, SERVABLE_VIDEO_NAME);
+    await lease.copyTo(path);
   }
 
-  private async load(name: string, names: RegExp): Promise<CachedFile> {
+  /** The file, leased from the disk (read from the store first when it is not kept there). */
+  private async load(name: string, names: RegExp): Promise<{ lease: FileLease; digest: string }> {
     const info = names.test(name) ? await this.videos.info(name) : null;
     if (!info || info.deleted) {
       this.forget(name);
       throw new NotFoundError(`no video named ${name}`);
     }
-    const cached = this.cache.get(name);
-    if (cached?.digest === info.digest) return cached;
-    return this.reads.run(`${name}\n${info.digest}`, () => this.storeReads.run(() => this.read(name)));
+    const { digest } = info;
+    const kept = this.kept.lease(name, digest);
+    if (kept) return { lease: kept, digest };
+    await this.reads.run(`${name}\n${digest}`, () => this.storeReads.run(() => this.read(name)));
+    // Every request that waited for the read resumes before any answer ends, so the file is kept for each of
+    // them; the store may have had another file by the name by then (not one reelay writes: names are unique).
+    const lease = this.kept.lease(name, digest);
+    if (!lease) throw new ServiceUnavailableError(`video ${name} changed while it was read; try again`);
+    return { lease, digest };
   }
 
-  /** The whole file from the store, remembered when it fits the cache. */
-  private async read(name: string): Promise<CachedFile> {
+  /** The whole file from the store onto the disk, chunk by chunk. */
+  private async read(name: string): Promise<void> {
     const result = await this.videos.get(name);
     if (!result) throw new NotFoundError(`no video named ${name}`);
     // A read that failed is answered from the stream's error below; this one must not also go unhandled.
     result.error.catch(() => undefined);
-    const chunks: Uint8Array[] = [];
     const reader = result.data.getReader();
-    try {
-      const next = () => readWithin(reader, name, this.options.stallMs);
-      for (let read = await next(); !read.done; read = await next()) chunks.push(read.value);
-    } catch (error) {
-      await reader.cancel().catch(() => undefined);
-      throw error;
-    }
-    if (await result.error) throw new NotFoundError(`video ${name} could not be read`);
-    const file = { body: Buffer.concat(chunks), digest: result.info.digest };
-    this.remember(name, file);
-    return file;
+    await this.kept.keep(name, result.info.digest, async (append) => {
+      try {
+        const next = () => readWithin(reader, name, this.readStallMs);
+        for (let read = await next(); !read.done; read = await next()) await append(read.value);
+      } catch (error) {
+        await reader.cancel().catch(() => undefined);
+        throw error;
+      }
+      if (await result.error) throw new NotFoundError(`video ${name} could not be read`);
+    });
   }
 
   /** Forgets a file that was deleted from the store (other edges forget it at its next request). */
   forget(name: string): void {
-    const file = this.cache.get(name);
-    if (!file) return;
-    this.cache.delete(name);
-    this.cachedBytes -= file.body.length;
-  }
-
-  private remember(name: string, file: CachedFile): void {
-    this.forget(name);
-    this.cache.set(name, file);
-    this.cachedBytes += file.body.length;
-    for (const [oldName, old] of this.cache) {
-      if (this.cachedBytes <= CACHE_BYTES) break;
-      this.cache.delete(oldName);
-      this.cachedBytes -= old.body.length;
-    }
+    this.kept.forget(name);
   }
 }
