@@ -230,6 +230,14 @@ export const ReelayConfig = z
          * of long answers cannot take all of a key's concurrency upstream, nor the edge's memory.
          */
         chatRequestsPerAccount: z.number().int().min(1).max(100_000).default(256),
+        /**
+         * Bytes of request bodies one edge holds at once, all callers together (each body from before its first
+         * byte is read until its answer ends: its declared length, or the route's largest without one). Past it,
+         * a request gets 503 before its body is read: bodies a client sends slowly cannot fill the edge's memory.
+         */
+        bodyBytesInFlight: z.number().int().min(1024 * 1024).default(256 * 1024 ** 2),
+        /** The part of it one account may hold (requests without a key, such as vendor callbacks, share one); more: 429. */
+        bodyBytesInFlightPerAccount: z.number().int().min(1024 * 1024).default(64 * 1024 ** 2),
       })
       .prefault({}),
     runner: z

@@ -83,7 +83,14 @@ export class ApiKeyDirectory {
     return { validKeys: this.hashes.size, refusedKeys: this.refused.size };
   }
 
+  /** The key's record, held to its request rate (429 past it); 401 for a missing or unknown key. */
   authenticate(authorization: string): ApiKeyRecord | Promise<ApiKeyRecord> {
+    const known = this.identify(authorization);
+    return known instanceof Promise ? known.then((record) => this.admit(record)) : this.admit(known);
+  }
+
+  /** The key's record, not yet counted against its rate (the body gate asks before the handler authenticates); 401 for a missing or unknown key. */
+  identify(authorization: string): ApiKeyRecord | Promise<ApiKeyRecord> {
     const key = BEARER.exec(authorization)?.[1];
     if (!key) throw new MissingApiKeyError();
     // No key of ours (another provider's, say, or garbage): refused without a hash, a cache entry or a bucket
@@ -94,13 +101,13 @@ export class ApiKeyDirectory {
     const known = this.byHash.get(hash);
     if (known) {
       if (cached === undefined) this.hashes.set(key, hash);
-      return this.admit(known);
+      return known;
     }
     if (this.refused.has(hash)) throw refusedKey(key);
     return this.store.lookup(hash).then((record) => {
       if (record) {
         this.hashes.set(key, hash);
-        return this.admit(record);
+        return record;
       }
       this.refused.set(hash, true);
       throw refusedKey(key);

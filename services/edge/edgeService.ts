@@ -16,6 +16,7 @@ import { environment } from "../shared/environment.ts";
 import { apiErrorReply } from "./http/apiErrors.ts";
 import { HttpApp } from "./http/httpApp.ts";
 import { mountRoutes, type TableRoute } from "./http/routeTable.ts";
+import { bodyAdmission } from "./bodyAdmission.ts";
 import { eventRoutes } from "./events/eventRoutes.ts";
 import { trustedProxies, videoBaseUrl } from "./http/videoBaseUrl.ts";
 import { TaskEventHub } from "./events/taskEventHub.ts";
@@ -81,7 +82,7 @@ export class EdgeService {
     await this.balances.start();
     await this.hub.start();
     const app = new HttpApp(this.config.cors, apiErrorReply(this.log), environment().REELAY_METRICS === "on");
-    mountRoutes(app, this.routes(), this.log);
+    mountRoutes(app, this.routes(), this.log, bodyAdmission(this.keys, this.config.limits));
     this.app = app;
     this.boundPort = await app.listen(this.options.host, this.options.port);
     if (this.options.admin) {

@@ -1,5 +1,6 @@
 import type { Logger } from "../../shared/log.ts";
-import { captureRequest, readBody, type RequestInfo } from "../http/request.ts";
+import { readGatedBody, type BodyGate } from "../http/bodyGate.ts";
+import { captureRequest, type RequestInfo } from "../http/request.ts";
 import { newRequestId } from "../http/requestId.ts";
 import type { NodeHandler } from "../http/route.ts";
 import { openAiError, openAiErrorEvent } from "../http/openAiErrors.ts";
@@ -16,6 +17,9 @@ export interface StreamRouteOptions {
   errors?: StreamErrors;
   /** Long-lived streams fanned out to many clients: no chunked encoding (see NodeResponseSink). */
   closeDelimited?: boolean;
+  /** Lets the body in before it is read (the edge's key check and body budget); `keyed`: the route takes a key. */
+  gate?: BodyGate;
+  keyed?: boolean;
 }
 
 export interface StreamErrors {
@@ -56,6 +60,6 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
     if (options.maxBodyBytes === undefined) run(undefined);
     else
       // The rest of a refused body may still be arriving; closing beats reading it.
-      readBody(req, options.maxBodyBytes).then(run, (error: unknown) => fail(error, true));
+      readGatedBody(req, res, request, options.maxBodyBytes, options.keyed ?? false, options.gate).then(run, (error: unknown) => fail(error, true));
   };
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { captureRequest, readBody, type RequestInfo } from "./request.ts";
+import { readGatedBody, type BodyGate } from "./bodyGate.ts";
+import { captureRequest, type RequestInfo } from "./request.ts";
 import { writeReply, type HttpReply } from "./reply.ts";
 import { newRequestId } from "./requestId.ts";
 
@@ -11,6 +12,9 @@ export interface RouteOptions {
   maxBodyBytes?: number;
   /** Maps anything a handler throws to the reply format of its API (envelope or OpenAI error). */
   replyForError: (error: unknown) => HttpReply;
+  /** Lets the body in before it is read (the edge's key check and body budget); `keyed`: the route takes a key. */
+  gate?: BodyGate;
+  keyed?: boolean;
 }
 
 const isPromise = (value: HttpReply | Promise<HttpReply>): value is Promise<HttpReply> =>
@@ -25,12 +29,12 @@ export function route(handler: RouteHandler, options: RouteOptions): NodeHandler
     res.setHeader("x-request-id", newRequestId());
     if (options.maxBodyBytes === undefined) runHandler(handler, options, request, undefined, res);
     else
-      readBody(req, options.maxBodyBytes).then(
+      readGatedBody(req, res, request, options.maxBodyBytes, options.keyed ?? false, options.gate).then(
         (body) => runHandler(handler, options, request, body, res),
         (e: unknown) => {
           // The client left mid-body: nobody to answer, and nothing went wrong on our side worth a log line.
           if (res.destroyed) return;
-          // A refused body may still be arriving: close the connection rather than read the rest.
+          // A refused body (too large, or not let in) may still be arriving: close the connection rather than read it.
           writeReply(res, options.replyForError(e), true);
         },
       );

@@ -10,6 +10,7 @@ import { jsonReply, type HttpReply } from "./reply.ts";
 import type { RequestInfo } from "./request.ts";
 import type { HttpApp } from "./httpApp.ts";
 import { route, type NodeHandler } from "./route.ts";
+import type { BodyGate } from "./bodyGate.ts";
 import { videoError } from "./videoErrors.ts";
 
 /**
@@ -122,8 +123,9 @@ class Call {
 }
 
 /** The node:http handler of one row (http/route.ts and chat/streamRoute.ts adapt; handlers never see node:http). */
-function nodeHandlerOf(row: TableRoute, log: Logger): NodeHandler {
+function nodeHandlerOf(row: TableRoute, log: Logger, gate: BodyGate | undefined): NodeHandler {
   const { contract, options, handler } = row;
+  const gating = gate === undefined || options.maxBodyBytes === undefined ? {} : { gate, keyed: contract.auth };
   const errors = familyErrors(contract.family, log);
   const parser = contract.query ? new QueryParser(contract.query) : undefined;
   const callOf = (request: RequestInfo, body: Buffer | undefined): RouteCall<RouteContract> => new Call(parser, request, body) as RouteCall<RouteContract>;
@@ -134,6 +136,7 @@ function nodeHandlerOf(row: TableRoute, log: Logger): NodeHandler {
       errors,
       ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }),
       ...(options.closeDelimited ? { closeDelimited: true } : {}),
+      ...gating,
     });
   }
   const { handle } = handler;
@@ -141,12 +144,12 @@ function nodeHandlerOf(row: TableRoute, log: Logger): NodeHandler {
     const answer = errors.reply(error);
     return jsonReply(answer.status, answer.body, answer.headers);
   };
-  return route((request, body) => handle(callOf(request, body)), { replyForError, ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }) });
+  return route((request, body) => handle(callOf(request, body)), { replyForError, ...(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }), ...gating });
 }
 
-/** Serves every row of the table on the app. */
-export function mountRoutes(app: HttpApp, rows: readonly TableRoute[], log: Logger): void {
-  for (const row of rows) app.add(row.contract.method, patternOf(row), nodeHandlerOf(row, log));
+/** Serves every row of the table on the app; `gate` lets each body in before it is read. */
+export function mountRoutes(app: HttpApp, rows: readonly TableRoute[], log: Logger, gate?: BodyGate): void {
+  for (const row of rows) app.add(row.contract.method, patternOf(row), nodeHandlerOf(row, log, gate));
 }
 
 /** The router's pattern for a row: `{name}` → `:name`, or a trailing `*` for a rest parameter. */
