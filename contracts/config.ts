@@ -222,6 +222,12 @@ export const ReelayConfig = z
         createWriteMs: z.number().int().min(100).max(60_000).default(10_000),
         /** An idle event stream gets a comment line this often, so clients and proxies keep it open. */
         sseKeepaliveMs: z.number().int().min(100).max(120_000).default(15_000),
+        /**
+         * Client connections the edge holds at once; past it a new connection is closed as soon as it is accepted.
+         * 0: three quarters of the process's open-file limit, so a flood of idle connections cannot take the
+         * files the rest of the process needs (the runner's upstream calls and renders, NATS, stored videos).
+         */
+        maxConnections: z.number().int().min(0).default(0),
         /** Event streams (SSE) one account may have open on one edge; more answer 429. */
         eventStreamsPerAccount: z.number().int().min(1).max(100_000).default(50),
         /**

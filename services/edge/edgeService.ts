@@ -17,6 +17,8 @@ import { apiErrorReply } from "./http/apiErrors.ts";
 import { HttpApp } from "./http/httpApp.ts";
 import { mountRoutes, type TableRoute } from "./http/routeTable.ts";
 import { bodyAdmission } from "./bodyAdmission.ts";
+import { connectionCap } from "./connectionCap.ts";
+import { openFileLimit } from "../shared/openFileLimit.ts";
 import { eventRoutes } from "./events/eventRoutes.ts";
 import { trustedProxies, videoBaseUrl } from "./http/videoBaseUrl.ts";
 import { TaskEventHub } from "./events/taskEventHub.ts";
@@ -84,7 +86,7 @@ export class EdgeService {
     const app = new HttpApp(this.config.cors, apiErrorReply(this.log), environment().REELAY_METRICS === "on");
     mountRoutes(app, this.routes(), this.log, bodyAdmission(this.keys, this.config.limits));
     this.app = app;
-    this.boundPort = await app.listen(this.options.host, this.options.port);
+    this.boundPort = await app.listen(this.options.host, this.options.port, undefined, connectionCap(this.config.limits.maxConnections, openFileLimit(), this.log));
     if (this.options.admin) {
       const videoBaseUrl = this.options.publicUrl ?? `http://localhost:${this.boundPort}`;
       this.admin = await startAdminListener({ ...this.options.admin, nats: this.nats, ledger: this.ledger, views: this.views, taskLog: this.taskLog, videoBaseUrl, keepaliveMs: this.config.limits.sseKeepaliveMs, log: this.log.child({ part: "admin" }) });

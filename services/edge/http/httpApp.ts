@@ -96,9 +96,10 @@ export class HttpApp {
 
   /**
    * Listens; resolves to the bound port. A port in use (never shared) or an unusable host is a clear start-up
-   * error naming the `settings` that chose them.
+   * error naming the `settings` that chose them. Past `maxConnections` open at once, a new connection is
+   * closed as soon as it is accepted (node:http's `maxConnections`): its file goes back at once.
    */
-  listen(host: string, port: number, settings: ListenSettings = { host: "HOST", port: "PORT" }): Promise<number> {
+  listen(host: string, port: number, settings: ListenSettings = { host: "HOST", port: "PORT" }, maxConnections?: number): Promise<number> {
     const server = createServer(
       {
         maxHeaderSize: MAX_HEADER_BYTES,
@@ -117,6 +118,7 @@ export class HttpApp {
     );
     // One more than allowed is kept, so a request over the limit is seen (and refused) rather than cut short.
     server.maxHeadersCount = MAX_HEADER_COUNT + 1;
+    if (maxConnections !== undefined) server.maxConnections = maxConnections;
     server.on("clientError", (error: ClientError, socket: Duplex) => answerUnparsed(error, socket, this.errorReply));
     // node:http hands a CONNECT's socket to this listener, or drops the connection unanswered without one.
     server.on("connect", (req: IncomingMessage, socket: Duplex) => {

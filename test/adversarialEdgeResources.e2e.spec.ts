@@ -88,3 +88,31 @@ describe("request bodies the edge holds while they arrive", () => {
     await expect.poll(() => createLetIn(app, keys[2] ?? "")).toBe(404);
   });
 });
+
+/** Idle connections hold one of the process's files each: a flood of them failed a render with EMFILE. */
+describe("connections the edge holds at once", () => {
+  let app: TestApp;
+  let port: number;
+  const CAP = 40;
+
+  beforeAll(async () => {
+    app = await startTestApp({ services: ["edge"], tweak: (config) => void (config.limits.maxConnections = CAP) });
+    port = Number(new URL(app.baseUrl).port);
+  });
+  afterAll(async () => {
+    await app?.stop();
+  });
+
+  it(`past limits.maxConnections (${CAP} here) a new connection is closed as soon as it is accepted, and the edge serves again once they go`, async () => {
+    const sockets = Array.from({ length: 2 * CAP }, () => {
+      const socket = connect(port, "127.0.0.1");
+      socket.on("error", () => undefined);
+      onTestFinished(() => void socket.destroy());
+      return socket;
+    });
+    await expect.poll(() => sockets.filter((socket) => socket.closed).length, { timeout: 10_000 }).toBeGreaterThanOrEqual(CAP);
+    expect(sockets.filter((socket) => !socket.closed).length).toBeLessThanOrEqual(CAP);
+    for (const socket of sockets) socket.destroy();
+    await expect.poll(async () => (await fetch(`${app.baseUrl}/healthz`)).status).toBe(200);
+  });
+});
