@@ -27,7 +27,7 @@ export class BodyBudget {
   hold(holder: string, bytes: number): () => void {
     const held = this.byHolder.get(holder) ?? 0;
     if (held + bytes > this.limits.perHolderBytes) {
-      throw new RateLimitedError(`this account's request bodies being read on this edge would exceed ${inMiB(this.limits.perHolderBytes)}; send fewer at once`);
+      throw new RateLimitedError(`the request bodies this account (or, without a key, every caller without one) is sending to this edge would exceed ${inMiB(this.limits.perHolderBytes)}; send fewer at once`);
     }
     if (this.total + bytes > this.limits.totalBytes) throw new ServiceUnavailableError("the edge is reading too many request bodies at once; try again shortly", 1);
     this.byHolder.set(holder, held + bytes);
