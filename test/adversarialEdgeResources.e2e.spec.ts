@@ -1,5 +1,6 @@
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { startChildService, writeConfigFile } from "./helpers/childService.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 
 const MIB = 1024 * 1024;
@@ -64,6 +65,21 @@ describe("request bodies the edge holds while they arrive", () => {
       heldRequest(port, "/v1/chat/completions", "", 500_000),
     ];
     await expect.poll(() => held.map((request) => request.answer()), { timeout: 5000 }).toEqual(Array(4).fill("HTTP/1.1 401"));
+  });
+
+  it("a client uploading 10 MB with a mistyped key reads its 401: the refused body is read and dropped (closing on it reset the connection: EPIPE)", async () => {
+    // An edge of its own process: in the test's own process the client's writes and the edge's close take turns
+    // on one event loop, and the reset that lost the answer did not happen.
+    const edge = await startChildService(["edge"], { NATS_URL: app.natsUrl, REELAY_CONFIG: writeConfigFile(app.config) });
+    onTestFinished(() => void edge.kill("SIGKILL"));
+    for (let i = 0; i < 3; i++) {
+      const form = new FormData();
+      form.append("model", "VideoModel-2.0-mini");
+      form.append("prompt", "a fox");
+      form.append("input_reference", new Blob([Buffer.alloc(10_400_000, 1)], { type: "image/png" }), "a.png");
+      const answer = await fetch(`http://127.0.0.1:${edge.port}/v1/videos`, { method: "POST", headers: { authorization: `Bearer rly_${"B".repeat(32)}` }, body: form });
+      expect(answer.status).toBe(401);
+    }
   });
 
   it("one account holds at most its share: the next body is refused 429 before it is read, another account still gets in, and the room comes back when the answers end", async () => {

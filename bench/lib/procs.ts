@@ -65,12 +65,15 @@ export interface SpawnOptions {
   env?: Record<string, string>;
   /** Send stdout/stderr to this file instead of capturing them. */
   logFile?: string;
+  /** The program's open-file limit, soft and hard (util-linux's prlimit, which then runs it). */
+  openFiles?: number;
 }
 
-/** Spawns `command args` under the watchdog shell (through `taskset -c <cpu>` when asked). */
+/** Spawns `command args` under the watchdog shell (through `taskset -c <cpu>` when asked, and `prlimit` for `openFiles`). */
 export function spawnTracked(name: string, command: string, args: readonly string[], options: SpawnOptions = {}): Tracked {
   const pinned = options.cpu !== undefined && hasTaskset;
-  const program = pinned ? ["taskset", "-c", options.cpu ?? "0", command, ...args] : [command, ...args];
+  const limited = options.openFiles === undefined ? [command, ...args] : ["prlimit", `--nofile=${options.openFiles}:${options.openFiles}`, command, ...args];
+  const program = pinned ? ["taskset", "-c", options.cpu ?? "0", ...limited] : limited;
   const out = options.logFile ? openSync(options.logFile, "a") : "pipe";
   const child = spawn("sh", ["-c", WATCHDOG, "sh", ...program], {
     cwd: REPO_ROOT,

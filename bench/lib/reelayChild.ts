@@ -53,6 +53,8 @@ export async function startReelay(options: {
   services?: readonly string[];
   /** Extra environment (e.g. REELAY_METRICS=off). */
   env?: Record<string, string>;
+  /** The process's open-file limit (soft and hard). */
+  openFiles?: number;
 }): Promise<ReelayChild> {
   const configPath = writeConfig(options.workDir, options.config);
   const port = await freeLoopbackPort();
@@ -63,6 +65,7 @@ export async function startReelay(options: {
     logFile,
   };
   if (options.cpu !== undefined) spawnOptions.cpu = options.cpu;
+  if (options.openFiles !== undefined) spawnOptions.openFiles = options.openFiles;
   // BENCH_CPU_PROF_DIR=<dir>: reelay writes a V8 CPU profile there when it stops (open it in Chrome DevTools).
   const profiling = benchProfiling();
   // BENCH_NODE_ARGS="--trace-gc …": more flags for reelay's node (V8's go to every thread; its lines land in the log).

@@ -1,5 +1,5 @@
 import type { Logger } from "../../shared/log.ts";
-import { readGatedBody, type BodyGate } from "../http/bodyGate.ts";
+import { letDrop, readGatedBody, type BodyGate } from "../http/bodyGate.ts";
 import { captureRequest, type RequestInfo } from "../http/request.ts";
 import { newRequestId } from "../http/requestId.ts";
 import type { NodeHandler } from "../http/route.ts";
@@ -57,9 +57,11 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
         fail(error);
       }
     };
-    if (options.maxBodyBytes === undefined) run(undefined);
+    const maxBodyBytes = options.maxBodyBytes;
+    if (maxBodyBytes === undefined) run(undefined);
     else
-      // The rest of a refused body may still be arriving; closing beats reading it.
-      readGatedBody(req, res, request, options.maxBodyBytes, options.keyed ?? false, options.gate).then(run, (error: unknown) => fail(error, true));
+      // A body too large may still be arriving: closing beats reading it. One not let in (no key, no room) but of
+      // a length within the limit is read and dropped, so its answer arrives.
+      readGatedBody(req, res, request, maxBodyBytes, options.keyed ?? false, options.gate).then(run, (error: unknown) => fail(error, !letDrop(error, request, maxBodyBytes)));
   };
 }

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { PayloadTooLargeError } from "../../shared/errors.ts";
 import { readBody, type RequestInfo } from "./request.ts";
 
 /**
@@ -33,4 +34,16 @@ export function readGatedBody(req: IncomingMessage, res: ServerResponse, request
     if (res.closed) release();
     return readBody(req, maxBytes);
   });
+}
+
+/**
+ * Whether a body the edge will not read may be left to node:http to read and drop (keeping the connection): when
+ * it declares a length within the route's limit. A client then sends all of it and reads its answer; closing on
+ * it instead made the kernel reset the connection, and a client uploading 9 MB with a mistyped key got EPIPE,
+ * not its 401. A body without a length, or a longer one, could be sent without end: its connection is closed.
+ */
+export function letDrop(refusal: unknown, request: RequestInfo, maxBytes: number): boolean {
+  if (refusal instanceof PayloadTooLargeError) return false;
+  const declared = Number(request.header("content-length") || Number.NaN);
+  return Number.isInteger(declared) && declared >= 0 && declared <= maxBytes;
 }
