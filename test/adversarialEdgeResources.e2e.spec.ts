@@ -67,7 +67,7 @@ describe("request bodies the edge holds while they arrive", () => {
     await expect.poll(() => held.map((request) => request.answer()), { timeout: 5000 }).toEqual(Array(4).fill("HTTP/1.1 401"));
   });
 
-  it("a client uploading 10 MB with a mistyped key reads its 401: the refused body is read and dropped (closing on it reset the connection: EPIPE)", async () => {
+  it("a client uploading 10 MB with a mistyped key reads its 401, and one uploading 12 MB its 413: a refused body is read and dropped (closing on it reset the connection: EPIPE)", async () => {
     // An edge of its own process: in the test's own process the client's writes and the edge's close take turns
     // on one event loop, and the reset that lost the answer did not happen.
     const edge = await startChildService(["edge"], { NATS_URL: app.natsUrl, REELAY_CONFIG: writeConfigFile(app.config) });
@@ -80,6 +80,10 @@ describe("request bodies the edge holds while they arrive", () => {
       const answer = await fetch(`http://127.0.0.1:${edge.port}/v1/videos`, { method: "POST", headers: { authorization: `Bearer rly_${"B".repeat(32)}` }, body: form });
       expect(answer.status).toBe(401);
     }
+    const form = new FormData();
+    form.append("input_reference", new Blob([Buffer.alloc(12_000_000, 1)], { type: "image/png" }), "a.png");
+    const tooLarge = await fetch(`http://127.0.0.1:${edge.port}/v1/videos`, { method: "POST", headers: { authorization: `Bearer ${await app.keyFor("uploads-too-large")}` }, body: form });
+    expect([tooLarge.status, ((await tooLarge.json()) as { error: { message: string } }).error.message]).toEqual([413, expect.stringMatching(/request body is \d+ bytes; the limit is \d+/)]);
   });
 
   it("one account holds at most its share: the next body is refused 429 before it is read, another account still gets in, and the room comes back when the answers end", async () => {

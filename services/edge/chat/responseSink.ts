@@ -14,8 +14,8 @@ export interface ResponseSink {
   readonly streaming: boolean;
   /** Called once if the client disconnects before the response ended. */
   onAbort(listener: () => void): void;
-  /** A whole reply with a body (JSON for chat); `closeConnection` when the request body was not fully read. */
-  reply(status: number, contentType: string, body: string | Uint8Array, closeConnection?: boolean, headers?: Record<string, string>): void;
+  /** A whole reply with a body (JSON for chat). */
+  reply(status: number, contentType: string, body: string | Uint8Array, headers?: Record<string, string>): void;
   /** Writes SSE bytes (status 200 and headers go out with the first call). False = slow down until `onDrain`. */
   write(chunk: string | Uint8Array): boolean;
   /** Runs `resume` once the client has taken what was buffered, or has left. One waiter at a time. */
@@ -75,7 +75,7 @@ export class NodeResponseSink implements ResponseSink {
     else this.abortListener = listener;
   }
 
-  reply(status: number, contentType: string, body: string | Uint8Array, closeConnection = false, headers?: Record<string, string>): void {
+  reply(status: number, contentType: string, body: string | Uint8Array, headers?: Record<string, string>): void {
     if (!this.open) return;
     this.ended = true;
     this.abortListener = undefined;
@@ -84,7 +84,6 @@ export class NodeResponseSink implements ResponseSink {
       "x-request-id": this.requestId,
       "content-length": String(Buffer.byteLength(body)),
       ...headers,
-      ...(closeConnection ? { connection: "close" } : {}),
     });
     this.res.end(body);
     answered(this.res);

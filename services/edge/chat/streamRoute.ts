@@ -1,5 +1,5 @@
 import type { Logger } from "../../shared/log.ts";
-import { letDrop, readGatedBody, type BodyGate } from "../http/bodyGate.ts";
+import { dropRefusedBody, readGatedBody, type BodyGate } from "../http/bodyGate.ts";
 import { captureRequest, type RequestInfo } from "../http/request.ts";
 import { newRequestId } from "../http/requestId.ts";
 import type { NodeHandler } from "../http/route.ts";
@@ -41,12 +41,12 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
     const request = captureRequest(req);
     const sink = new NodeResponseSink(res, newRequestId(), options.closeDelimited ?? false);
     const errors = options.errors ?? openAiErrors(options.log);
-    const fail = (error: unknown, closeConnection = false) => {
+    const fail = (error: unknown) => {
       if (!sink.open) return;
       if (sink.streaming) sink.end(errors.event(error));
       else {
         const answer = errors.reply(error);
-        sink.reply(answer.status, "application/json", JSON.stringify(answer.body), closeConnection, answer.headers);
+        sink.reply(answer.status, "application/json", JSON.stringify(answer.body), answer.headers);
       }
     };
     const run = (body: Buffer | undefined) => {
@@ -57,11 +57,12 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
         fail(error);
       }
     };
-    const maxBodyBytes = options.maxBodyBytes;
-    if (maxBodyBytes === undefined) run(undefined);
+    if (options.maxBodyBytes === undefined) run(undefined);
     else
-      // A body too large may still be arriving: closing beats reading it. One not let in (no key, no room) but of
-      // a length within the limit is read and dropped, so its answer arrives.
-      readGatedBody(req, res, request, maxBodyBytes, options.keyed ?? false, options.gate).then(run, (error: unknown) => fail(error, !letDrop(error, request, maxBodyBytes)));
+      // The rest of a refused body may still be arriving: it is dropped, and the connection then kept or cut.
+      readGatedBody(req, res, request, options.maxBodyBytes, options.keyed ?? false, options.gate).then(run, (error: unknown) => {
+        dropRefusedBody(req);
+        fail(error);
+      });
   };
 }

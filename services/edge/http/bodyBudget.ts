@@ -23,13 +23,16 @@ export class BodyBudget {
 
   constructor(private readonly limits: BodyBudgetLimits) {}
 
-  /** Holds `bytes` for `holder`; the function returned lets them go (once). Throws when there is no room. */
+  /**
+   * Holds `bytes` for `holder`; the function returned lets them go (once). Throws when there is no room. A body
+   * alone always has room (a share smaller than the largest body would refuse it for ever).
+   */
   hold(holder: string, bytes: number): () => void {
     const held = this.byHolder.get(holder) ?? 0;
-    if (held + bytes > this.limits.perHolderBytes) {
+    if (held > 0 && held + bytes > this.limits.perHolderBytes) {
       throw new RateLimitedError(`the request bodies this account (or, without a key, every caller without one) is sending to this edge would exceed ${inMiB(this.limits.perHolderBytes)}; send fewer at once`);
     }
-    if (this.total + bytes > this.limits.totalBytes) throw new ServiceUnavailableError("the edge is reading too many request bodies at once; try again shortly", 1);
+    if (this.total > 0 && this.total + bytes > this.limits.totalBytes) throw new ServiceUnavailableError("the edge is reading too many request bodies at once; try again shortly", 1);
     this.byHolder.set(holder, held + bytes);
     this.total += bytes;
     let released = false;

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { PayloadTooLargeError } from "../../shared/errors.ts";
+import { LINGER_MS } from "./clientErrors.ts";
 import { readBody, type RequestInfo } from "./request.ts";
 
 /**
@@ -9,10 +9,14 @@ import { readBody, type RequestInfo } from "./request.ts";
  */
 export type BodyGate = (request: RequestInfo, maxBytes: number, keyed: boolean) => (() => void) | Promise<() => void>;
 
-/** What a gate lets in for one request: its declared length, or the route's largest body without one. */
+/**
+ * What a gate holds for one request: its declared length, or the route's largest body without one; nothing for
+ * a declared length over the limit, which is refused (413) without a byte read.
+ */
 export function bodyBytesToHold(request: RequestInfo, maxBytes: number): number {
   const declared = Number(request.header("content-length") || Number.NaN);
-  return Number.isInteger(declared) && declared >= 0 ? Math.min(declared, maxBytes) : maxBytes;
+  if (!Number.isInteger(declared) || declared < 0) return maxBytes;
+  return declared > maxBytes ? 0 : declared;
 }
 
 /** The body, read once `gate` lets it in; its room is let go when the answer ends, however it ends. */
@@ -36,14 +40,29 @@ export function readGatedBody(req: IncomingMessage, res: ServerResponse, request
   });
 }
 
+/** A refused body is read and dropped while bytes keep coming within this (nginx's `lingering_timeout`)… */
+const DROP_IDLE_MS = LINGER_MS;
+/** …and for this long at most (nginx's `lingering_time`). */
+const DROP_AT_MOST_MS = 30_000;
+
 /**
- * Whether a body the edge will not read may be left to node:http to read and drop (keeping the connection): when
- * it declares a length within the route's limit. A client then sends all of it and reads its answer; closing on
- * it instead made the kernel reset the connection, and a client uploading 9 MB with a mistyped key got EPIPE,
- * not its 401. A body without a length, or a longer one, could be sent without end: its connection is closed.
+ * Reads and drops the rest of a body the edge refused (too large, no key, no room), keeping the connection, for
+ * as long as it keeps coming, then closes it: the client that sends all of its body reads its answer. Closing
+ * at once made the kernel reset the connection under the client's writes, and a 10 MB upload with a mistyped key
+ * got EPIPE, not its 401; a body that never ends is cut off all the same.
  */
-export function letDrop(refusal: unknown, request: RequestInfo, maxBytes: number): boolean {
-  if (refusal instanceof PayloadTooLargeError) return false;
-  const declared = Number(request.header("content-length") || Number.NaN);
-  return Number.isInteger(declared) && declared >= 0 && declared <= maxBytes;
+export function dropRefusedBody(req: IncomingMessage): void {
+  if (req.complete) return;
+  const socket = req.socket;
+  const cut = () => socket.destroy();
+  const idle = setTimeout(cut, DROP_IDLE_MS);
+  const atMost = setTimeout(cut, DROP_AT_MOST_MS);
+  const done = () => {
+    clearTimeout(idle);
+    clearTimeout(atMost);
+  };
+  req.on("data", () => idle.refresh());
+  req.once("end", done);
+  req.once("close", done);
+  req.resume();
 }

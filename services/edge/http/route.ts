@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { letDrop, readGatedBody, type BodyGate } from "./bodyGate.ts";
+import { dropRefusedBody, readGatedBody, type BodyGate } from "./bodyGate.ts";
 import { captureRequest, type RequestInfo } from "./request.ts";
 import { writeReply, type HttpReply } from "./reply.ts";
 import { newRequestId } from "./requestId.ts";
@@ -27,17 +27,16 @@ export function route(handler: RouteHandler, options: RouteOptions): NodeHandler
     const request = captureRequest(req);
     // Like chat answers, every API answer names its request (support can find it in the log).
     res.setHeader("x-request-id", newRequestId());
-    const maxBodyBytes = options.maxBodyBytes;
-    if (maxBodyBytes === undefined) runHandler(handler, options, request, undefined, res);
+    if (options.maxBodyBytes === undefined) runHandler(handler, options, request, undefined, res);
     else
-      readGatedBody(req, res, request, maxBodyBytes, options.keyed ?? false, options.gate).then(
+      readGatedBody(req, res, request, options.maxBodyBytes, options.keyed ?? false, options.gate).then(
         (body) => runHandler(handler, options, request, body, res),
         (e: unknown) => {
           // The client left mid-body: nobody to answer, and nothing went wrong on our side worth a log line.
           if (res.destroyed) return;
-          // A body too large may still be arriving: close the connection rather than read it. One not let in
-          // (no key, no room) but of a length within the limit is read and dropped, so its answer arrives.
-          writeReply(res, options.replyForError(e), !letDrop(e, request, maxBodyBytes));
+          // The rest of a refused body may still be arriving: it is dropped, and the connection then kept or cut.
+          dropRefusedBody(req);
+          writeReply(res, options.replyForError(e), false);
         },
       );
   };
