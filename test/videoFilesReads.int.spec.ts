@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
 import type { ObjectResult, ObjectStore } from "@nats-io/obj";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { ServiceUnavailableError } from "../services/shared/errors.ts";
 import { Semaphore } from "../services/shared/semaphore.ts";
 import { writeReply, type HttpReply } from "../services/edge/http/reply.ts";
@@ -90,24 +90,6 @@ describe("reading stored videos at the edge", () => {
   });
 });
 
-describe("reading stored videos at the edge, at their real sizes", () => {
-  const suite = natsPerSuite("video-files-sizes-test", 2000);
-
-  it("six requests for three 20 MB videos at once keep the edge's connection (it was cut off as a slow consumer and the reads never ended)", async () => {
-    const names = [videoName(), videoName(), videoName()];
-    for (const name of names) await suite.nats.videos.putBlob({ name }, randomBytes(20 * 1024 * 1024));
-    const disconnects: string[] = [];
-    void (async () => {
-      for await (const status of suite.nats.nc.status()) if (status.type === "disconnect") disconnects.push(status.type);
-    })();
-    const files = new VideoFiles(suite.nats.videos, new Semaphore(STORE_READS_AT_ONCE), KEEP);
-    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => files.serve(names[i % 3] ?? "", "bytes=0-9")));
-    expect(answers.map((answer) => answer.status)).toEqual(Array(6).fill(206));
-    for (const answer of answers) answer.file?.skip();
-    expect(disconnects).toEqual([]);
-  });
-});
-
 /** `files` behind a node:http server as the edge answers (writeReply); the answers under way are kept to look at. */
 async function serving(files: VideoFiles): Promise<{ port: number; answers: ServerResponse[] }> {
   const answers: ServerResponse[] = [];
@@ -136,15 +118,14 @@ function stalledClient(port: number, name: string, method = "GET"): Socket {
   return socket;
 }
 
-describe("sending stored videos to clients that read slowly or not at all", () => {
-  const suite = natsPerSuite("video-files-senders-test", 2000);
-  const SIZE = 16 * 1024 * 1024;
-
-  async function stored(count: number): Promise<string[]> {
-    const names = Array.from({ length: count }, videoName);
+/** Three videos of a real size, stored once for every test here (storing them is most of this file's time). */
+describe("reading and sending stored videos at their real sizes", () => {
+  const suite = natsPerSuite("video-files-sizes-test", 2000);
+  const SIZE = 20 * 1024 * 1024;
+  const names = [videoName(), videoName(), videoName()];
+  beforeAll(async () => {
     for (const name of names) await suite.nats.videos.putBlob({ name }, randomBytes(SIZE));
-    return names;
-  }
+  });
 
   function keepingDir(): string {
     const dir = mkdtempSync(join(tmpdir(), "reelay-files-test-"));
@@ -155,8 +136,19 @@ describe("sending stored videos to clients that read slowly or not at all", () =
   const filesOn = (store: ObjectStore, options: Partial<VideoFilesOptions> = {}) =>
     new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), { keepBytes: 0, dir: keepingDir(), ...options });
 
+  it("six requests for three 20 MB videos at once keep the edge's connection (it was cut off as a slow consumer and the reads never ended)", async () => {
+    const disconnects: string[] = [];
+    void (async () => {
+      for await (const status of suite.nats.nc.status()) if (status.type === "disconnect") disconnects.push(status.type);
+    })();
+    const files = filesOn(suite.nats.videos, KEEP);
+    const answers = await Promise.all(Array.from({ length: 6 }, (_, i) => files.serve(names[i % 3] ?? "", "bytes=0-9")));
+    expect(answers.map((answer) => answer.status)).toEqual(Array(6).fill(206));
+    for (const answer of answers) answer.file?.skip();
+    expect(disconnects).toEqual([]);
+  });
+
   it("twelve stalled answers hold one read's worth of memory each, and the disk holds each file once (the whole file was held per answer: 120 stalled answers, 1.4 GB)", async () => {
-    const names = await stored(3);
     const { store, reads } = countingReads(suite.nats.videos);
     const files = filesOn(store);
     const { port, answers } = await serving(files);
@@ -171,7 +163,7 @@ describe("sending stored videos to clients that read slowly or not at all", () =
   });
 
   it("a client that takes nothing for the send stall is cut off, and its file is let go", async () => {
-    const [name = ""] = await stored(1);
+    const [name = ""] = names;
     const files = filesOn(suite.nats.videos, { sendStallMs: 300 });
     const { port, answers } = await serving(files);
     stalledClient(port, name);
@@ -182,7 +174,7 @@ describe("sending stored videos to clients that read slowly or not at all", () =
   });
 
   it("a file being sent is read from the store once however the cache is squeezed; HEAD, 304 and 416 hold nothing; nothing stays on the disk", async () => {
-    const [name = ""] = await stored(1);
+    const name = names[1] ?? "";
     const { store, reads } = countingReads(suite.nats.videos);
     const dir = keepingDir();
     const files = filesOn(store, { dir });
