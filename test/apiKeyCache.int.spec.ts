@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import type { KV } from "@nats-io/kv";
 import { describe, expect, it } from "vitest";
-import { ApiKeyDirectory, redactApiKey } from "../services/edge/auth.ts";
+import { ApiKeyDirectory, DEFAULT_KEY_CACHE_BOUNDS, redactApiKey } from "../services/edge/auth.ts";
 import { API_KEY_PREFIX, ApiKeyStore } from "../services/shared/apiKeys.ts";
-import { InvalidApiKeyError } from "../services/shared/errors.ts";
+import { InvalidApiKeyError, ServiceUnavailableError } from "../services/shared/errors.ts";
 import { silentLog } from "./helpers/testApp.ts";
 import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 
@@ -30,7 +30,7 @@ describe("the API-key directory's caches", () => {
 
   it("keeps a thousand distinct unknown keys within its bounds, and looks a refused key up once", async () => {
     const { bucket, gets } = countingGets(suite.nats.apiKeys);
-    const directory = new ApiKeyDirectory(bucket, silentLog, undefined, { validKeys: 50, refusedKeys: 200, refusedTtlMs: 60_000 });
+    const directory = new ApiKeyDirectory(bucket, silentLog, undefined, { validKeys: 50, refusedKeys: 200, refusedTtlMs: 60_000, unknownKeyLookups: { perSecond: 100_000, burst: 1000 } });
     await directory.start();
     try {
       // Shaped like reelay's keys, so each is looked up once.
@@ -41,6 +41,24 @@ describe("the API-key directory's caches", () => {
 
       await expect(authenticate(directory, unknown(999))).rejects.toBeInstanceOf(InvalidApiKeyError);
       expect(gets()).toBe(1000);
+    } finally {
+      directory.stop();
+    }
+  });
+
+  it("made-up keys cost at most the lookup budget: past it 503 without a lookup; a key made meanwhile works as soon as the mirror has it", async () => {
+    const { bucket, gets } = countingGets(suite.nats.apiKeys);
+    const directory = new ApiKeyDirectory(bucket, silentLog, undefined, { ...DEFAULT_KEY_CACHE_BOUNDS, unknownKeyLookups: { perSecond: 0.001, burst: 5 } });
+    await directory.start();
+    try {
+      const madeUp = (i: number) => `${API_KEY_PREFIX}${createHash("sha256").update(`made-up ${i}`).digest("base64url").slice(0, 32)}`;
+      const outcomes = await Promise.all(Array.from({ length: 50 }, (_, i) => authenticate(directory, madeUp(i)).then(() => "valid", (error: unknown) => (error as Error).constructor.name)));
+      expect(outcomes.filter((outcome) => outcome === InvalidApiKeyError.name)).toHaveLength(5);
+      expect(outcomes.filter((outcome) => outcome === ServiceUnavailableError.name)).toHaveLength(45);
+      expect(gets()).toBe(5);
+      const { key } = await new ApiKeyStore(suite.nats.apiKeys).create("made-meanwhile");
+      await expect.poll(() => authenticate(directory, key).then((record) => record.account, () => "refused")).toBe("made-meanwhile");
+      expect(gets()).toBe(5);
     } finally {
       directory.stop();
     }
@@ -65,7 +83,7 @@ describe("the API-key directory's caches", () => {
 
   it("remembers valid keys up to its bound, and a revoked key stops working", async () => {
     const store = new ApiKeyStore(suite.nats.apiKeys);
-    const directory = new ApiKeyDirectory(suite.nats.apiKeys, silentLog, undefined, { validKeys: 3, refusedKeys: 10, refusedTtlMs: 60_000 });
+    const directory = new ApiKeyDirectory(suite.nats.apiKeys, silentLog, undefined, { ...DEFAULT_KEY_CACHE_BOUNDS, validKeys: 3, refusedKeys: 10 });
     await directory.start();
     try {
       const keys = await Promise.all(Array.from({ length: 5 }, () => store.create("cached")));

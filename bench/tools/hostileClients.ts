@@ -7,6 +7,8 @@
  *   key no one has; then as many with a valid key. Prints reelay's resident memory and how many were answered.
  * - `idle-flood [1500]`: reelay under an open-file limit of 1,024; creates a task of the local model, then keeps n
  *   idle connections open (a closed one is opened again) for 40 s, and prints the task's state every 5 s.
+ * - `unknown-keys [5]`: for n seconds each, 32 clients query a task with keys of another shape (`sk-…`), then
+ *   with made-up keys of reelay's shape; prints requests per second and reelay's and nats-server's CPU per request.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -18,6 +20,7 @@ import { Objm } from "@nats-io/obj";
 import { connect } from "@nats-io/transport-node";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { loadConfig } from "../../services/shared/config.ts";
+import { programPid } from "../lib/procs.ts";
 import { prepareAccount, startReelay, type ReelayChild } from "../lib/reelayChild.ts";
 
 const [kind = "", count] = process.argv.slice(2);
@@ -25,6 +28,7 @@ const CASES: Record<string, { n: number; run: (reelay: ReelayChild, n: number) =
   "stalled-readers": { n: 120, run: stalledReaders },
   "held-bodies": { n: 100, run: heldBodies },
   "idle-flood": { n: 1500, run: idleFlood },
+  "unknown-keys": { n: 5, run: unknownKeys },
 };
 const chosen = CASES[kind];
 if (!chosen) {
@@ -123,4 +127,35 @@ async function idleFlood(child: ReelayChild, connections: number): Promise<void>
     process.stdout.write(`${second} s of ${connections} idle connections: task ${id} ${status.data?.status ?? "-"} (${status.msg ?? ""})\n`);
   }
   flooding = false;
+}
+
+/** CPU seconds a process has used (user + system; /proc's ticks are hundredths). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+async function unknownKeys(child: ReelayChild, seconds: number): Promise<void> {
+  const natsPid = programPid(nats.pid, "nats-server");
+  const letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  const madeUp = () => Array.from(randomBytes(32), (byte) => letters[byte % 64]).join("");
+  for (const [what, keyOf] of [["keys of another shape (sk-…)", () => `sk-${madeUp()}`], ["made-up keys of reelay's shape", () => `rly_${madeUp()}`]] as const) {
+    const [reelayBefore, natsBefore] = [cpuSeconds(reelay.proc.pid), cpuSeconds(natsPid)];
+    const until = Date.now() + seconds * 1000;
+    const statuses = new Map<number, number>();
+    let requests = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (Date.now() < until) {
+          const answer = await fetch(`${child.baseUrl}/api/compat/videosTask?id=1`, { headers: { authorization: `Bearer ${keyOf()}` } });
+          await answer.arrayBuffer();
+          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+          requests++;
+        }
+      }),
+    );
+    const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
+    const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
+    process.stdout.write(`${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU per request\n`);
+  }
 }

@@ -4,10 +4,11 @@ import { lruOf } from "../shared/lruOf.ts";
 import { ApiKeyRecord } from "../../contracts/apiKey.ts";
 import { API_KEY_PREFIX, API_KEY_SHAPE, ApiKeyStore, hashApiKey } from "../shared/apiKeys.ts";
 import { ADMIN_TOKEN_PREFIX } from "../shared/adminTokens.ts";
-import { InvalidApiKeyError, MissingApiKeyError } from "../shared/errors.ts";
+import { InvalidApiKeyError, MissingApiKeyError, ServiceUnavailableError } from "../shared/errors.ts";
 import { KvMirror } from "../shared/kvMirror.ts";
 import type { Logger } from "../shared/log.ts";
-import type { KeyRateLimit } from "./rateLimiter.ts";
+import type { RateRecord } from "../../contracts/fleet.ts";
+import { refilled, type KeyRateLimit } from "./rateLimiter.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -19,9 +20,16 @@ export interface KeyCacheBounds {
   refusedKeys: number;
   /** How long a refusal is remembered. A key created meanwhile is still accepted: the mirror is asked first. */
   refusedTtlMs: number;
+  /**
+   * Lookups in the bucket of keys the mirror does not know, per second and in a burst, all keys together. The
+   * mirror holds every key, so only a key made on another edge a moment ago needs one, and one that was never
+   * made: without a bound, each distinct made-up key cost nats-server a read, which every edge and runner
+   * shares (85-88 µs of its CPU per request under `bench/tools/hostileClients.ts unknown-keys`; 18-22 with it).
+   */
+  unknownKeyLookups: { perSecond: number; burst: number };
 }
 
-export const DEFAULT_KEY_CACHE_BOUNDS: KeyCacheBounds = { validKeys: 10_000, refusedKeys: 10_000, refusedTtlMs: 60_000 };
+export const DEFAULT_KEY_CACHE_BOUNDS: KeyCacheBounds = { validKeys: 10_000, refusedKeys: 10_000, refusedTtlMs: 60_000, unknownKeyLookups: { perSecond: 200, burst: 400 } };
 
 /** How OpenAI shows a key it refuses: the first 3 and last 4 characters, the rest masked (at most 40 stars). */
 export function redactApiKey(key: string): string {
@@ -54,8 +62,11 @@ export class ApiKeyDirectory {
   /** Hashes of refused keys: fixed-size entries whatever the length of what was presented. */
   private readonly refused: LRUCache<string, true>;
   private readonly store: ApiKeyStore;
+  private readonly lookups: KeyCacheBounds["unknownKeyLookups"];
+  private lookupBudget: RateRecord | undefined;
 
   constructor(bucket: KV, log: Logger, private readonly limiter?: KeyRateLimit, bounds: KeyCacheBounds = DEFAULT_KEY_CACHE_BOUNDS) {
+    this.lookups = bounds.unknownKeyLookups;
     this.store = new ApiKeyStore(bucket);
     this.hashes = lruOf(bounds.validKeys);
     this.refused = lruOf(bounds.refusedKeys, { ttl: bounds.refusedTtlMs });
@@ -104,6 +115,8 @@ export class ApiKeyDirectory {
       return known;
     }
     if (this.refused.has(hash)) throw refusedKey(key);
+    // Past the budget the caller tries again shortly, by when the mirror has any key that was just made.
+    if (!this.takeLookup()) throw new ServiceUnavailableError("this edge is being asked about too many API keys it does not know; try again shortly", 1);
     return this.store.lookup(hash).then((record) => {
       if (record) {
         this.hashes.set(key, hash);
@@ -112,6 +125,14 @@ export class ApiKeyDirectory {
       this.refused.set(hash, true);
       throw refusedKey(key);
     });
+  }
+
+  private takeLookup(): boolean {
+    const now = Date.now();
+    const tokens = refilled(this.lookupBudget, now, this.lookups.perSecond, this.lookups.burst);
+    if (tokens < 1) return false;
+    this.lookupBudget = { tokens: tokens - 1, at: now };
+    return true;
   }
 
   /** Runs `then` with the caller's key record: synchronously when the key is already known (the usual case). */
