@@ -1,8 +1,10 @@
 import { randomUUID } from "node:crypto";
+import { createWriteStream } from "node:fs";
 import { open, unlink, type FileHandle } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 
 /** One read of a file sent to a client: what an answer holds in memory, however slow its client. */
 const READ_CHUNK_BYTES = 64 * 1024;
@@ -123,21 +125,9 @@ export class FileLease {
     return stream;
   }
 
-  /** Copies the whole file to `path` (ffmpeg's input for a still) in reads of a chunk; the lease ends with it. */
-  async copyTo(path: string): Promise<void> {
-    const target = await open(path, "wx", 0o600);
-    try {
-      const buffer = Buffer.allocUnsafe(READ_CHUNK_BYTES);
-      for (let position = 0; position < this.size; ) {
-        const { bytesRead } = await this.handle.read(buffer, 0, READ_CHUNK_BYTES, position);
-        if (bytesRead === 0) throw new Error(`a kept file ended at ${position} of its ${this.size} bytes`);
-        await target.write(buffer, 0, bytesRead);
-        position += bytesRead;
-      }
-    } finally {
-      await target.close();
-      this.end();
-    }
+  /** Copies the whole file to a new file at `path` (ffmpeg's input for a still), a read at a time; the lease ends with it. */
+  copyTo(path: string): Promise<void> {
+    return pipeline(this.stream(0, this.size - 1), createWriteStream(path, { flags: "wx", mode: 0o600 }));
   }
 
   end(): void {
