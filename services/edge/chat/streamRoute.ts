@@ -1,5 +1,5 @@
 import type { Logger } from "../../shared/log.ts";
-import { dropRefusedBody, readGatedBody, type BodyGate } from "../http/bodyGate.ts";
+import { readGatedBody, type BodyGate } from "../http/bodyGate.ts";
 import { captureRequest, type RequestInfo } from "../http/request.ts";
 import { newRequestId } from "../http/requestId.ts";
 import type { NodeHandler } from "../http/route.ts";
@@ -59,10 +59,7 @@ export function streamRoute(handler: StreamHandler, options: StreamRouteOptions)
     };
     if (options.maxBodyBytes === undefined) run(undefined);
     else
-      // The rest of a refused body may still be arriving: it is dropped, and the connection then kept or cut.
-      readGatedBody(req, res, request, options.maxBodyBytes, options.keyed ?? false, options.gate).then(run, (error: unknown) => {
-        dropRefusedBody(req);
-        fail(error);
-      });
+      // The rest of a refused body is dropped as it arrives (readGatedBody): the connection stays for the answer.
+      readGatedBody(req, res, request, options.maxBodyBytes, options.keyed ?? false, options.gate).then(run, fail);
   };
 }

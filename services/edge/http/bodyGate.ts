@@ -19,25 +19,37 @@ export function bodyBytesToHold(request: RequestInfo, maxBytes: number): number 
   return declared > maxBytes ? 0 : declared;
 }
 
-/** The body, read once `gate` lets it in; its room is let go when the answer ends, however it ends. */
+/**
+ * The body, read once `gate` lets it in; its room is let go when the answer ends, however it ends. A body refused
+ * (not let in, or too large) is dropped as it arrives (`dropRefusedBody`) while the caller answers the refusal.
+ */
 export function readGatedBody(req: IncomingMessage, res: ServerResponse, request: RequestInfo, maxBytes: number, keyed: boolean, gate: BodyGate | undefined): Promise<Buffer> {
-  if (!gate) return readBody(req, maxBytes);
+  const refused = (error: unknown): never => {
+    dropRefusedBody(req);
+    throw error;
+  };
+  return admit(res, request, maxBytes, keyed, gate)
+    .then(() => readBody(req, maxBytes))
+    .catch(refused);
+}
+
+/** Resolves once `gate` (if any) lets the body in, holding its room until the answer ends. */
+function admit(res: ServerResponse, request: RequestInfo, maxBytes: number, keyed: boolean, gate: BodyGate | undefined): Promise<void> {
+  if (!gate) return Promise.resolve();
   let admitted: (() => void) | Promise<() => void>;
   try {
     admitted = gate(request, maxBytes, keyed);
   } catch (error) {
     return Promise.reject(error);
   }
-  if (typeof admitted === "function") {
-    res.once("close", admitted);
-    return readBody(req, maxBytes);
-  }
-  return admitted.then((release) => {
+  const hold = (release: () => void) => {
     res.once("close", release);
     // The client left while its key was looked up: no close is coming any more.
     if (res.closed) release();
-    return readBody(req, maxBytes);
-  });
+  };
+  if (typeof admitted !== "function") return admitted.then(hold);
+  hold(admitted);
+  return Promise.resolve();
 }
 
 /** A refused body is read and dropped while bytes keep coming within this (nginx's `lingering_timeout`)… */
@@ -51,12 +63,14 @@ const DROP_AT_MOST_MS = 30_000;
  * at once made the kernel reset the connection under the client's writes, and a 10 MB upload with a mistyped key
  * got EPIPE, not its 401; a body that never ends is cut off all the same.
  */
-export function dropRefusedBody(req: IncomingMessage): void {
-  if (req.complete) return;
+function dropRefusedBody(req: IncomingMessage): void {
+  // All of it came, or the client left (the read failed for that): nothing more will arrive.
+  if (req.complete || req.socket.destroyed) return;
   const socket = req.socket;
   const cut = () => socket.destroy();
-  const idle = setTimeout(cut, DROP_IDLE_MS);
-  const atMost = setTimeout(cut, DROP_AT_MOST_MS);
+  // Like lingerClose's (clientErrors.ts), these never hold a stopping process.
+  const idle = setTimeout(cut, DROP_IDLE_MS).unref();
+  const atMost = setTimeout(cut, DROP_AT_MOST_MS).unref();
   const done = () => {
     clearTimeout(idle);
     clearTimeout(atMost);

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { dropRefusedBody, readGatedBody, type BodyGate } from "./bodyGate.ts";
+import { readGatedBody, type BodyGate } from "./bodyGate.ts";
 import { captureRequest, type RequestInfo } from "./request.ts";
 import { writeReply, type HttpReply } from "./reply.ts";
 import { newRequestId } from "./requestId.ts";
@@ -34,9 +34,8 @@ export function route(handler: RouteHandler, options: RouteOptions): NodeHandler
         (e: unknown) => {
           // The client left mid-body: nobody to answer, and nothing went wrong on our side worth a log line.
           if (res.destroyed) return;
-          // The rest of a refused body may still be arriving: it is dropped, and the connection then kept or cut.
-          dropRefusedBody(req);
-          writeReply(res, options.replyForError(e), false);
+          // The rest of a refused body is dropped as it arrives (readGatedBody): the connection stays for the answer.
+          writeReply(res, options.replyForError(e));
         },
       );
   };
