@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { DiskFileCache } from "../services/edge/video/diskFileCache.ts";
+import { keptFileDescriptors } from "./helpers/keptFiles.ts";
 
 const bytes = (size: number, fill: number) => Buffer.alloc(size, fill);
 
@@ -79,5 +80,19 @@ describe("files kept on the edge's disk", () => {
       }),
     ).rejects.toThrow("broke");
     expect([cache.keptBytes, cache.lease("a", "d-a")?.size, cache.lease("a", "d-new")]).toEqual([1000, 1000, undefined]);
+  });
+
+  it("clear (the edge stops) closes every file's handle at once, and a file being read when its reader is done", async () => {
+    const before = keptFileDescriptors().length;
+    const cache = new DiskFileCache(1_000_000);
+    await keep(cache, "a", bytes(1000, 1));
+    await keep(cache, "b", bytes(2000, 2));
+    const reading = leased(cache, "b");
+    expect(keptFileDescriptors().length).toBe(before + 2);
+    cache.clear();
+    expect([cache.keptBytes, cache.lease("a", "d-a"), cache.lease("b", "d-b")]).toEqual([0, undefined, undefined]);
+    await expect.poll(() => keptFileDescriptors().length).toBe(before + 1);
+    expect((await buffer(reading.stream(0, 1999))).equals(bytes(2000, 2))).toBe(true);
+    await expect.poll(() => keptFileDescriptors().length).toBe(before);
   });
 });

@@ -11,6 +11,7 @@ import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
 import { readTask } from "./helpers/taskReads.ts";
 import { expectReadyAgain } from "./helpers/readiness.ts";
+import { keptFileDescriptors } from "./helpers/keptFiles.ts";
 
 /**
  * The OpenAI Videos API under /api/compat, driven by the official Node SDK (`openai`) as a new user would:
@@ -55,6 +56,8 @@ describe("OpenAI Videos API through the official Node SDK", () => {
   });
   afterAll(async () => {
     await Promise.all([app?.stop(), limited?.stop()]);
+    // The edge let go of the videos it kept on its disk (one left open holds its disk space until collected).
+    expect(keptFileDescriptors()).toEqual([]);
   });
 
   const waitForCompleted = async (id: string) => {

@@ -13,6 +13,12 @@ import { writeReply, type HttpReply } from "../services/edge/http/reply.ts";
 import { STORE_READS_AT_ONCE, VideoFiles, type VideoFilesOptions } from "../services/edge/video/videoFiles.ts";
 import { natsPerSuite } from "./helpers/natsPerSuite.ts";
 
+/** `files`, let go when the test ends, as the edge lets its own go when it stops. */
+function closedAfterTest(files: VideoFiles): VideoFiles {
+  onTestFinished(() => files.close());
+  return files;
+}
+
 const videoName = () => `v${randomBytes(24).toString("base64url")}.mp4`;
 const KEEP = { keepBytes: 1024 ** 3 };
 
@@ -56,7 +62,7 @@ describe("reading stored videos at the edge", () => {
     const bodies = names.map(() => randomBytes(300_000));
     for (const [i, name] of names.entries()) await suite.nats.videos.putBlob({ name }, bodies[i] ?? Buffer.alloc(0));
     const { store, reads, mostAtOnce } = countingReads(suite.nats.videos);
-    const files = new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), KEEP);
+    const files = closedAfterTest(new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), KEEP));
 
     const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => files.serve(names[i % 3] ?? "", `bytes=${i}-${i + 9}`)));
     expect(answers.map((answer) => answer.status)).toEqual(Array(12).fill(206));
@@ -81,7 +87,7 @@ describe("reading stored videos at the edge", () => {
         };
       },
     });
-    const files = new VideoFiles(hanging, new Semaphore(STORE_READS_AT_ONCE), { ...KEEP, readStallMs: 200 });
+    const files = closedAfterTest(new VideoFiles(hanging, new Semaphore(STORE_READS_AT_ONCE), { ...KEEP, readStallMs: 200 }));
     await expect(files.serve(name, "")).rejects.toBeInstanceOf(ServiceUnavailableError);
     hang = false;
     const answer = await files.serve(name, "");
@@ -134,7 +140,7 @@ describe("reading and sending stored videos at their real sizes", () => {
   }
 
   const filesOn = (store: ObjectStore, options: Partial<VideoFilesOptions> = {}) =>
-    new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), { keepBytes: 0, dir: keepingDir(), ...options });
+    closedAfterTest(new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), { keepBytes: 0, dir: keepingDir(), ...options }));
 
   it("six requests for three 20 MB videos at once keep the edge's connection (it was cut off as a slow consumer and the reads never ended)", async () => {
     const disconnects: string[] = [];

@@ -56,6 +56,8 @@ export class EdgeService {
   private app: HttpApp | undefined;
   private boundPort = 0;
   private admin: { port: number; close(): Promise<void> } | undefined;
+  /** Stored videos and references kept on this edge's disk, let go when it stops. */
+  private readonly fileServers: VideoFiles[] = [];
   private readonly keys: ApiKeyDirectory;
   private readonly views: TaskViewReader;
   private readonly ledger: AccountLedger;
@@ -109,6 +111,7 @@ export class EdgeService {
     this.admin = undefined;
     await this.app?.close();
     this.app = undefined;
+    for (const files of this.fileServers.splice(0)) files.close();
     // After the last answers: their charges are written before NATS goes.
     await this.chatMeter.stop?.();
     this.hub.stop();
@@ -151,6 +154,8 @@ export class EdgeService {
     const storeReads = new Semaphore(STORE_READS_AT_ONCE);
     const keeping = { keepBytes: this.config.videos.edgeCacheBytes };
     const files = new VideoFiles(this.nats.videos, storeReads, keeping);
+    const referenceFiles = new VideoFiles(this.nats.references, storeReads, keeping);
+    this.fileServers.push(files, referenceFiles);
     const video = videoRoutes({
       config: this.config,
       keys: this.keys,
@@ -193,7 +198,7 @@ export class EdgeService {
       ...events,
       ...upstreamCallbackRoutes({ config: this.config, nc: this.nats.nc, log: this.log }),
       ...files.routes("videos"),
-      ...new VideoFiles(this.nats.references, storeReads, keeping).routes("references"),
+      ...referenceFiles.routes("references"),
       ...healthRoutes(() => this.healthProblems(this.connection.connected())),
       ...metricsRoutes(this.log),
     ]);

@@ -83,6 +83,14 @@ export class DiskFileCache {
     this.drop(entry);
   }
 
+  /**
+   * Drops every file (the edge stops): each handle closes now, or when its last reader is done. A handle left
+   * open is closed only when it is garbage collected, and until then its unlinked file keeps its disk space.
+   */
+  clear(): void {
+    for (const name of [...this.entries.keys()]) this.forget(name);
+  }
+
   /** Drops least recently used files no one is reading until the rest fits; `spare` (just written, not yet leased) stays. */
   private trim(spare?: Entry): void {
     for (const [name, entry] of this.entries) {

@@ -95,6 +95,11 @@ export class VideoFiles {
     return this.kept.keptBytes;
   }
 
+  /** Lets the kept files go (the edge stops); answers still being sent finish first. */
+  close(): void {
+    this.kept.clear();
+  }
+
   /** GET, and HEAD through it (the router's; node:http sends the headers of the GET answer without its body). */
   routes(kind: "videos" | "references"): TableRoute[] {
     const [contract, prefix, names] = kind === "videos" ? [VIDEO_API.video, "/videos/", SERVABLE_VIDEO_NAME] : [VIDEO_API.reference, "/references/", REFERENCE_NAME];
