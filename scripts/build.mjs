@@ -56,7 +56,7 @@ function buildHash(files) {
 
 /** The modules a process or thread starts from: each gets a bundle of its own. */
 const ENTRIES = ["services/cli/main.ts", "services/cli/serviceThread.ts"];
-const TEST_TOOL_ENTRIES = ["test/helpers/scriptedRunnerMain.ts", "test/probes/echoMemoryProbe.ts"];
+const TEST_TOOL_ENTRIES = ["test/helpers/scriptedRunnerMain.ts", "test/probes/echoMemoryProbe.ts", "test/probes/renderShortOfFilesProbe.ts"];
 /** Packages loaded from node_modules at run time (see above). */
 const NOT_BUNDLED = ["esbuild", "gpt-tokenizer"];
 

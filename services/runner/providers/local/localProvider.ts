@@ -11,10 +11,14 @@ import { publicOnly } from "../../../shared/publicAddressGuard.ts";
 import { fetchReference } from "./referenceFetch.ts";
 import { renderVideo } from "./render.ts";
 import { RenderFailure } from "./renderFailure.ts";
+import { shortOfResources } from "./shortOfResources.ts";
 import { Semaphore } from "../../../shared/semaphore.ts";
 
 type LocalSettings = Extract<ProviderSettings, { kind: "local" }>;
 const MAX_REFERENCE_BYTES = 20 * 1024 * 1024;
+/** The first wait before a render short of system resources starts again; each next one doubles, up to the most. */
+const RESOURCE_RETRY_FIRST_MS = 500;
+const RESOURCE_RETRY_MAX_MS = 30_000;
 
 interface LocalJob {
   status: ProviderStatus;
@@ -24,6 +28,8 @@ interface LocalJob {
   queued?: NodeJS.Timeout;
   /** Aborts the render, once it started. */
   abort?: AbortController;
+  /** Starts again after the system was short of resources (see `tryAgainLater`). */
+  resourceRetries: number;
 }
 
 /** What a render needs of its task (not the submitting call's signal, which belongs to the runner). */
@@ -94,7 +100,7 @@ export class LocalProvider implements VideoProvider {
 
   private start(task: AcceptedTask): void {
     if (this.jobs.has(task.providerTaskId) || this.closing.signal.aborted) return;
-    const job: LocalJob = { status: { state: "queued" } };
+    const job: LocalJob = { status: { state: "queued" }, resourceRetries: 0 };
     this.jobs.set(task.providerTaskId, job);
     const order: RenderOrder = { taskId: task.taskId, job: task.job };
     if (this.settings.queueDelayMs > 0) job.queued = setTimeout(() => this.begin(order, job), this.settings.queueDelayMs);
@@ -106,8 +112,9 @@ export class LocalProvider implements VideoProvider {
     job.abort = new AbortController();
     const signal = AbortSignal.any([job.abort.signal, this.closing.signal]);
     const work = this.render(order, job, signal)
-      .catch((error: unknown) => {
+      .catch(async (error: unknown) => {
         if (signal.aborted) return;
+        if (shortOfResources(error)) return this.tryAgainLater(order, job, signal, error);
         // Customers read the reason; ffmpeg's output and network errors stay with operators.
         const failure = error instanceof RenderFailure ? error : new RenderFailure("rendering failed", (error as Error).message);
         this.deps.log.warn({ taskId: order.taskId, reason: failure.reason, detail: failure.detail }, "local render failed");
@@ -115,6 +122,25 @@ export class LocalProvider implements VideoProvider {
       })
       .finally(() => this.running.delete(work));
     this.running.add(work);
+  }
+
+  /**
+   * A render the system had no room for (no file, process or memory to spare: a flood of connections to an edge
+   * in this process, another program) waits and starts again, sooner at first. It failed the task for good,
+   * free but lost to its customer, while a vendor that is short of room is asked again. The task's deadline
+   * still bounds it: the runner cancels it then, which clears the timer.
+   */
+  private async tryAgainLater(order: RenderOrder, job: LocalJob, signal: AbortSignal, error: unknown): Promise<void> {
+    const retryInMs = Math.min(RESOURCE_RETRY_MAX_MS, RESOURCE_RETRY_FIRST_MS * 2 ** job.resourceRetries);
+    job.resourceRetries++;
+    this.deps.log.warn({ taskId: order.taskId, err: error, retryInMs, attempt: job.resourceRetries }, "a local render was short of system resources; trying it again");
+    const dir = job.dir;
+    job.dir = undefined;
+    if (dir) await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+    // Forgotten (cancelled, its deadline passed) or the provider closing while the folder went.
+    if (signal.aborted) return;
+    job.status = { state: "queued" };
+    job.queued = setTimeout(() => this.begin(order, job), retryInMs);
   }
 
   private async render(order: RenderOrder, job: LocalJob, signal: AbortSignal): Promise<void> {

@@ -6,6 +6,7 @@ import { imageSizeProblem, MAX_IMAGE_PIXELS } from "../../../shared/imageDimensi
 import { IMAGE_FORMATS_TEXT, sniffImage, type ImageKind } from "../../../shared/imageKind.ts";
 import type { X264Preset } from "../../../../contracts/config.ts";
 import { RenderFailure } from "./renderFailure.ts";
+import { shortOfResources } from "./shortOfResources.ts";
 
 export interface RenderRequest {
   ffmpegPath: string;
@@ -50,7 +51,8 @@ export async function renderVideo(req: RenderRequest): Promise<void> {
     const font = await fontOption();
     await runFfmpeg(req.ffmpegPath, ffmpegArgs(req, outputPath, font, text, image), work, req.signal).catch(async (error: unknown) => {
       // Say which input was at fault: a reference that does not decode is the customer's to fix.
-      if (error instanceof RenderFailure && image && !(await decodes(req.ffmpegPath, image, work))) {
+      // (Not when ffmpeg could not even start for want of files or memory: the image is not at fault then.)
+      if (error instanceof RenderFailure && image && !shortOfResources(error) && !(await decodes(req.ffmpegPath, image, work))) {
         throw new RenderFailure("the reference image could not be decoded", error.detail);
       }
       throw error;
@@ -218,7 +220,7 @@ function runFfmpeg(ffmpegPath: string, args: string[], cwd: string, signal?: Abo
     if (signal?.aborted) onAbort(); // aborted while the temp files were being written
     child.on("error", (err) => {
       signal?.removeEventListener("abort", onAbort);
-      reject(new RenderFailure("rendering failed", `ffmpeg could not start (${ffmpegPath}): ${err.message}`));
+      reject(new RenderFailure("rendering failed", `ffmpeg could not start (${ffmpegPath}): ${err.message}`, { cause: err }));
     });
     child.on("close", (code, killedBy) => {
       signal?.removeEventListener("abort", onAbort);

@@ -4,7 +4,7 @@
  * the network error) and goes only to the log and the task's GenerationFailed event.
  */
 export class RenderFailure extends Error {
-  constructor(readonly reason: string, readonly detail?: string) {
-    super(detail ? `${reason} (${detail})` : reason);
+  constructor(readonly reason: string, readonly detail?: string, options?: ErrorOptions) {
+    super(detail ? `${reason} (${detail})` : reason, options);
   }
 }
