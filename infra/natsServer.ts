@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
-import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { setTimeout as sleep } from "node:timers/promises";
+import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
 import { PACKAGE_ROOT } from "./packageRoot.ts";
+import { withPidLock } from "./pidLock.mjs";
 import { authorizationBlock, embeddedCredentials, type NatsCredentials } from "./natsCredentials.ts";
 
 const SINGLE_NODE_CONFIG = join(PACKAGE_ROOT, "infra", "nats", "single.conf");
@@ -251,7 +251,11 @@ export async function embeddedNats(
   { owned = false }: { owned?: boolean } = {},
 ): Promise<{ url: string; credentials: NatsCredentials; stop(): Promise<void> }> {
   const credentials = embeddedCredentials(dataDir);
-  return withStartLock(dataDir, () => joinOrStart(dataDir, say, credentials, owned));
+  // Found or started under the data dir's start lock: two processes starting at the same moment each found no
+  // record (it is written once the server is ready) and opened the store with a server each, and the first to
+  // stop removed the other's record, so every later command started yet another server on the same store (seen
+  // with two `npm start`s on a fresh clone).
+  return withPidLock(startLockPath(dataDir), { staleAfterMs: START_LOCK_STALE_MS, pollMs: START_LOCK_POLL_MS }, () => joinOrStart(dataDir, say, credentials, owned));
 }
 
 async function joinOrStart(
@@ -288,37 +292,3 @@ const startLockPath = (dataDir: string) => join(dataDir, "nats-server.lock");
 const START_LOCK_STALE_MS = 60_000;
 const START_LOCK_POLL_MS = 50;
 
-/**
- * Runs `start` (find the data dir's server, or start one and record it) while holding the data dir's start
- * lock: two processes starting at the same moment each found no record (it is written once the server is
- * ready) and opened the store with a server each, and the first to stop removed the other's record, so every
- * later command started yet another server on the same store (seen with two `npm start`s on a fresh clone).
- */
-async function withStartLock<T>(dataDir: string, start: () => Promise<T>): Promise<T> {
-  const path = startLockPath(dataDir);
-  for (;;) {
-    try {
-      writeFileSync(path, String(process.pid), { flag: "wx" });
-      break;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-      if (startLockIsStale(path)) rmSync(path, { force: true });
-      else await sleep(START_LOCK_POLL_MS);
-    }
-  }
-  try {
-    return await start();
-  } finally {
-    rmSync(path, { force: true });
-  }
-}
-
-function startLockIsStale(path: string): boolean {
-  try {
-    const holder = Number(readFileSync(path, "utf8"));
-    return !isAlive(holder) || Date.now() - statSync(path).mtimeMs > START_LOCK_STALE_MS;
-  } catch {
-    // Gone meanwhile (its holder finished): not stale, just try again.
-    return false;
-  }
-}

@@ -1,9 +1,9 @@
 // Runs before `npm start` and `npm test`: installs the locked dependencies when they are missing,
 // so a fresh clone needs only the two README commands.
 import { spawn } from "node:child_process";
-import { existsSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { createInterface } from "node:readline";
-import { setTimeout as sleep } from "node:timers/promises";
+import { withPidLock } from "../infra/pidLock.mjs";
 import { summarizeEngineWarnings } from "./npmEngineWarnings.mjs";
 
 const marker = new URL("../node_modules/.package-lock.json", import.meta.url);
@@ -15,48 +15,15 @@ if (!existsSync(marker)) process.exit(await installOnce());
 /**
  * `npm ci`, by one process at a time: two started at once in one folder (`npm start` in one terminal, `npm test`
  * in another, on a fresh clone) each removed and wrote node_modules under the other. The others wait for its end.
+ * A lock older than an install takes was left by a process that died holding it.
  */
-async function installOnce() {
-  let told = false;
-  for (;;) {
-    if (existsSync(marker)) return 0;
-    if (takeLock()) break;
-    if (!told) console.error("reelay: another process is installing the dependencies (npm ci); waiting for it…");
-    told = true;
-    await sleep(500);
-  }
-  try {
+function installOnce() {
+  const onWait = () => console.error("reelay: another process is installing the dependencies (npm ci); waiting for it…");
+  return withPidLock(lock, { staleAfterMs: 15 * 60_000, pollMs: 500, onWait }, async () => {
     if (existsSync(marker)) return 0;
     console.error("reelay: installing dependencies (npm ci)…");
     return await npmCi();
-  } finally {
-    rmSync(lock, { force: true });
-  }
-}
-
-/** Takes the lock, or a stale one (its holder gone, or older than an install takes); false while another holds it. */
-function takeLock() {
-  try {
-    writeFileSync(lock, String(process.pid), { flag: "wx" });
-    return true;
-  } catch (error) {
-    if (error.code !== "EEXIST") throw error;
-  }
-  if (!stale()) return false;
-  rmSync(lock, { force: true });
-  return takeLock();
-}
-
-function stale() {
-  try {
-    const holder = Number(readFileSync(lock, "utf8"));
-    if (Date.now() - statSync(lock).mtimeMs > 15 * 60_000) return true;
-    process.kill(holder, 0);
-    return false;
-  } catch (error) {
-    // ESRCH: the holder is gone; ENOENT: the lock went meanwhile (the next take decides).
-    return error.code === "ESRCH" || error.code === "ENOENT";
-  }
+  });
 }
 
 /**

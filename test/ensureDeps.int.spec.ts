@@ -11,8 +11,10 @@ import { afterEach, describe, expect, it } from "vitest";
  */
 function checkout(): { dir: string; runs: () => number; ensureDeps: () => Promise<{ code: number | null; stderr: string }> } {
   const dir = mkdtempSync(join(tmpdir(), "reelay-ensure-deps-"));
-  mkdirSync(join(dir, "scripts"));
-  for (const file of ["ensure-deps.mjs", "npmEngineWarnings.mjs"]) copyFileSync(fileURLToPath(new URL(`../scripts/${file}`, import.meta.url)), join(dir, "scripts", file));
+  for (const file of ["scripts/ensure-deps.mjs", "scripts/npmEngineWarnings.mjs", "infra/pidLock.mjs"]) {
+    mkdirSync(join(dir, file, ".."), { recursive: true });
+    copyFileSync(fileURLToPath(new URL(`../${file}`, import.meta.url)), join(dir, file));
+  }
   const bin = join(dir, "bin");
   mkdirSync(bin);
   const fakeNpm = join(bin, "npm");
