@@ -9,6 +9,9 @@
  *   idle connections open (a closed one is opened again) for 40 s, and prints the task's state every 5 s.
  * - `unknown-keys [5]`: for n seconds each, 32 clients query a task with keys of another shape (`sk-…`), then
  *   with made-up keys of reelay's shape; prints requests per second and reelay's and nats-server's CPU per request.
+ * - `forged-callbacks [5]`: reelay with an Ark channel that takes callbacks; for n seconds each, 32 clients post
+ *   callbacks naming made-up tasks to a channel that takes none (404: warms the process up), to the Ark channel, then
+ *   to the first again (the baseline); prints the same.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -18,6 +21,7 @@ import { join } from "node:path";
 import { setTimeout as pause } from "node:timers/promises";
 import { Objm } from "@nats-io/obj";
 import { connect } from "@nats-io/transport-node";
+import { ProviderSettings } from "../../contracts/config.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { loadConfig } from "../../services/shared/config.ts";
 import { programPid } from "../lib/procs.ts";
@@ -29,6 +33,7 @@ const CASES: Record<string, { n: number; run: (reelay: ReelayChild, n: number) =
   "held-bodies": { n: 100, run: heldBodies },
   "idle-flood": { n: 1500, run: idleFlood },
   "unknown-keys": { n: 5, run: unknownKeys },
+  "forged-callbacks": { n: 5, run: forgedCallbacks },
 };
 const chosen = CASES[kind];
 if (!chosen) {
@@ -38,8 +43,9 @@ if (!chosen) {
 const workDir = mkdtempSync(join(tmpdir(), "reelay-hostile-"));
 const nats = await startNatsServer({ storeDir: join(workDir, "nats"), say: () => {} });
 const config = loadConfig();
+if (kind === "forged-callbacks") config.providers["ark-hooks"] = ProviderSettings.parse({ kind: "ark", baseUrl: "https://ark.example/api/v3", apiKeyEnv: "ARK_API_KEY", publicCallbackUrl: "https://reelay.example" });
 const key = await prepareAccount(nats.url, workDir, config);
-const reelay = await startReelay({ natsUrl: nats.url, config, workDir, ...(kind === "idle-flood" ? { openFiles: 1024 } : {}) });
+const reelay = await startReelay({ natsUrl: nats.url, config, workDir, ...(kind === "idle-flood" ? { openFiles: 1024 } : {}), ...(kind === "forged-callbacks" ? { env: { ARK_API_KEY: "bench" } } : {}) });
 const port = Number(new URL(reelay.baseUrl).port);
 const sockets: Socket[] = [];
 try {
@@ -148,6 +154,31 @@ async function unknownKeys(child: ReelayChild, seconds: number): Promise<void> {
       Array.from({ length: 32 }, async () => {
         while (Date.now() < until) {
           const answer = await fetch(`${child.baseUrl}/api/compat/videosTask?id=1`, { headers: { authorization: `Bearer ${keyOf()}` } });
+          await answer.arrayBuffer();
+          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+          requests++;
+        }
+      }),
+    );
+    const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
+    const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
+    process.stdout.write(`${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU per request\n`);
+  }
+}
+
+/** Vendor callbacks nobody signs, each naming a made-up task: to a channel that takes callbacks, then (the baseline) to one that does not (404). */
+async function forgedCallbacks(child: ReelayChild, seconds: number): Promise<void> {
+  const natsPid = programPid(nats.pid, "nats-server");
+  for (const [what, channel] of [["callbacks to a channel that takes none (404)", "nothing-here"], ["forged callbacks to an Ark channel", "ark-hooks"], ["callbacks to a channel that takes none (404), again", "nothing-here"]] as const) {
+    const [reelayBefore, natsBefore] = [cpuSeconds(reelay.proc.pid), cpuSeconds(natsPid)];
+    const until = Date.now() + seconds * 1000;
+    const statuses = new Map<number, number>();
+    let requests = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (Date.now() < until) {
+          const body = JSON.stringify({ id: `cgt-20261128${randomBytes(6).toString("hex")}`, status: "succeeded" });
+          const answer = await fetch(`${child.baseUrl}/hooks/upstream/${channel}`, { method: "POST", headers: { "content-type": "application/json" }, body });
           await answer.arrayBuffer();
           statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
           requests++;

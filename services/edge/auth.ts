@@ -7,8 +7,7 @@ import { ADMIN_TOKEN_PREFIX } from "../shared/adminTokens.ts";
 import { InvalidApiKeyError, MissingApiKeyError, ServiceUnavailableError } from "../shared/errors.ts";
 import { KvMirror } from "../shared/kvMirror.ts";
 import type { Logger } from "../shared/log.ts";
-import type { RateRecord } from "../../contracts/fleet.ts";
-import { refilled, type KeyRateLimit } from "./rateLimiter.ts";
+import { LocalBudget, type KeyRateLimit } from "./rateLimiter.ts";
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
@@ -62,11 +61,10 @@ export class ApiKeyDirectory {
   /** Hashes of refused keys: fixed-size entries whatever the length of what was presented. */
   private readonly refused: LRUCache<string, true>;
   private readonly store: ApiKeyStore;
-  private readonly lookups: KeyCacheBounds["unknownKeyLookups"];
-  private lookupBudget: RateRecord | undefined;
+  private readonly lookups: LocalBudget;
 
   constructor(bucket: KV, log: Logger, private readonly limiter?: KeyRateLimit, bounds: KeyCacheBounds = DEFAULT_KEY_CACHE_BOUNDS) {
-    this.lookups = bounds.unknownKeyLookups;
+    this.lookups = new LocalBudget(bounds.unknownKeyLookups.perSecond, bounds.unknownKeyLookups.burst);
     this.store = new ApiKeyStore(bucket);
     this.hashes = lruOf(bounds.validKeys);
     this.refused = lruOf(bounds.refusedKeys, { ttl: bounds.refusedTtlMs });
@@ -116,7 +114,7 @@ export class ApiKeyDirectory {
     }
     if (this.refused.has(hash)) throw refusedKey(key);
     // Past the budget the caller tries again shortly, by when the mirror has any key that was just made.
-    if (!this.takeLookup()) throw new ServiceUnavailableError("this edge is being asked about too many API keys it does not know; try again shortly", 1);
+    if (!this.lookups.take()) throw new ServiceUnavailableError("this edge is being asked about too many API keys it does not know; try again shortly", 1);
     return this.store.lookup(hash).then((record) => {
       if (record) {
         this.hashes.set(key, hash);
@@ -125,14 +123,6 @@ export class ApiKeyDirectory {
       this.refused.set(hash, true);
       throw refusedKey(key);
     });
-  }
-
-  private takeLookup(): boolean {
-    const now = Date.now();
-    const tokens = refilled(this.lookupBudget, now, this.lookups.perSecond, this.lookups.burst);
-    if (tokens < 1) return false;
-    this.lookupBudget = { tokens: tokens - 1, at: now };
-    return true;
   }
 
   /** Runs `then` with the caller's key record: synchronously when the key is already known (the usual case). */

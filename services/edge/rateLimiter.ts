@@ -28,6 +28,21 @@ const refused = (perSecond: number, burst: number) => new RateLimitedError(`rate
 export const refilled = (bucket: RateRecord | undefined, now: number, perSecond: number, burst: number): number =>
   bucket === undefined ? burst : Math.min(burst, bucket.tokens + (Math.max(0, now - bucket.at) / 1000) * perSecond);
 
+/** One token bucket in this process's memory: a token while there is one (up to `burst` at once, then `perSecond` on average). */
+export class LocalBudget {
+  private bucket: RateRecord | undefined;
+
+  constructor(private readonly perSecond: number, private readonly burst: number, private readonly now: () => number = Date.now) {}
+
+  take(): boolean {
+    const now = this.now();
+    const tokens = refilled(this.bucket, now, this.perSecond, this.burst);
+    if (tokens < 1) return false;
+    this.bucket = { tokens: tokens - 1, at: now };
+    return true;
+  }
+}
+
 /** One process's token buckets, in memory: what an edge falls back to while NATS is out of reach. */
 export class RateLimiter implements KeyRateLimit {
   private readonly buckets = lruOf<string, RateRecord>(MAX_TRACKED_KEYS);

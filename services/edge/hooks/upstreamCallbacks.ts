@@ -7,6 +7,8 @@ import { VIDEO_API } from "../../../contracts/videoApi.ts";
 import { jsonReply } from "../http/reply.ts";
 import { decodePathSegment } from "../http/pathSegment.ts";
 import { replyRoute, type TableRoute } from "../http/routeTable.ts";
+import { upstreamCallbacks } from "../../shared/metrics/metrics.ts";
+import { LocalBudget } from "../rateLimiter.ts";
 
 /** A callback is a task object of a few hundred bytes; anything much larger is not one. */
 const MAX_CALLBACK_BYTES = 64 * 1024;
@@ -31,11 +33,21 @@ function challengeOf(kind: string, body: unknown): string | undefined {
 }
 
 /**
+ * Callbacks an edge relays to runners, a second and at once. Anyone can post one naming a made-up task (no vendor
+ * signs them, and the route takes no key), and each relayed one is a NATS message to every runner: 85-110 µs of
+ * the shared nats-server's CPU apiece (`bench/tools/hostileClients.ts forged-callbacks`). A vendor sends one or
+ * two per task's change, far under this.
+ */
+export const DEFAULT_CALLBACK_HINTS = { perSecond: 200, burst: 400 } as const;
+
+/**
  * `POST /hooks/upstream/<channel>`: an upstream says one of its tasks changed. Nothing in the body is
  * trusted (no vendor signs its callbacks): it only tells the runner hosting the task to ask the upstream now,
- * over core NATS. A lost hint costs nothing but latency: the task is polled on schedule anyway.
+ * over core NATS. A lost hint costs nothing but latency: the task is polled on schedule anyway, so past the
+ * edge's budget (`hints`) a callback is answered 200 like any other and relayed to no one.
  */
-export function upstreamCallbackRoutes(deps: { config: ReelayConfig; nc: NatsConnection; log: Logger }): TableRoute[] {
+export function upstreamCallbackRoutes(deps: { config: ReelayConfig; nc: NatsConnection; log: Logger; hints?: LocalBudget }): TableRoute[] {
+  const hints = deps.hints ?? new LocalBudget(DEFAULT_CALLBACK_HINTS.perSecond, DEFAULT_CALLBACK_HINTS.burst);
   return replyRoute(
     VIDEO_API.upstreamCallback,
     ({ request, body }) => {
@@ -54,6 +66,11 @@ export function upstreamCallbackRoutes(deps: { config: ReelayConfig; nc: NatsCon
       if (challenge !== undefined) return jsonReply(200, { challenge });
       const providerTaskId = providerTaskIdOf(settings.kind, parsed);
       if (providerTaskId === undefined) throw new ValidationError(`the callback names no task (${TASK_ID_FIELD[settings.kind] ?? "id"})`);
+      if (!hints.take()) {
+        upstreamCallbacks.inc({ outcome: "dropped" });
+        return jsonReply(200, {});
+      }
+      upstreamCallbacks.inc({ outcome: "relayed" });
       deps.nc.publish(RUNNER_SUBJECTS.upstreamNews, JSON.stringify({ channel, providerTaskId } satisfies UpstreamNews));
       deps.log.debug({ channel, providerTaskId }, "upstream callback: the task's runner asks now");
       return jsonReply(200, {});

@@ -162,6 +162,13 @@ export const sseStreamsOpen = new Gauge({
   registers: [registry],
 });
 
+export const upstreamCallbacks = new Counter({
+  name: "reelay_upstream_callbacks_total",
+  help: "Vendor callbacks that named a task, by outcome: relayed (its runner asks the vendor now) or dropped (past the edge's budget of callbacks a second: the task is polled on its schedule).",
+  labelNames: ["outcome"] as const,
+  registers: [registry],
+});
+
 export const webhookDeliveries = new Counter({
   name: "reelay_webhook_deliveries_total",
   help: "Webhook delivery attempts by outcome (delivered, failed: to be retried, gave_up).",
