@@ -7,7 +7,9 @@ import { join } from "node:path";
 import { buffer } from "node:stream/consumers";
 import type { ObjectResult, ObjectStore } from "@nats-io/obj";
 import { beforeAll, describe, expect, it, onTestFinished } from "vitest";
-import { ServiceUnavailableError } from "../services/shared/errors.ts";
+import { setTimeout as sleep } from "node:timers/promises";
+import { NotFoundError, ServiceUnavailableError } from "../services/shared/errors.ts";
+import { LocalBudget } from "../services/edge/rateLimiter.ts";
 import { Semaphore } from "../services/shared/semaphore.ts";
 import { writeReply, type HttpReply } from "../services/edge/http/reply.ts";
 import { STORE_READS_AT_ONCE, VideoFiles, type VideoFilesOptions } from "../services/edge/video/videoFiles.ts";
@@ -93,6 +95,53 @@ describe("reading stored videos at the edge", () => {
     const answer = await files.serve(name, "");
     expect(answer.status).toBe(200);
     expect((await bodyOf(answer)).length).toBe(1000);
+  });
+});
+
+describe("looking stored files up (the route takes no key)", () => {
+  const suite = natsPerSuite("video-files-lookups-test", 2000);
+
+  /** The store with its looks (`info`) counted. */
+  function countingLooks(store: ObjectStore): { store: ObjectStore; looks: () => number } {
+    let looks = 0;
+    const counted = new Proxy(store, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (typeof value !== "function") return value;
+        if (property !== "info") return value.bind(target);
+        return (name: string) => {
+          looks++;
+          return Reflect.apply(value, target, [name]) as unknown;
+        };
+      },
+    });
+    return { store: counted, looks: () => looks };
+  }
+
+  it("looks a name up once a quarter second however many ask, refuses made-up names past the budget (503), and finds a deletion within the quarter second", async () => {
+    const name = videoName();
+    await suite.nats.videos.putBlob({ name }, randomBytes(1000));
+    const { store, looks } = countingLooks(suite.nats.videos);
+    const files = closedAfterTest(new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), { ...KEEP, lookups: new LocalBudget(0.001, 3) }));
+
+    // A player's burst of Range requests: one look.
+    const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => files.serve(name, `bytes=${i}-${i + 9}`)));
+    expect([answers.map((answer) => answer.status), looks()]).toEqual([Array(20).fill(206), 1]);
+    // Made-up names each cost a look, within what is left of the budget (2 of 3); then 503 without one.
+    const madeUp = await Promise.allSettled(Array.from({ length: 10 }, () => files.serve(videoName(), "")));
+    expect(madeUp.map((result) => (result.status === "rejected" ? (result.reason as Error).constructor.name : "served"))).toEqual([
+      ...Array(2).fill("NotFoundError"),
+      ...Array(8).fill("ServiceUnavailableError"),
+    ]);
+    expect(looks()).toBe(3);
+    // A name found stored lately is looked at again once its look is old, whatever the budget says.
+    await sleep(300);
+    expect((await files.serve(name, "")).status).toBe(200);
+    expect(looks()).toBe(4);
+    // Deleted through another edge: gone here once the last look is old.
+    await suite.nats.videos.delete(name);
+    await sleep(300);
+    await expect(files.serve(name, "")).rejects.toBeInstanceOf(NotFoundError);
   });
 });
 

@@ -12,6 +12,9 @@
  * - `forged-callbacks [5]`: reelay with an Ark channel that takes callbacks; for n seconds each, 32 clients post
  *   callbacks naming made-up tasks to a channel that takes none (404: warms the process up), to the Ark channel, then
  *   to the first again (the baseline); prints the same.
+ * - `video-lookups [5]`: stores one small video; for n seconds each, 32 clients ask for made-up names that are not
+ *   video names (404 without a lookup: warms the process up), for made-up video names, for the stored video's first
+ *   bytes, then for made-up names that are not video names again (the baseline); prints the same.
  */
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -24,6 +27,7 @@ import { connect } from "@nats-io/transport-node";
 import { ProviderSettings } from "../../contracts/config.ts";
 import { startNatsServer } from "../../infra/natsServer.ts";
 import { loadConfig } from "../../services/shared/config.ts";
+import { varz, varzDelta } from "../lib/natsStats.ts";
 import { programPid } from "../lib/procs.ts";
 import { prepareAccount, startReelay, type ReelayChild } from "../lib/reelayChild.ts";
 
@@ -34,6 +38,7 @@ const CASES: Record<string, { n: number; run: (reelay: ReelayChild, n: number) =
   "idle-flood": { n: 1500, run: idleFlood },
   "unknown-keys": { n: 5, run: unknownKeys },
   "forged-callbacks": { n: 5, run: forgedCallbacks },
+  "video-lookups": { n: 5, run: videoLookups },
 };
 const chosen = CASES[kind];
 if (!chosen) {
@@ -188,5 +193,46 @@ async function forgedCallbacks(child: ReelayChild, seconds: number): Promise<voi
     const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
     const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
     process.stdout.write(`${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU per request\n`);
+  }
+}
+
+/** Requests for stored videos, which need no key: names of no video's shape, made-up video names, one real video's first bytes. */
+async function videoLookups(child: ReelayChild, seconds: number): Promise<void> {
+  const natsPid = programPid(nats.pid, "nats-server");
+  const nc = await connect({ servers: nats.url });
+  const stored = `v${randomBytes(24).toString("base64url")}.mp4`;
+  await (await new Objm(nc).open("videos")).putBlob({ name: stored }, randomBytes(100_000));
+  await nc.close();
+  const madeUp = () => `v${randomBytes(24).toString("base64url")}.mp4`;
+  const idleBefore = cpuSeconds(natsPid);
+  await pause(5000);
+  process.stdout.write(`idle: nats-server ${((cpuSeconds(natsPid) - idleBefore) / 5 * 1000).toFixed(0)} ms of CPU a second\n`);
+  const cases = [
+    ["names of no video's shape (404, no lookup)", () => `${madeUp()}.txt`, {}],
+    ["made-up video names", madeUp, {}],
+    ["one stored video's first bytes (Range)", () => stored, { range: "bytes=0-1" }],
+    ["names of no video's shape again", () => `${madeUp()}.txt`, {}],
+  ] as const;
+  for (const [what, nameOf, headers] of cases) {
+    const varzBefore = await varz(nats.url);
+    const [reelayBefore, natsBefore] = [cpuSeconds(reelay.proc.pid), cpuSeconds(natsPid)];
+    const until = Date.now() + seconds * 1000;
+    const statuses = new Map<number, number>();
+    let requests = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (Date.now() < until) {
+          const answer = await fetch(`${child.baseUrl}/videos/${nameOf()}`, { headers });
+          await answer.arrayBuffer();
+          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+          requests++;
+        }
+      }),
+    );
+    const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
+    const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
+    process.stdout.write(`${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU per request\n`);
+    const d = varzDelta(varzBefore, await varz(nats.url));
+    process.stdout.write(`  nats msgs per request: in ${(d.in_msgs / requests).toFixed(2)}, out ${(d.out_msgs / requests).toFixed(2)}\n`);
   }
 }

@@ -9,7 +9,7 @@ import { SETTLEMENT_LINGER_MS } from "../billing/settlement.ts";
 import { BalanceMirror } from "../billing/balanceMirror.ts";
 import { LedgerChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { ApiKeyDirectory } from "./auth.ts";
-import { FleetRateLimiter } from "./rateLimiter.ts";
+import { FleetRateLimiter, LocalBudget } from "./rateLimiter.ts";
 import { chatRoutes } from "./chat/chatRoutes.ts";
 import type { ChatUsageMeter } from "../billing/chatUsageMeter.ts";
 import { environment } from "../shared/environment.ts";
@@ -29,7 +29,7 @@ import { KeyedTasks, keyedTaskSources } from "./video/keyedTasks.ts";
 import type { CreateDeps } from "./video/createTask.ts";
 import { TaskIdAllocator } from "./video/taskIds.ts";
 import { TaskViewReader } from "./video/taskViewReader.ts";
-import { STORE_READS_AT_ONCE, VideoFiles } from "./video/videoFiles.ts";
+import { DEFAULT_FILE_LOOKUPS, STORE_READS_AT_ONCE, VideoFiles } from "./video/videoFiles.ts";
 import { Semaphore } from "../shared/semaphore.ts";
 import { availableMicros } from "../billing/account.ts";
 import { storeLimitsOf } from "../../infra/jetstreamLayout.ts";
@@ -152,7 +152,7 @@ export class EdgeService {
       log: this.log,
     };
     const storeReads = new Semaphore(STORE_READS_AT_ONCE);
-    const keeping = { keepBytes: this.config.videos.edgeCacheBytes };
+    const keeping = { keepBytes: this.config.videos.edgeCacheBytes, lookups: new LocalBudget(DEFAULT_FILE_LOOKUPS.perSecond, DEFAULT_FILE_LOOKUPS.burst) };
     const files = new VideoFiles(this.nats.videos, storeReads, keeping);
     const referenceFiles = new VideoFiles(this.nats.references, storeReads, keeping);
     this.fileServers.push(files, referenceFiles);

@@ -1,7 +1,9 @@
-import type { ObjectStore } from "@nats-io/obj";
+import type { ObjectInfo, ObjectStore } from "@nats-io/obj";
 import { NotFoundError, ServiceUnavailableError } from "../../shared/errors.ts";
 import { Semaphore } from "../../shared/semaphore.ts";
 import { SingleFlight } from "../../shared/singleFlight.ts";
+import { lruOf } from "../../shared/lruOf.ts";
+import { LocalBudget } from "../rateLimiter.ts";
 import type { HttpReply } from "../http/reply.ts";
 import { replyRoute, type TableRoute } from "../http/routeTable.ts";
 import { VIDEO_API } from "../../../contracts/videoApi.ts";
@@ -33,6 +35,26 @@ export const STORE_READS_AT_ONCE = 1;
 const READ_STALL_MS = 10_000;
 /** A client that takes no byte of a file for this long is cut off (its answer keeps the file on the edge's disk). */
 const SEND_STALL_MS = 60_000;
+/**
+ * A name's entry in the store is asked for again after this; the requests in between (a player's Range requests)
+ * share one look. Each look costs the shared nats-server 125-140 µs of CPU here (`bench/tools/hostileClients.ts
+ * video-lookups`), and the route takes no key: every request looked before, so anyone could spend it at will.
+ */
+const INFO_FRESH_MS = 250;
+/** Names found stored lately, whose next look takes nothing from the lookup budget: at most this many, for this long. */
+const KNOWN_NAMES = 10_000;
+const KNOWN_FOR_MS = 10 * 60_000;
+/**
+ * Looks of names an edge has not found stored lately, a second and at once: made-up names (any name of the
+ * route's shape) cost a look each. A client past it is asked to try again shortly (503), as for unknown keys.
+ */
+export const DEFAULT_FILE_LOOKUPS = { perSecond: 200, burst: 400 } as const;
+
+interface KnownFile {
+  readonly info: ObjectInfo;
+  /** performance.now() of the look that found it. */
+  readonly lookedAt: number;
+}
 
 export interface VideoFilesOptions {
   /** Bytes of files kept on the edge's disk that no answer is reading (config `videos.edgeCacheBytes`). */
@@ -41,6 +63,8 @@ export interface VideoFilesOptions {
   dir?: string;
   readStallMs?: number;
   sendStallMs?: number;
+  /** Looks of names not found stored lately (shared by the videos and references of one edge); DEFAULT_FILE_LOOKUPS by default. */
+  lookups?: LocalBudget;
 }
 
 /** The stream's next chunk, or a 503 when none comes within `stallMs`. */
@@ -68,9 +92,10 @@ const CACHE_CONTROL = "public, no-cache";
  * signed URL). A file read from the store is kept on the edge's disk (players fetch one file in many Range
  * requests) and sent from there as each client takes it: an answer holds one read's worth of memory, so
  * clients that read slowly or not at all cannot fill the edge's memory (with the whole file in memory per
- * answer, 120 stalled requests for files the cache had let go held 1.4 GB). Every request still asks the store
- * whether the file exists and is the same (one small read), so a video deleted through any edge is gone from
- * all of them at once.
+ * answer, 120 stalled requests for files the cache had let go held 1.4 GB). The store is asked whether the
+ * file exists and is the same (one small read) at most every INFO_FRESH_MS per name, so a video deleted through
+ * another edge is gone from this one within that (through this edge: at once); names this edge has not found
+ * stored lately are looked up within the edge's lookup budget (see `VideoFilesOptions.lookups`).
  */
 export class VideoFiles {
   private readonly kept: DiskFileCache;
@@ -78,6 +103,10 @@ export class VideoFiles {
   private readonly reads = new SingleFlight<void>();
   private readonly readStallMs: number;
   private readonly sendStallMs: number;
+  private readonly lookups: LocalBudget;
+  private readonly known = lruOf<string, KnownFile>(KNOWN_NAMES, { ttl: KNOWN_FOR_MS });
+  /** Requests for a name being looked up share that look. */
+  private readonly looks = new SingleFlight<ObjectInfo | null>();
 
   /** `storeReads` is shared by every VideoFiles on one NATS connection (videos and references). */
   constructor(
@@ -88,6 +117,7 @@ export class VideoFiles {
     this.kept = new DiskFileCache(options.keepBytes, options.dir);
     this.readStallMs = options.readStallMs ?? READ_STALL_MS;
     this.sendStallMs = options.sendStallMs ?? SEND_STALL_MS;
+    this.lookups = options.lookups ?? new LocalBudget(DEFAULT_FILE_LOOKUPS.perSecond, DEFAULT_FILE_LOOKUPS.burst);
   }
 
   /** Bytes of files kept on disk (those being sent included). */
@@ -137,7 +167,7 @@ export class VideoFiles {
 
   /** The file, leased from the disk (read from the store first when it is not kept there). */
   private async load(name: string, names: RegExp): Promise<{ lease: FileLease; digest: string }> {
-    const info = names.test(name) ? await this.videos.info(name) : null;
+    const info = names.test(name) ? await this.lookUp(name) : null;
     if (!info || info.deleted) {
       this.forget(name);
       throw new NotFoundError(`no video named ${name}`);
@@ -151,6 +181,19 @@ export class VideoFiles {
     const lease = this.kept.lease(name, digest);
     if (!lease) throw new ServiceUnavailableError(`video ${name} changed while it was read; try again`);
     return { lease, digest };
+  }
+
+  /** The store's entry for `name` (null: none), looked at most every INFO_FRESH_MS; a name not found lately within the budget. */
+  private async lookUp(name: string): Promise<ObjectInfo | null> {
+    const known = this.known.get(name);
+    if (known && performance.now() - known.lookedAt < INFO_FRESH_MS) return known.info;
+    return this.looks.run(name, async () => {
+      if (!known && !this.lookups.take()) throw new ServiceUnavailableError("this edge is being asked for too many stored files it does not know; try again shortly", 1);
+      const info = await this.videos.info(name);
+      if (info && !info.deleted) this.known.set(name, { info, lookedAt: performance.now() });
+      else this.known.delete(name);
+      return info;
+    });
   }
 
   /** The whole file from the store onto the disk, chunk by chunk. */
@@ -174,6 +217,7 @@ export class VideoFiles {
 
   /** Forgets a file that was deleted from the store (other edges forget it at its next request). */
   forget(name: string): void {
+    this.known.delete(name);
     this.kept.forget(name);
   }
 }
