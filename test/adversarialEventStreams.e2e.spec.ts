@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { STREAMS } from "../infra/jetstreamLayout.ts";
 import { ScriptedVendor } from "./fakes/scriptedVendor.ts";
 import { startTestApp, type TestApp } from "./helpers/testApp.ts";
 import { VideoClient } from "./helpers/videoClient.ts";
@@ -17,7 +19,7 @@ describe("adversarial event streams", () => {
         config.limits.eventStreamsPerAccount = STREAMS_PER_ACCOUNT;
       },
     });
-    for (const account of ["hoarder", "neighbour", "resumer"]) keys[account] = await app.keyFor(account, 100);
+    for (const account of ["hoarder", "neighbour", "resumer", "quiet"]) keys[account] = await app.keyFor(account, 100);
   });
   afterAll(async () => app?.stop());
 
@@ -64,5 +66,34 @@ describe("adversarial event streams", () => {
     const taskIds = [...text.matchAll(/"task_id":(\d+)/g)].map((m) => Number(m[1]));
     expect(taskIds.length).toBeGreaterThan(0);
     expect(new Set(taskIds)).toEqual(new Set([mine]));
+  });
+
+  it("a resume after the account's last event, while other tenants wrote on, keeps no consumer on the server once its client leaves (each waited for the account's next event, for good)", async () => {
+    const quiet = new VideoClient(app.baseUrl, keys.quiet as string);
+    const task = (await quiet.create({ model: "VideoModel-2.0-mini", prompt: "once", duration: 4 })).body.data?.task_id as number;
+    await quiet.waitForFinal(task);
+    // The sequence of the account's last event: its stream's last id, read from the start.
+    const all = open("quiet", { "last-event-id": "1" });
+    const reader = (await all.answer).body?.getReader();
+    let text = "";
+    while (reader && !/"status":"success"/.test(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString("utf8");
+    }
+    all.close();
+    const lastId = Math.max(...[...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])));
+    // Other tenants write on, so the edge's feed is past the quiet account's last event.
+    const other = new VideoClient(app.baseUrl, keys.neighbour as string);
+    const theirs = await Promise.all(Array.from({ length: 5 }, (_, i) => other.create({ model: "VideoModel-2.0-mini", prompt: `on ${i}`, duration: 4 })));
+    for (const created of theirs) await other.waitForFinal(created.body.data?.task_id as number);
+    const consumers = async () => (await app.nats.jsm.streams.info(STREAMS.events.name)).state.consumer_count;
+    const before = await consumers();
+    const resumes = Array.from({ length: 3 }, () => open("quiet", { "last-event-id": String(lastId) }));
+    for (const resume of resumes) expect((await resume.answer).status).toBe(200);
+    // Each stream answers before its catch-up opens a consumer: time for them to be made (they stayed for good).
+    await sleep(1000);
+    for (const resume of resumes) resume.close();
+    await expect.poll(consumers).toBe(before);
   });
 });

@@ -45,6 +45,16 @@ function lastEventIdOf(request: RequestInfo): number | undefined {
  * final state) and `GET /api/compat/videosTasks/events` (every task of the caller's account). Same key and
  * tenancy as the query; errors before the stream starts in the video envelope, after it as an `error` event.
  */
+/** A follow that fails (its history could not be read) lets its session go; the route answers its error. */
+async function releasedOnFailure(session: SseSession, following: Promise<void>): Promise<void> {
+  try {
+    await following;
+  } catch (error) {
+    session.release();
+    throw error;
+  }
+}
+
 export function eventRoutes(deps: EventRouteDeps): TableRoute[] {
   // One change goes to every open stream of its task and account (thousands): its frame is built once per
   // video base URL, and the same bytes are written to every stream.
@@ -85,7 +95,8 @@ export function eventRoutes(deps: EventRouteDeps): TableRoute[] {
         // Another account's task answers exactly like a missing one: ids are guessable.
         if (!view) throw new NotFoundError(`task ${taskId} does not exist`);
         const lastEventId = lastEventIdOf(request);
-        await followTask(deps.hub, deps.taskLog, session(sink, request, key.account, lastEventId, true), key.account, taskId, lastEventId);
+        const opened = session(sink, request, key.account, lastEventId, true);
+        await releasedOnFailure(opened, followTask(deps.hub, deps.taskLog, opened, key.account, taskId, lastEventId));
       },
       { closeDelimited: true },
     ),
@@ -94,7 +105,8 @@ export function eventRoutes(deps: EventRouteDeps): TableRoute[] {
       async ({ request }, sink) => {
         const key = await deps.keys.authenticate(request.header("authorization"));
         const lastEventId = lastEventIdOf(request);
-        await followAccount(deps.hub, deps.js, deps.taskLog, session(sink, request, key.account, lastEventId, false), key.account, lastEventId);
+        const opened = session(sink, request, key.account, lastEventId, false);
+        await releasedOnFailure(opened, followAccount(deps.hub, deps.js, deps.taskLog, opened, key.account, lastEventId));
       },
       { closeDelimited: true },
     ),

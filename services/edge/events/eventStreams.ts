@@ -1,4 +1,4 @@
-import { DeliverPolicy, type JetStreamClient } from "@nats-io/jetstream";
+import { DeliverPolicy, type Consumer, type JetStreamClient } from "@nats-io/jetstream";
 import { accountTaskSubjects, TaskEvent, type TaskView } from "../../../contracts/videoTask.ts";
 import { STREAMS } from "../../../infra/jetstreamLayout.ts";
 import { taskMessageBody, type TaskLog } from "../../shared/taskLog.ts";
@@ -73,8 +73,24 @@ async function catchUp(js: JetStreamClient, taskLog: TaskLog, session: SseSessio
     deliver_policy: DeliverPolicy.StartSequence,
     opt_start_seq: after + 1,
   });
+  try {
+    // None of the account's events came since: what comes next is live. Reading on would wait for the account's
+    // next event, for good if it never came (an idle account, whose `until` other tenants' events had moved on),
+    // with a consumer on the server for each such resume, however soon its client hung up.
+    if ((await consumer.info(true)).num_pending === 0) return;
+    await readChanges(consumer, taskLog, session, account, until);
+  } finally {
+    // nats-server keeps an ordered consumer for 5 minutes after its last pull (nats.js's inactive threshold):
+    // each resume left one behind.
+    void consumer.delete().catch(() => undefined);
+  }
+}
+
+async function readChanges(consumer: Consumer, taskLog: TaskLog, session: SseSession, account: string, until: number): Promise<void> {
   const views = new Map<number, TaskView | null>();
   const messages = await consumer.consume();
+  // A client that leaves mid-read ends the read at once, not at the account's next event.
+  session.onClose(() => messages.stop());
   for await (const msg of messages) {
     if (!session.open) break;
     const parsed = TaskEvent.safeParse(taskMessageBody(msg.json()));

@@ -44,7 +44,7 @@ export class SseSession {
 
   /** Runs when the stream ends, whoever ends it. */
   onClose(cleanup: () => void): void {
-    if (this.sink.open) this.cleanups.push(cleanup);
+    if (this.sink.open && !this.closed) this.cleanups.push(cleanup);
     else cleanup();
   }
 
@@ -72,10 +72,19 @@ export class SseSession {
   }
 
   close(): void {
+    if (this.sink.open) this.sink.end();
+    this.release();
+  }
+
+  /**
+   * Lets the stream's timer, subscriptions and place go, and leaves its answer to the caller: a follow that
+   * failed, whose error the route still answers. (Its sink then ends without telling the session, which kept
+   * its keepalive timer, its subscriptions and its account's place for good.)
+   */
+  release(): void {
     if (!this.closed) sseStreamsOpen.dec();
     this.closed = true;
     clearInterval(this.keepalive);
-    if (this.sink.open) this.sink.end();
     for (const cleanup of this.cleanups.splice(0)) cleanup();
   }
 
