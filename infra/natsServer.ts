@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
-import { chmodSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { locateNatsServer, type NatsServerBinary } from "./natsServerBinary.ts";
@@ -153,7 +153,12 @@ function spawnWatched(bin: string, configFile: string, port: number, monitorPort
   const args = ["-c", configFile, "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort), "-sd", resolve(storeDir)];
   // Its own process group: Ctrl-C in a terminal signals the whole foreground group, and the server must
   // outlive reelay's own shutdown (which still needs it to drain), not race it.
-  return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true, env: { ...process.env, GOMAXPROCS: serverProcs(process.env) } });
+  try {
+    return spawn("sh", ["-c", WATCHDOG, "sh", bin, ...args], { stdio: ["pipe", out, out], detached: true, env: { ...process.env, GOMAXPROCS: serverProcs(process.env) } });
+  } finally {
+    // The child has its own copy of the log's descriptor; this process's stayed open, one per start attempt.
+    closeSync(out);
+  }
 }
 
 /**

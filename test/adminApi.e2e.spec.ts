@@ -202,7 +202,9 @@ describe("admin API", () => {
     for (const [sequence, pages] of pagesOfMessage) expect(pages.size, `message ${sequence} split across pages`).toBe(1);
   });
 
-  it("events: every task and ledger event from now on, as SSE", async () => {
+  it("events: every task and ledger event from now on, as SSE; its consumers go when the console leaves", async () => {
+    const consumers = async () => (await app.nats.jsm.streams.info(STREAMS.events.name)).state.consumer_count;
+    const consumersBefore = await consumers();
     const controller = new AbortController();
     const answer = await fetch(`${app.adminUrl}/events`, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal });
     expect(answer.headers.get("content-type")).toMatch(/^text\/event-stream/);
@@ -223,6 +225,8 @@ describe("admin API", () => {
     expect(text).toContain("event: task");
     expect(text).toContain(`"taskId":${taskId}`);
     expect(text).toMatch(/event: ledger\ndata: \{"type":"(AccountCredited|CostReserved)"/);
+    // Its two consumers are deleted (the server kept each 5 minutes after its last pull).
+    await expect.poll(consumers).toBe(consumersBefore);
     expect((await fetch(`${app.adminUrl}/events`)).status).toBe(401);
   });
 

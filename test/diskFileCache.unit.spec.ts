@@ -94,5 +94,8 @@ describe("files kept on the edge's disk", () => {
     await expect.poll(() => keptFileDescriptors().length).toBe(before + 1);
     expect((await buffer(reading.stream(0, 1999))).equals(bytes(2000, 2))).toBe(true);
     await expect.poll(() => keptFileDescriptors().length).toBe(before);
+    // A store read that was under way when the edge stopped keeps nothing open.
+    await keep(cache, "c", bytes(500, 3));
+    expect([cache.keptBytes, cache.lease("c", "d-c"), keptFileDescriptors().length]).toEqual([0, undefined, before]);
   });
 });

@@ -29,18 +29,30 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
         await authenticateAdmin(deps.tokens, request.header("authorization"));
         sink.write("retry: 2000\n\n");
         const keepalive = setInterval(() => sink.write(": keepalive\n\n"), deps.keepaliveMs);
-        const stops: Array<() => void> = [() => clearInterval(keepalive)];
-        sink.onAbort(() => stops.splice(0).forEach((stop) => stop()));
+        // Whatever ends the stream (the console leaving, a feed lost, one that was too slow, a follow that threw)
+        // stops everything of it, and what starts after that is stopped at once: a stop that came too late to
+        // be run, or not run on an end the sink did not report, kept its timer or its consumer.
+        let stopped = false;
+        const stops: Array<() => void> = [];
+        const onStop = (stop: () => void) => (stopped ? stop() : void stops.push(stop));
+        const stopAll = () => {
+          stopped = true;
+          for (const stop of stops.splice(0)) stop();
+        };
+        onStop(() => clearInterval(keepalive));
+        sink.onAbort(stopAll);
         // Bytes written since the socket last said it was full: a console that stops reading is cut off.
         let unsent = 0;
         const follow = async (subjects: string[], kind: "task" | "ledger") => {
           const consumer = await deps.nats.js.consumers.get(STREAMS.events.name, { filter_subjects: subjects, deliver_policy: DeliverPolicy.New });
+          // nats-server keeps an ordered consumer 5 minutes after its last pull (nats.js's inactive threshold).
+          onStop(() => void consumer.delete().catch(() => undefined));
           const messages = await consumer.consume(LIVE_PULL);
-          stops.push(() => void messages.stop());
+          onStop(() => void messages.stop());
           // A consumer lost under the stream (its node gone) ends it within 1.5 s: the console reconnects
           // (`retry: 2000`) and follows from then on, instead of showing nothing more while looking live.
           watchPull(messages, new FeedLiveness(), () => {
-            stops.splice(0).forEach((stop) => stop());
+            stopAll();
             if (sink.open) sink.end();
           });
           for await (const msg of messages) {
@@ -55,8 +67,14 @@ export function registerAdminEvents(app: HttpApp, deps: { nats: Nats; tokens: Ad
               break;
             }
           }
+          // One feed's end ends the stream, and so the other feed.
+          stopAll();
         };
-        await Promise.all([follow([...TASK_LOG_SUBJECTS], "task"), follow([MONEY_EVENTS], "ledger")]);
+        try {
+          await Promise.all([follow([...TASK_LOG_SUBJECTS], "task"), follow([MONEY_EVENTS], "ledger")]);
+        } finally {
+          stopAll();
+        }
       },
       {
         log: deps.log,

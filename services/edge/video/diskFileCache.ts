@@ -29,6 +29,8 @@ export class DiskFileCache {
   /** Oldest use first (a use moves a file to the end). */
   private readonly entries = new Map<string, Entry>();
   private bytes = 0;
+  /** Cleared for good (the edge stopped): a read still under way then keeps nothing. */
+  private cleared = false;
 
   constructor(
     private readonly budgetBytes: number,
@@ -68,6 +70,10 @@ export class DiskFileCache {
       await handle.close();
       throw error;
     }
+    if (this.cleared) {
+      await handle.close();
+      return;
+    }
     this.forget(name);
     const entry: Entry = { digest, size, handle, leases: 0, dropped: false };
     this.entries.set(name, entry);
@@ -84,10 +90,12 @@ export class DiskFileCache {
   }
 
   /**
-   * Drops every file (the edge stops): each handle closes now, or when its last reader is done. A handle left
-   * open is closed only when it is garbage collected, and until then its unlinked file keeps its disk space.
+   * Drops every file for good (the edge stops): each handle closes now, or when its last reader is done, and a
+   * read still under way keeps nothing. A handle left open is closed only when it is garbage collected, and
+   * until then its unlinked file keeps its disk space.
    */
   clear(): void {
+    this.cleared = true;
     for (const name of [...this.entries.keys()]) this.forget(name);
   }
 
