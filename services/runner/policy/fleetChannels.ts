@@ -28,6 +28,8 @@ export class FleetChannels {
   /** Each channel's blocks record, and its waiting records by key (by channel token): kept as the view changes. */
   private readonly blocksOf = new Map<string, BlocksRecord>();
   private readonly waitsOf = new Map<string, Map<string, WaitRecord>>();
+  /** When (Date.now()) each channel's waiting records were last pruned (see `pruneWaits`). */
+  private readonly waitsPrunedAt = new Map<string, number>();
   private readonly parsed = new WeakMap<Versioned, unknown>();
   /** The last submit reservation per channel: the next one starts after it. */
   private readonly submitQueues = new Map<string, Promise<number>>();
@@ -229,7 +231,29 @@ export class FleetChannels {
       const parsed = WaitRecord.safeParse(record?.value);
       if (parsed.success) waits.set(key, parsed.data);
       else waits.delete(key);
+      this.pruneWaits(token, waits);
     }
+  }
+
+  /**
+   * Drops a channel's waiting records that stopped counting a lease ago (their runner stopped writing them, or
+   * is gone), at most once a lease. The server lets such a record expire without telling a watcher (no delete
+   * marker: a guarded write after one would have to expect its sequence), so the view kept every one: a record
+   * per runner (a new name at each start), account and channel, until this runner stopped.
+   */
+  private pruneWaits(token: string, waits: Map<string, WaitRecord>, now = Date.now()): void {
+    if (now - (this.waitsPrunedAt.get(token) ?? 0) < this.leaseMs) return;
+    this.waitsPrunedAt.set(token, now);
+    for (const [key, record] of waits) {
+      if (record.until >= now - this.leaseMs) continue;
+      waits.delete(key);
+      this.view.delete(key);
+    }
+  }
+
+  /** Records in this runner's view of the fleet (expired waiting records pruned). */
+  get recordsInView(): number {
+    return this.view.size;
   }
 
   private parse<T>(key: string, schema: { safeParse(value: unknown): { success: true; data: T } | { success: false } }): T | undefined {
