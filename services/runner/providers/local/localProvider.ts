@@ -19,6 +19,8 @@ const MAX_REFERENCE_BYTES = 20 * 1024 * 1024;
 /** The first wait before a render short of system resources starts again; each next one doubles, up to the most. */
 const RESOURCE_RETRY_FIRST_MS = 500;
 const RESOURCE_RETRY_MAX_MS = 30_000;
+/** A render no runner asked about for this long (and ten of its longest polling intervals) is dropped. */
+const ORPHAN_AFTER_MS = 10 * 60_000;
 
 interface LocalJob {
   status: ProviderStatus;
@@ -30,6 +32,8 @@ interface LocalJob {
   abort?: AbortController;
   /** Starts again after the system was short of resources (see `tryAgainLater`). */
   resourceRetries: number;
+  /** When (performance.now()) a runner last asked about it (see `dropOrphans`). */
+  askedAt: number;
 }
 
 /** What a render needs of its task (not the submitting call's signal, which belongs to the runner). */
@@ -49,14 +53,18 @@ export class LocalProvider implements VideoProvider {
   private readonly renders: Semaphore;
   private readonly closing = new AbortController();
   private readonly referenceDispatcher: Dispatcher | undefined;
+  private readonly orphanAfterMs: number;
+  private readonly orphanSweep: NodeJS.Timeout;
 
   constructor(
     private readonly settings: LocalSettings,
-    private readonly deps: { ffmpegPath: string; log: Logger },
+    private readonly deps: { ffmpegPath: string; log: Logger; orphanAfterMs?: number },
   ) {
     this.policy = policyOf(settings);
     this.renders = new Semaphore(settings.maxConcurrentRenders || availableParallelism());
     this.referenceDispatcher = settings.allowPrivateReferenceUrls ? undefined : publicOnly();
+    this.orphanAfterMs = deps.orphanAfterMs ?? Math.max(ORPHAN_AFTER_MS, 10 * settings.pollMaxEveryMs);
+    this.orphanSweep = setInterval(() => this.dropOrphans(), Math.min(60_000, this.orphanAfterMs)).unref();
   }
 
   async submit(task: ProviderTask): Promise<{ providerTaskId: string }> {
@@ -70,6 +78,7 @@ export class LocalProvider implements VideoProvider {
   async status(task: AcceptedTask): Promise<ProviderStatus> {
     const job = this.jobs.get(task.providerTaskId);
     if (!job) throw new UpstreamLost(`no render of ${task.providerTaskId} in this process`);
+    job.askedAt = performance.now();
     return job.status;
   }
 
@@ -82,15 +91,11 @@ export class LocalProvider implements VideoProvider {
   }
 
   async forget(task: AcceptedTask): Promise<void> {
-    const job = this.jobs.get(task.providerTaskId);
-    if (!job) return;
-    this.jobs.delete(task.providerTaskId);
-    clearTimeout(job.queued);
-    job.abort?.abort();
-    if (job.dir) await rm(job.dir, { recursive: true, force: true });
+    await this.drop(task.providerTaskId);
   }
 
   async close(): Promise<void> {
+    clearInterval(this.orphanSweep);
     this.closing.abort();
     for (const job of this.jobs.values()) clearTimeout(job.queued);
     await Promise.allSettled(this.running);
@@ -98,9 +103,32 @@ export class LocalProvider implements VideoProvider {
     this.jobs.clear();
   }
 
+  private async drop(providerTaskId: string): Promise<void> {
+    const job = this.jobs.get(providerTaskId);
+    if (!job) return;
+    this.jobs.delete(providerTaskId);
+    clearTimeout(job.queued);
+    job.abort?.abort();
+    if (job.dir) await rm(job.dir, { recursive: true, force: true });
+  }
+
+  /**
+   * Drops renders no runner asks about any more: a task another runner took over (this one's lease lapsed in a
+   * NATS outage, and its machine stepped aside) is rendered again there, and nothing here ever forgot this
+   * process's render: it ran on, and its video stayed on the disk until the process stopped.
+   */
+  private dropOrphans(): void {
+    const now = performance.now();
+    for (const [providerTaskId, job] of this.jobs) {
+      if (now - job.askedAt < this.orphanAfterMs) continue;
+      this.deps.log.info({ providerTaskId }, "dropped a local render no runner asks about any more (its task moved to another runner)");
+      void this.drop(providerTaskId).catch(() => undefined);
+    }
+  }
+
   private start(task: AcceptedTask): void {
     if (this.jobs.has(task.providerTaskId) || this.closing.signal.aborted) return;
-    const job: LocalJob = { status: { state: "queued" }, resourceRetries: 0 };
+    const job: LocalJob = { status: { state: "queued" }, resourceRetries: 0, askedAt: performance.now() };
     this.jobs.set(task.providerTaskId, job);
     const order: RenderOrder = { taskId: task.taskId, job: task.job };
     if (this.settings.queueDelayMs > 0) job.queued = setTimeout(() => this.begin(order, job), this.settings.queueDelayMs);
