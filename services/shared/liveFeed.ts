@@ -285,6 +285,9 @@ export class OrderedFeed {
       if (this.stopped) return;
       try {
         messages = await this.openPull();
+        // Stopped while it opened: `stop()` found nothing to let go, and the new consumer and its watchdog would
+        // run on (messages kept coming, so the watchdog never called it silent).
+        if (this.stopped) this.lose();
       } catch (error) {
         // A deliberate reopen kept the feed current so far: no longer.
         this.liveness.lost();
