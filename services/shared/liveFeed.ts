@@ -285,8 +285,8 @@ export class OrderedFeed {
       if (this.stopped) return;
       try {
         messages = await this.openPull();
-        // Stopped while it opened: `stop()` found nothing to let go, and the new consumer and its watchdog would
-        // run on (messages kept coming, so the watchdog never called it silent).
+        // Stopped while it opened: `stop()` found nothing to let go, and the new consumer and its watchdog ran on
+        // until the pull it was never read from went quiet (about a second in a probe).
         if (this.stopped) this.lose();
       } catch (error) {
         // A deliberate reopen kept the feed current so far: no longer.
