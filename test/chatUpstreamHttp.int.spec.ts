@@ -168,6 +168,25 @@ describe("OpenAI-compatible upstream client (undici)", () => {
     expect(sink.text).toBe(event("a"));
   });
 
+  it("gives up a stream whose event never ends (no blank line) past 4 MiB, with a 502 and the stream relayed so far (it held everything it streamed)", async () => {
+    let hungUp = false;
+    answer = (socket) => {
+      socket.write(`${SSE_HEAD}${chunked([event("a")])}`);
+      const line = `${"x".repeat(64 * 1024 - 1)}\n`;
+      const more = () => {
+        if (hungUp || socket.destroyed) return;
+        socket.write(chunked([line]), () => setImmediate(more));
+      };
+      socket.on("close", () => (hungUp = true));
+      more();
+    };
+    const sink = new RecordingSink();
+    const error = await providerFor(rawUrl, 10_000).complete(chatRequest(true), sink, new RelayedContent()).catch((e: unknown) => e);
+    expect(error).toMatchObject({ status: 502, message: expect.stringMatching(/streamed an event of more than 4194304 bytes/) });
+    expect(sink.text).toBe(event("a"));
+    await until(() => hungUp, "the upstream to be hung up on");
+  });
+
   it("reports a refused connection and a malformed answer as a bad gateway hop (502)", async () => {
     const refused = await providerFor("http://127.0.0.1:1/v1").complete(chatRequest(true), new RecordingSink(), new RelayedContent()).catch((e: unknown) => e);
     expect(refused).toMatchObject({ status: 502, message: expect.stringMatching(/cannot reach the upstream for model m: ECONNREFUSED/) });

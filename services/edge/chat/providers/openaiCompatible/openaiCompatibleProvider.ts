@@ -25,6 +25,11 @@ const MAX_HEADER_BYTES = 64 * 1024;
 /** Bounds on what we buffer from an upstream that does not stream (a completion is kilobytes). */
 const MAX_JSON_BYTES = 32 * 1024 * 1024;
 const MAX_ERROR_BYTES = 64 * 1024;
+/**
+ * The largest streamed event held until its end comes (a chunk is a few hundred bytes): an upstream that sent
+ * no blank line had everything it streamed held, and joined again at every read.
+ */
+const MAX_EVENT_BYTES = 4 * 1024 * 1024;
 
 /** Request headers as undici's flat name/value list, built once per key and kind of answer. */
 const headersFor = (key: string, accept: string): string[] => [
@@ -99,6 +104,7 @@ export class OpenAICompatibleProvider implements ChatProvider {
         };
         body.on("data", (chunk: Buffer) => {
           const out = sse.push(chunk);
+          if (sse.heldBytes > MAX_EVENT_BYTES) return fail(new UpstreamError(`the upstream for model ${name} streamed an event of more than ${MAX_EVENT_BYTES} bytes`));
           if (out && out.length > 0 && sink.open) relayed.addEvents(out);
           // Backpressure: the client is slower than the upstream. Paused, the body stops flowing; once
           // undici's buffer behind it is full, undici stops reading the socket and TCP slows the upstream.

@@ -55,6 +55,11 @@ export class SseRelay {
   /** @param forwardUsageChunk whether the client asked for the usage chunk itself */
   constructor(private readonly forwardUsageChunk: boolean) {}
 
+  /** Bytes of an event begun and not complete yet (held until its blank line comes). */
+  get heldBytes(): number {
+    return this.carry?.length ?? 0;
+  }
+
   /** Bytes to forward now (complete events only), or undefined when nothing is complete yet. */
   push(chunk: Buffer): Buffer | undefined {
     const data = this.carry ? Buffer.concat([this.carry, chunk]) : chunk;
