@@ -22,6 +22,7 @@ import { decideTask, foldTask } from "../../../machines/videoTaskDecider.ts";
 import type { TaskLog } from "../../shared/taskLog.ts";
 import { makeStill, stillObjectName, type StillVariant } from "./videoVariants.ts";
 import { SingleFlight } from "../../shared/singleFlight.ts";
+import { Semaphore } from "../../shared/semaphore.ts";
 import { usableProviders } from "../video/videoModelAvailability.ts";
 import { readCreateForm, readRemixForm, SIZES, type VideoCreateForm } from "./createForm.ts";
 import { checkReferenceImage, dropReferenceImage, keepReferenceImage, type ReferenceKeeping } from "./referenceImages.ts";
@@ -42,6 +43,12 @@ export interface VideosApiDeps {
   log: Logger;
 }
 
+/**
+ * Stills made at once per edge. Each is made once per video and kept, but a tenant's burst over many videos of
+ * its own started an ffmpeg for each at once (a spritesheet decodes the whole video), on the cores and memory
+ * of an edge every tenant shares.
+ */
+const STILLS_AT_ONCE = 2;
 /** Largest `input_reference`: what vendors take inline (Kling and DashScope 10 MB). */
 export const MAX_INPUT_REFERENCE_BYTES = 10 * 1024 * 1024;
 
@@ -179,7 +186,8 @@ export function videosApiRoutes(deps: VideosApiDeps): TableRoute[] {
 
   let ffmpeg: string | undefined;
   const stillsInTheMaking = new SingleFlight<void>();
-  /** A thumbnail or spritesheet: made once with ffmpeg from the stored video (one at a time per still), then kept beside it. */
+  const ffmpegsAtOnce = new Semaphore(STILLS_AT_ONCE);
+  /** A thumbnail or spritesheet: made once with ffmpeg from the stored video (one at a time per still, STILLS_AT_ONCE in all), then kept beside it. */
   async function serveStill(variant: StillVariant, videoObject: string, range: string): Promise<HttpReply> {
     const name = stillObjectName(variant, videoObject);
     try {
@@ -188,8 +196,8 @@ export function videosApiRoutes(deps: VideosApiDeps): TableRoute[] {
       if (!(error instanceof NotFoundError)) throw error;
     }
     await stillsInTheMaking.run(name, async () => {
-      ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line));
-      const still = await makeStill(ffmpeg, variant, (input) => deps.files.copyTo(videoObject, input));
+      const program = (ffmpeg ??= locateProgram(FFMPEG, (line) => deps.log.info(line)));
+      const still = await ffmpegsAtOnce.run(() => makeStill(program, variant, (input) => deps.files.copyTo(videoObject, input)));
       await deps.videos.putBlob({ name, description: variant }, still);
     });
     return deps.files.serve(name, range, STILL_NAME);
