@@ -29,6 +29,20 @@ describe("adversarial event streams", () => {
     return { answer, close: () => abort.abort() };
   };
 
+  /** What an account's stream resumed from `lastEventId` sends until a task's success, then closed. */
+  const readUntilSuccess = async (account: string, lastEventId: string): Promise<string> => {
+    const stream = open(account, { "last-event-id": lastEventId });
+    const reader = (await stream.answer).body?.getReader();
+    let text = "";
+    while (reader && !/"status":"success"/.test(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString("utf8");
+    }
+    stream.close();
+    return text;
+  };
+
   it("an account holding its share of event streams gets 429 for the next one; others still get theirs, and a closed one frees its place", async () => {
     const held = Array.from({ length: STREAMS_PER_ACCOUNT }, () => open("hoarder"));
     for (const stream of held) expect((await stream.answer).status).toBe(200);
@@ -54,15 +68,7 @@ describe("adversarial event streams", () => {
     await resumer.waitForFinal(mine);
     const other = new VideoClient(app.baseUrl, keys.neighbour as string);
     await Promise.all(Array.from({ length: 30 }, (_, i) => other.create({ model: "VideoModel-2.0-mini", prompt: `theirs ${i}`, duration: 4 })));
-    const stream = open("resumer", { "last-event-id": "1" });
-    const reader = (await stream.answer).body?.getReader();
-    let text = "";
-    while (reader && !/"status":"success"/.test(text)) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += Buffer.from(value).toString("utf8");
-    }
-    stream.close();
+    const text = await readUntilSuccess("resumer", "1");
     const taskIds = [...text.matchAll(/"task_id":(\d+)/g)].map((m) => Number(m[1]));
     expect(taskIds.length).toBeGreaterThan(0);
     expect(new Set(taskIds)).toEqual(new Set([mine]));
@@ -73,15 +79,7 @@ describe("adversarial event streams", () => {
     const task = (await quiet.create({ model: "VideoModel-2.0-mini", prompt: "once", duration: 4 })).body.data?.task_id as number;
     await quiet.waitForFinal(task);
     // The sequence of the account's last event: its stream's last id, read from the start.
-    const all = open("quiet", { "last-event-id": "1" });
-    const reader = (await all.answer).body?.getReader();
-    let text = "";
-    while (reader && !/"status":"success"/.test(text)) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += Buffer.from(value).toString("utf8");
-    }
-    all.close();
+    const text = await readUntilSuccess("quiet", "1");
     const lastId = Math.max(...[...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1])));
     // Other tenants write on, so the edge's feed is past the quiet account's last event.
     const other = new VideoClient(app.baseUrl, keys.neighbour as string);

@@ -30,8 +30,8 @@ async function bodyOf(reply: HttpReply): Promise<Buffer> {
   return Buffer.from(reply.body ?? "");
 }
 
-/** The store with its whole-file reads counted: how many, and how many at most at once. */
-function countingReads(store: ObjectStore): { store: ObjectStore; reads: () => number; mostAtOnce: () => number } {
+/** The store with its whole-file reads (`get`) or its looks (`info`) counted: how many, and how many at most at once. */
+function countingReads(store: ObjectStore, method: "get" | "info" = "get"): { store: ObjectStore; reads: () => number; mostAtOnce: () => number } {
   let reads = 0;
   let running = 0;
   let mostAtOnce = 0;
@@ -39,16 +39,14 @@ function countingReads(store: ObjectStore): { store: ObjectStore; reads: () => n
     get(target, property, receiver) {
       const value: unknown = Reflect.get(target, property, receiver);
       if (typeof value !== "function") return value;
-      if (property !== "get") return value.bind(target);
-      return async (name: string): Promise<ObjectResult | null> => {
+      if (property !== method) return value.bind(target);
+      return async (name: string): Promise<unknown> => {
         reads++;
         mostAtOnce = Math.max(mostAtOnce, ++running);
-        const result = (await Reflect.apply(value, target, [name])) as ObjectResult | null;
-        if (!result) {
-          running--;
-          return result;
-        }
-        void result.error.finally(() => running--);
+        const result: unknown = await Reflect.apply(value, target, [name]);
+        // A read runs until its stream's end (its `error` settles then); a look is over with its answer.
+        if (method === "get" && result) void (result as ObjectResult).error.finally(() => running--);
+        else running--;
         return result;
       };
     },
@@ -101,27 +99,11 @@ describe("reading stored videos at the edge", () => {
 describe("looking stored files up (the route takes no key)", () => {
   const suite = natsPerSuite("video-files-lookups-test", 2000);
 
-  /** The store with its looks (`info`) counted. */
-  function countingLooks(store: ObjectStore): { store: ObjectStore; looks: () => number } {
-    let looks = 0;
-    const counted = new Proxy(store, {
-      get(target, property, receiver) {
-        const value: unknown = Reflect.get(target, property, receiver);
-        if (typeof value !== "function") return value;
-        if (property !== "info") return value.bind(target);
-        return (name: string) => {
-          looks++;
-          return Reflect.apply(value, target, [name]) as unknown;
-        };
-      },
-    });
-    return { store: counted, looks: () => looks };
-  }
 
   it("looks a name up once a quarter second however many ask, refuses made-up names past the budget (503), and finds a deletion within the quarter second", async () => {
     const name = videoName();
     await suite.nats.videos.putBlob({ name }, randomBytes(1000));
-    const { store, looks } = countingLooks(suite.nats.videos);
+    const { store, reads: looks } = countingReads(suite.nats.videos, "info");
     const files = closedAfterTest(new VideoFiles(store, new Semaphore(STORE_READS_AT_ONCE), { ...KEEP, lookups: new LocalBudget(0.001, 3) }));
 
     // A player's burst of Range requests: one look.

@@ -146,93 +146,66 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-async function unknownKeys(child: ReelayChild, seconds: number): Promise<void> {
+/**
+ * 32 clients sending `request` for `seconds`; prints the rate, the answers, and reelay's and nats-server's CPU
+ * and nats-server's messages per request.
+ */
+async function flood(what: string, seconds: number, request: () => Promise<Response>): Promise<void> {
   const natsPid = programPid(nats.pid, "nats-server");
+  const varzBefore = await varz(nats.url);
+  const [reelayBefore, natsBefore] = [cpuSeconds(reelay.proc.pid), cpuSeconds(natsPid)];
+  const until = Date.now() + seconds * 1000;
+  const statuses = new Map<number, number>();
+  let requests = 0;
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (Date.now() < until) {
+        const answer = await request();
+        await answer.arrayBuffer();
+        statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
+        requests++;
+      }
+    }),
+  );
+  const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
+  const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
+  const messages = varzDelta(varzBefore, await varz(nats.url));
+  process.stdout.write(
+    `${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU ` +
+      `and ${((messages.in_msgs + messages.out_msgs) / requests).toFixed(2)} messages per request\n`,
+  );
+}
+
+async function unknownKeys(child: ReelayChild, seconds: number): Promise<void> {
   const letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   const madeUp = () => Array.from(randomBytes(32), (byte) => letters[byte % 64]).join("");
   for (const [what, keyOf] of [["keys of another shape (sk-…)", () => `sk-${madeUp()}`], ["made-up keys of reelay's shape", () => `rly_${madeUp()}`]] as const) {
-    const [reelayBefore, natsBefore] = [cpuSeconds(reelay.proc.pid), cpuSeconds(natsPid)];
-    const until = Date.now() + seconds * 1000;
-    const statuses = new Map<number, number>();
-    let requests = 0;
-    await Promise.all(
-      Array.from({ length: 32 }, async () => {
-        while (Date.now() < until) {
-          const answer = await fetch(`${child.baseUrl}/api/compat/videosTask?id=1`, { headers: { authorization: `Bearer ${keyOf()}` } });
-          await answer.arrayBuffer();
-          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
-          requests++;
-        }
-      }),
-    );
-    const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
-    const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
-    process.stdout.write(`${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU per request\n`);
+    await flood(what, seconds, () => fetch(`${child.baseUrl}/api/compat/videosTask?id=1`, { headers: { authorization: `Bearer ${keyOf()}` } }));
   }
 }
 
-/** Vendor callbacks nobody signs, each naming a made-up task: to a channel that takes callbacks, then (the baseline) to one that does not (404). */
+/** Vendor callbacks nobody signs, each naming a made-up task: to a channel that takes none (404: warms up), to an Ark channel, then to the first again (the baseline). */
 async function forgedCallbacks(child: ReelayChild, seconds: number): Promise<void> {
-  const natsPid = programPid(nats.pid, "nats-server");
   for (const [what, channel] of [["callbacks to a channel that takes none (404)", "nothing-here"], ["forged callbacks to an Ark channel", "ark-hooks"], ["callbacks to a channel that takes none (404), again", "nothing-here"]] as const) {
-    const [reelayBefore, natsBefore] = [cpuSeconds(reelay.proc.pid), cpuSeconds(natsPid)];
-    const until = Date.now() + seconds * 1000;
-    const statuses = new Map<number, number>();
-    let requests = 0;
-    await Promise.all(
-      Array.from({ length: 32 }, async () => {
-        while (Date.now() < until) {
-          const body = JSON.stringify({ id: `cgt-20261128${randomBytes(6).toString("hex")}`, status: "succeeded" });
-          const answer = await fetch(`${child.baseUrl}/hooks/upstream/${channel}`, { method: "POST", headers: { "content-type": "application/json" }, body });
-          await answer.arrayBuffer();
-          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
-          requests++;
-        }
-      }),
-    );
-    const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
-    const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
-    process.stdout.write(`${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU per request\n`);
+    await flood(what, seconds, () => {
+      const body = JSON.stringify({ id: `cgt-20261128${randomBytes(6).toString("hex")}`, status: "succeeded" });
+      return fetch(`${child.baseUrl}/hooks/upstream/${channel}`, { method: "POST", headers: { "content-type": "application/json" }, body });
+    });
   }
 }
 
 /** Requests for stored videos, which need no key: names of no video's shape, made-up video names, one real video's first bytes. */
 async function videoLookups(child: ReelayChild, seconds: number): Promise<void> {
-  const natsPid = programPid(nats.pid, "nats-server");
   const nc = await connect({ servers: nats.url });
   const stored = `v${randomBytes(24).toString("base64url")}.mp4`;
   await (await new Objm(nc).open("videos")).putBlob({ name: stored }, randomBytes(100_000));
   await nc.close();
   const madeUp = () => `v${randomBytes(24).toString("base64url")}.mp4`;
-  const idleBefore = cpuSeconds(natsPid);
-  await pause(5000);
-  process.stdout.write(`idle: nats-server ${((cpuSeconds(natsPid) - idleBefore) / 5 * 1000).toFixed(0)} ms of CPU a second\n`);
   const cases = [
     ["names of no video's shape (404, no lookup)", () => `${madeUp()}.txt`, {}],
     ["made-up video names", madeUp, {}],
     ["one stored video's first bytes (Range)", () => stored, { range: "bytes=0-1" }],
     ["names of no video's shape again", () => `${madeUp()}.txt`, {}],
   ] as const;
-  for (const [what, nameOf, headers] of cases) {
-    const varzBefore = await varz(nats.url);
-    const [reelayBefore, natsBefore] = [cpuSeconds(reelay.proc.pid), cpuSeconds(natsPid)];
-    const until = Date.now() + seconds * 1000;
-    const statuses = new Map<number, number>();
-    let requests = 0;
-    await Promise.all(
-      Array.from({ length: 32 }, async () => {
-        while (Date.now() < until) {
-          const answer = await fetch(`${child.baseUrl}/videos/${nameOf()}`, { headers });
-          await answer.arrayBuffer();
-          statuses.set(answer.status, (statuses.get(answer.status) ?? 0) + 1);
-          requests++;
-        }
-      }),
-    );
-    const perRequest = (before: number, pid: number) => (((cpuSeconds(pid) - before) / requests) * 1e6).toFixed(0);
-    const answers = [...statuses].map(([status, n]) => `${n} × ${status}`).join(", ");
-    process.stdout.write(`${what}: ${(requests / seconds).toFixed(0)} requests/s (${answers}); reelay ${perRequest(reelayBefore, reelay.proc.pid)} µs, nats-server ${perRequest(natsBefore, natsPid)} µs of CPU per request\n`);
-    const d = varzDelta(varzBefore, await varz(nats.url));
-    process.stdout.write(`  nats msgs per request: in ${(d.in_msgs / requests).toFixed(2)}, out ${(d.out_msgs / requests).toFixed(2)}\n`);
-  }
+  for (const [what, nameOf, headers] of cases) await flood(what, seconds, () => fetch(`${child.baseUrl}/videos/${nameOf()}`, { headers }));
 }
