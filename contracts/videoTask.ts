@@ -1,15 +1,24 @@
 import { z } from "zod";
 import { RATIOS } from "./config.ts";
 
+/** The longest http(s) reference address (the longest a browser or proxy takes; a vendor's signed URL is far shorter). */
+export const MAX_REFERENCE_URL_CHARS = 2048;
+/**
+ * The longest `data:` reference (about 3 MB of image): it travels inside the task's first event, which must fit
+ * nats-server's message limit (8 MB here) with the rest of the task. Larger images go as an upload (OpenAI's
+ * multipart `input_reference`) or an address.
+ */
+export const MAX_DATA_URL_CHARS = 4 * 1024 * 1024;
+
 /** Body of POST /api/compat/videosGenerations, exactly as the spec lists it; unknown fields are refused. */
 export const CreateVideoRequest = z.strictObject({
   model: z.string({ error: "model is required and must be a string" }).min(1, "model must not be empty"),
   prompt: z
     .string({ error: "prompt is required and must be a string" })
     .refine((p) => p.trim().length > 0, "prompt must not be empty"),
-  image_url: z.string({ error: "image_url must be a string URL" }).refine(isFetchableUrl, "image_url must be an http(s) or data: URL").optional(),
-  video_url: z.string({ error: "video_url must be a string URL" }).refine(isFetchableUrl, "video_url must be an http(s) or data: URL").optional(),
-  audio_url: z.string({ error: "audio_url must be a string URL" }).refine(isFetchableUrl, "audio_url must be an http(s) or data: URL").optional(),
+  image_url: z.string({ error: "image_url must be a string URL" }).refine(isFetchableUrl, `image_url must be an http(s) or data: URL (at most ${MAX_REFERENCE_URL_CHARS} characters, ${MAX_DATA_URL_CHARS} for a data: URL)`).optional(),
+  video_url: z.string({ error: "video_url must be a string URL" }).refine(isFetchableUrl, `video_url must be an http(s) or data: URL (at most ${MAX_REFERENCE_URL_CHARS} characters, ${MAX_DATA_URL_CHARS} for a data: URL)`).optional(),
+  audio_url: z.string({ error: "audio_url must be a string URL" }).refine(isFetchableUrl, `audio_url must be an http(s) or data: URL (at most ${MAX_REFERENCE_URL_CHARS} characters, ${MAX_DATA_URL_CHARS} for a data: URL)`).optional(),
   duration: z.number({ error: "duration must be an integer number of seconds" }).int("duration must be an integer number of seconds").optional(),
   ratio: z.enum(RATIOS, { error: `ratio must be one of ${RATIOS.join(", ")}` }).default("16:9"),
   resolution: z.literal("720p", { error: "resolution must be 720p (the only supported value)" }).default("720p"),
@@ -25,7 +34,8 @@ export const CreateVideoRequest = z.strictObject({
 export type CreateVideoRequest = z.infer<typeof CreateVideoRequest>;
 
 function isFetchableUrl(value: string): boolean {
-  if (value.startsWith("data:")) return true;
+  if (value.startsWith("data:")) return value.length <= MAX_DATA_URL_CHARS;
+  if (value.length > MAX_REFERENCE_URL_CHARS) return false;
   try {
     const url = new URL(value);
     return url.protocol === "http:" || url.protocol === "https:";

@@ -59,7 +59,7 @@ function candidates(command: TaskCommand, task: TaskState): NewTaskEvent[] {
     case "RecordAcceptance":
       return [{ type: "UpstreamAccepted", data: { providerTaskId: command.providerTaskId, ...(command.channel === undefined ? {} : { channel: command.channel }) } }];
     case "RecordRejection":
-      return [{ type: "GenerationFailed", data: { reason: command.reason, stage: "submit", ...detailOf(command) } }];
+      return [{ type: "GenerationFailed", data: { reason: reasonOf(command.reason), stage: "submit", ...detailOf(command) } }];
     case "RecordReport":
       return reportEvents(command.report);
     case "CheckDeadline": {
@@ -91,11 +91,22 @@ function reportEvents(report: ProviderReport): NewTaskEvent[] {
       ];
     }
     case "failed":
-      return [{ type: "GenerationFailed", data: { reason: report.reason, stage: "generation", ...detailOf(report) } }];
+      return [{ type: "GenerationFailed", data: { reason: reasonOf(report.reason), stage: "generation", ...detailOf(report) } }];
   }
 }
 
-const detailOf = (source: { detail?: string }) => (source.detail === undefined ? {} : { detail: source.detail });
+/**
+ * The longest failure reason (what the customer reads) and detail (for operators) a task's event holds. Both come
+ * from vendors' answers and from the client's own input (a reference's address in a fetch error): a 3 MB host
+ * name made a 6 MB event, and settlements copy the reason into the ledger, whose groups of 256 then outgrew the
+ * server's message limit and stalled the reactors of every account.
+ */
+export const MAX_REASON_CHARS = 1_000;
+export const MAX_DETAIL_CHARS = 4_000;
+
+const cut = (text: string, most: number): string => (text.length <= most ? text : `${text.slice(0, most - 1)}…`);
+const reasonOf = (reason: string): string => cut(reason, MAX_REASON_CHARS);
+const detailOf = (source: { detail?: string }) => (source.detail === undefined ? {} : { detail: cut(source.detail, MAX_DETAIL_CHARS) });
 
 /** A new event as the machine would see it once appended (the meta is the appender's; the machine never reads it). */
 function placed(event: NewTaskEvent, taskId: number, version: number): TaskEvent {

@@ -45,6 +45,12 @@ describe("SSE relay", () => {
     expect(relay.usage).toMatchObject({ prompt_tokens: 1, completion_tokens: 2 });
   });
 
+  it("reads a usage past any chat's (9e15 tokens) as none, so reelay counts the answer itself: charged as reported, it made a ledger event no one could read", () => {
+    const absurd = event({ choices: [], usage: { prompt_tokens: 9e15, completion_tokens: 9e15 } }) + DONE;
+    const { relay } = relayInPieces(absurd, 7, true);
+    expect(relay.usage).toBeUndefined();
+  });
+
   it("understands CRLF framing and multi-line data", () => {
     const crlf = `data: {"choices":[],\r\ndata: "usage":{"prompt_tokens":4,"completion_tokens":5}}\r\n\r\ndata: [DONE]\r\n\r\n`;
     const { out, relay } = relayInPieces(crlf, 4, false);

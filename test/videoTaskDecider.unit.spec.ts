@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { NewTaskEvent, TaskEvent } from "../contracts/videoTask.ts";
 import type { ProviderReport } from "../machines/videoTask.ts";
-import { decideTask, decideTaskSteps, evolveTask, firstTaskEvent, foldTask, initialTaskState, taskOf, type TaskCommand } from "../machines/videoTaskDecider.ts";
+import { decideTask, decideTaskSteps, evolveTask, firstTaskEvent, foldTask, initialTaskState, MAX_DETAIL_CHARS, MAX_REASON_CHARS, taskOf, type TaskCommand } from "../machines/videoTaskDecider.ts";
 import { deciderSpecification } from "./helpers/deciderSpecification.ts";
 import { sampleJob as job } from "./helpers/fixtures.ts";
 
@@ -51,6 +51,13 @@ describe("video task decider: every transition", () => {
     spec.given(ACCEPTED).when(clock("2030-01-01T00:15:00Z")).then([afterAcceptance(failed("timed out: not finished within 15 minutes", "timeout"))]));
   it("running + report succeeded → GenerationSucceeded", () => spec.given(RUNNING).when(report(success)).then([succeeded]));
   it("running + report failed → GenerationFailed", () => spec.given(RUNNING).when(report({ state: "failed", reason: "x" })).then([failed("x", "generation")]));
+  it("running + a failure whose reason and detail are megabytes long (a client's own host name in a fetch error) → GenerationFailed with both cut", () =>
+    spec
+      .given(RUNNING)
+      .when(report({ state: "failed", reason: "r".repeat(3_000_000), detail: "d".repeat(3_000_000) }))
+      .then([{ type: "GenerationFailed", data: { reason: `${"r".repeat(MAX_REASON_CHARS - 1)}…`, stage: "generation", detail: `${"d".repeat(MAX_DETAIL_CHARS - 1)}…` } }]));
+  it("pending + a rejection with a long reason → GenerationFailed at submit, its reason cut", () =>
+    spec.given(PENDING).when({ type: "RecordRejection", reason: "n".repeat(5_000) }).then([failed(`${"n".repeat(MAX_REASON_CHARS - 1)}…`, "submit")]));
   it("pending past its deadline → GenerationFailed at timeout", () =>
     spec.given(PENDING).when(clock("2030-01-01T00:15:00Z")).then([failed("timed out: not finished within 15 minutes", "timeout")]));
   it("running past its deadline → GenerationFailed at timeout", () =>

@@ -3,7 +3,7 @@ import type { ImageRole } from "../../../../contracts/config.ts";
 import type { VideoJobSpec } from "../../../../contracts/videoTask.ts";
 import { classOfHttpStatus, type ErrorClass, type VendorErrorReading } from "../vendor/vendorApi.ts";
 import type { VendorModel } from "../vendor/vendorModels.ts";
-import { lenientInt } from "../vendor/lenientNumbers.ts";
+import { lenientInt, lenientTokens } from "../vendor/lenientNumbers.ts";
 
 /**
  * Ark's content-generation task API (Volcengine Ark and BytePlus ModelArk share it), as the official SDKs
@@ -19,7 +19,7 @@ export const ArkTask = z.looseObject({
   model: z.string().nullish(),
   error: z.looseObject({ code: z.string().nullish(), message: z.string().nullish() }).nullish(),
   content: z.looseObject({ video_url: z.string().nullish() }).nullish(),
-  usage: z.looseObject({ completion_tokens: lenientInt.nullish(), total_tokens: lenientInt.nullish() }).nullish(),
+  usage: z.looseObject({ completion_tokens: lenientTokens.nullish(), total_tokens: lenientTokens.nullish() }).nullish(),
   resolution: z.string().nullish(),
   ratio: z.string().nullish(),
   duration: lenientInt.nullish(),
