@@ -84,6 +84,18 @@ describe("the server reelay connects to is checked before anything is written", 
     expect(result.stderr).toMatch(/start the server with -js/);
   });
 
+  it("refuses an existing server that takes messages smaller than 8 MB (nats-server's default is 1 MB): a create with an inline image answered 500", async () => {
+    const portsDir = mkdtempSync(join(dir, "ports-"));
+    const server = spawn(process.env.NATS_SERVER_BIN ?? "nats-server", ["-js", "-sd", mkdtempSync(join(dir, "store-")), "-a", "127.0.0.1", "-p", "-1", "--ports_file_dir", portsDir], { stdio: "ignore" });
+    children.push(server);
+    const url = await vi.waitFor(() => ServerPorts.parse(JSON.parse(readFileSync(join(portsDir, readdirSync(portsDir)[0] ?? "none"), "utf8"))).nats[0], { timeout: 10_000 });
+    await expect.poll(async () => (await reelay({ NATS_URL: url }, "accounts", "list")).stderr, { timeout: 10_000 }).toMatch(/takes messages of at most 1048576 bytes; reelay needs 8388608/);
+    const result = await reelay({ NATS_URL: url }, "accounts", "list");
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/set max_payload: 8MB/);
+    expect(result.stderr).not.toMatch(STACK_FRAME);
+  });
+
   it("names a NATS_URL nothing answers at in one line, without a stack trace", async () => {
     // Port 1 (tcpmux), where nothing listens: a port closed here could be another test's server a moment later.
     const url = "nats://127.0.0.1:1";
