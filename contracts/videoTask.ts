@@ -4,11 +4,12 @@ import { RATIOS } from "./config.ts";
 /** The longest http(s) reference address (the longest a browser or proxy takes; a vendor's signed URL is far shorter). */
 export const MAX_REFERENCE_URL_CHARS = 2048;
 /**
- * The longest `data:` reference (about 3 MB of image): it travels inside the task's first event, which must fit
- * nats-server's message limit (8 MB here) with the rest of the task. Larger images go as an upload (OpenAI's
- * multipart `input_reference`) or an address.
+ * The longest `data:` reference (about 768 KB of image, as much as the spec's create takes in all): it travels
+ * inside the task's first event, which every reader of the log then carries (a reactor's pull of 512 events, the
+ * edge's feed), and which must fit nats-server's message limit. Larger images go as an upload (OpenAI's
+ * multipart `input_reference`, stored beside the task) or an address.
  */
-export const MAX_DATA_URL_CHARS = 4 * 1024 * 1024;
+export const MAX_DATA_URL_CHARS = 1024 * 1024;
 
 /** Body of POST /api/compat/videosGenerations, exactly as the spec lists it; unknown fields are refused. */
 export const CreateVideoRequest = z.strictObject({

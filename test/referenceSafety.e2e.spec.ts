@@ -68,19 +68,19 @@ describe("reference inputs: only images we decode ourselves, and failures that l
 
   it("refuses a file: URL at once", async () => {
     const refused = await client.create({ ...mini, image_url: "file:///etc/passwd" });
-    expect(refused).toEqual({ status: 400, body: { code: 400, msg: "image_url must be an http(s) or data: URL (at most 2048 characters, 4194304 for a data: URL)" } });
+    expect(refused).toEqual({ status: 400, body: { code: 400, msg: "image_url must be an http(s) or data: URL (at most 2048 characters, 1048576 for a data: URL)" } });
   });
 
-  it("refuses an address longer than 2,048 characters, and a data: URL longer than 4 MiB, before anything is stored (a 3 MB host name made a 6 MB failure event, and a ledger group of them stalled every account's reactors)", async () => {
+  it("refuses an address longer than 2,048 characters, and a data: URL longer than 1 MiB, before anything is stored (a 3 MB host name made a 6 MB failure event, and a ledger group of them stalled every account's reactors)", async () => {
     const longHost = await client.create({ ...mini, image_url: `http://${"a".repeat(2100)}.com/x.png` });
     expect(longHost).toEqual({ status: 400, body: { code: 400, msg: expect.stringMatching(/^image_url must be an http\(s\) or data: URL \(at most 2048 characters/) } });
     // OpenAI's JSON create takes bodies as large as an upload (10 MB), so its inline image meets the limit itself.
     const bigData = await fetch(`${app.baseUrl}/v1/videos`, {
       method: "POST",
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "VideoModel-2.0", prompt: "big inline image", input_reference: { image_url: `data:image/png;base64,${"A".repeat(5 * 1024 * 1024)}` } }),
+      body: JSON.stringify({ model: "VideoModel-2.0", prompt: "big inline image", input_reference: { image_url: `data:image/png;base64,${"A".repeat(2 * 1024 * 1024)}` } }),
     });
-    expect([bigData.status, JSON.stringify(await bigData.json())]).toEqual([400, expect.stringMatching(/4194304 for a data: URL/)]);
+    expect([bigData.status, JSON.stringify(await bigData.json())]).toEqual([400, expect.stringMatching(/1048576 for a data: URL/)]);
   });
 
   it("still uses a real PNG data: URL as the first frame", async () => {

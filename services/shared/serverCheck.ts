@@ -29,7 +29,7 @@ export function assertSupportedServer(nc: NatsConnection, url: string): void {
   if (info?.max_payload !== undefined && info.max_payload < REQUIRED_MAX_PAYLOAD) {
     throw new UnsupportedNatsServerError(
       `NATS at ${url} (nats-server ${version.text}) takes messages of at most ${info.max_payload} bytes; reelay needs ${REQUIRED_MAX_PAYLOAD} ` +
-        "(a task's first event carries its inline reference image, up to 4 MiB). " +
+        "(a task's first event carries its inline reference image, and a ledger message up to 256 settlements). " +
         "Fix: set max_payload: 8MB in the server's config (reelay's own servers have it), or unset NATS_URL to run reelay's own server.",
     );
   }
