@@ -199,6 +199,19 @@ describe("reading and sending stored videos at their real sizes", () => {
     expect(files.keptBytes).toBe(3 * SIZE);
   });
 
+  it("files being sent hold the disk up to their room past the budget: past it a file not on the disk is refused (503) until one is let go (slow readers over many videos filled the disk)", async () => {
+    const [held = "", next = ""] = names;
+    const files = filesOn(suite.nats.videos, { sendingRoomBytes: SIZE + SIZE / 2 });
+    const { port } = await serving(files);
+    const reader = stalledClient(port, held);
+    await expect.poll(() => files.keptBytes).toBe(SIZE);
+    await expect(files.serve(next, "")).rejects.toBeInstanceOf(ServiceUnavailableError);
+    reader.destroy();
+    await expect.poll(() => files.keptBytes).toBe(0);
+    const answer = await files.serve(next, "bytes=0-9");
+    expect([answer.status, (await bodyOf(answer)).length]).toEqual([206, 10]);
+  });
+
   it("a client that takes nothing for the send stall is cut off, and its file is let go", async () => {
     const [name = ""] = names;
     const files = filesOn(suite.nats.videos, { sendStallMs: 300 });

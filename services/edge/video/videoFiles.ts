@@ -65,7 +65,16 @@ export interface VideoFilesOptions {
   sendStallMs?: number;
   /** Looks of names not found stored lately (shared by the videos and references of one edge); DEFAULT_FILE_LOOKUPS by default. */
   lookups?: LocalBudget;
+  /** Bytes of files being sent the disk may hold beyond `keepBytes` (SENDING_ROOM_BYTES by default). */
+  sendingRoomBytes?: number;
 }
+
+/**
+ * Files being sent stay on the edge's disk past `keepBytes` until their last answer ends. A client that reads a
+ * byte now and then (never still for the send stall) keeps its file there, and clients enough over as many
+ * videos filled the disk; past this much more, a file not on the disk is refused (503) until room comes back.
+ */
+const SENDING_ROOM_BYTES = 1024 ** 3;
 
 /** The stream's next chunk, or a 503 when none comes within `stallMs`. */
 async function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, name: string, stallMs: number): Promise<ReadableStreamReadResult<Uint8Array>> {
@@ -104,6 +113,8 @@ export class VideoFiles {
   private readonly readStallMs: number;
   private readonly sendStallMs: number;
   private readonly lookups: LocalBudget;
+  /** The most bytes the disk holds: the budget and the room for files being sent. */
+  private readonly diskBytes: number;
   private readonly known = lruOf<string, KnownFile>(KNOWN_NAMES, { ttl: KNOWN_FOR_MS });
   /** Requests for a name being looked up share that look. */
   private readonly looks = new SingleFlight<ObjectInfo | null>();
@@ -118,6 +129,7 @@ export class VideoFiles {
     this.readStallMs = options.readStallMs ?? READ_STALL_MS;
     this.sendStallMs = options.sendStallMs ?? SEND_STALL_MS;
     this.lookups = options.lookups ?? new LocalBudget(DEFAULT_FILE_LOOKUPS.perSecond, DEFAULT_FILE_LOOKUPS.burst);
+    this.diskBytes = options.keepBytes + (options.sendingRoomBytes ?? SENDING_ROOM_BYTES);
   }
 
   /** Bytes of files kept on disk (those being sent included). */
@@ -175,7 +187,7 @@ export class VideoFiles {
     const { digest } = info;
     const kept = this.kept.lease(name, digest);
     if (kept) return { lease: kept, digest };
-    await this.reads.run(`${name}\n${digest}`, () => this.storeReads.run(() => this.read(name)));
+    await this.reads.run(`${name}\n${digest}`, () => this.storeReads.run(() => this.read(name, info.size)));
     // Every request that waited for the read resumes before any answer ends, so the file is kept for each of
     // them; the store may have had another file by the name by then (not one reelay writes: names are unique).
     const lease = this.kept.lease(name, digest);
@@ -196,8 +208,12 @@ export class VideoFiles {
     });
   }
 
-  /** The whole file from the store onto the disk, chunk by chunk. */
-  private async read(name: string): Promise<void> {
+  /** The whole file from the store onto the disk, chunk by chunk, when the disk has room for it (reads run one at a time). */
+  private async read(name: string, size: number): Promise<void> {
+    // A file alone always gets in, however large.
+    if (this.kept.keptBytes > 0 && this.kept.keptBytes + size > this.diskBytes) {
+      throw new ServiceUnavailableError("this edge is sending more stored files than its disk has room for; try again shortly", 5);
+    }
     const result = await this.videos.get(name);
     if (!result) throw new NotFoundError(`no video named ${name}`);
     // A read that failed is answered from the stream's error below; this one must not also go unhandled.
