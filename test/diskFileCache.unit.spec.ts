@@ -14,6 +14,13 @@ async function keep(cache: DiskFileCache, name: string, body: Buffer, digest = `
   });
 }
 
+/** A cache whose files are let go when the test ends (their handles were left to the garbage collector). */
+function cacheOf(budgetBytes: number, dir?: string): DiskFileCache {
+  const cache = new DiskFileCache(budgetBytes, dir);
+  onTestFinished(() => cache.clear());
+  return cache;
+}
+
 function leased(cache: DiskFileCache, name: string, digest = `d-${name}`) {
   const lease = cache.lease(name, digest);
   if (!lease) throw new Error(`${name} is not kept`);
@@ -24,7 +31,7 @@ describe("files kept on the edge's disk", () => {
   it("sends any range of a kept file, and keeps nothing in its directory (unlinked at once)", async () => {
     const dir = mkdtempSync(join(tmpdir(), "reelay-kept-"));
     onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-    const cache = new DiskFileCache(1_000_000, dir);
+    const cache = cacheOf(1_000_000, dir);
     const body = Buffer.from(Array.from({ length: 300_000 }, (_, i) => i % 251));
     await keep(cache, "a.mp4", body);
     expect(readdirSync(dir)).toEqual([]);
@@ -36,7 +43,7 @@ describe("files kept on the edge's disk", () => {
   });
 
   it("lets the least recently used file go first, never one being read, nor the one just written before its waiting requests take it", async () => {
-    const cache = new DiskFileCache(25_000);
+    const cache = cacheOf(25_000);
     await keep(cache, "a", bytes(10_000, 1));
     await keep(cache, "b", bytes(10_000, 2));
     cache.lease("a", "d-a")?.end();
@@ -60,7 +67,7 @@ describe("files kept on the edge's disk", () => {
   });
 
   it("a file dropped while being read is still read to its end, then let go", async () => {
-    const cache = new DiskFileCache(1_000_000);
+    const cache = cacheOf(1_000_000);
     const body = bytes(500_000, 9);
     await keep(cache, "a", body);
     const stream = leased(cache, "a").stream(0, body.length - 1);
@@ -71,7 +78,7 @@ describe("files kept on the edge's disk", () => {
   });
 
   it("a fill that fails keeps nothing, and the last good copy stays", async () => {
-    const cache = new DiskFileCache(1_000_000);
+    const cache = cacheOf(1_000_000);
     await keep(cache, "a", bytes(1000, 1));
     await expect(
       cache.keep("a", "d-new", async (append) => {
@@ -84,7 +91,7 @@ describe("files kept on the edge's disk", () => {
 
   it("clear (the edge stops) closes every file's handle at once, and a file being read when its reader is done", async () => {
     const before = keptFileDescriptors().length;
-    const cache = new DiskFileCache(1_000_000);
+    const cache = cacheOf(1_000_000);
     await keep(cache, "a", bytes(1000, 1));
     await keep(cache, "b", bytes(2000, 2));
     const reading = leased(cache, "b");
