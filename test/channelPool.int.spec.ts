@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { pino } from "pino";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BlocksRecord, SubmitsRecord, type Block } from "../contracts/fleet.ts";
@@ -15,7 +16,9 @@ const provider = (maxInFlight: number, submitsPerSecond = 0): VideoProvider => (
   status: () => Promise.reject(new Error("not called")),
   close: () => Promise.resolve(),
 });
+/** The signal of tasks that never give up: shared by the many waiting at once here (each task has its own in a runner). */
 const never = new AbortController().signal;
+setMaxListeners(100, never);
 
 /**
  * The channel pool of several runners sharing one fleet state (bucket `fleet`) on a real nats-server: the
