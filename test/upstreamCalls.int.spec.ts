@@ -12,6 +12,12 @@ function upstream(): Server {
     req.on("data", (chunk: Buffer) => chunks.push(chunk));
     req.on("end", () => {
       if (req.url?.includes("/hang")) return;
+      if (req.url?.includes("/huge")) {
+        res.writeHead(200, { "content-type": "application/json" });
+        const chunk = Buffer.alloc(64 * 1024, 0x20);
+        const more = () => (res.destroyed ? undefined : res.write(chunk, () => setImmediate(more)));
+        return more();
+      }
       res.writeHead(req.url?.includes("/busy") ? 429 : 200, { "content-type": "application/json", "retry-after": "3" });
       res.end(JSON.stringify({ method: req.method, url: req.url, body: Buffer.concat(chunks).toString(), authorization: req.headers.authorization }));
     });
@@ -58,6 +64,12 @@ describe("upstream API calls (callUpstream: a pool per origin)", () => {
     await expect(call(`http://127.0.0.1:${closedPort}/status`)).rejects.toThrow(/^GET \/status: /);
     await expect(call(`${base}/hang`, { timeoutMs: 200 })).rejects.toThrow(/GET \/status: UND_ERR_HEADERS_TIMEOUT/);
     await expect(call("not a url")).rejects.toThrow(ProviderUnavailable);
+  });
+
+  it("gives up an answer past 4 MiB as passing, without holding the rest (an upstream that never stopped was held whole)", async () => {
+    const error = await call(`${base}/huge`).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ProviderUnavailable);
+    expect((error as Error).message).toBe("GET /status: the upstream answered more than 4194304 bytes");
   });
 
   it("rethrows an abort as it is: the task ended, nothing is wrong with the upstream", async () => {

@@ -55,6 +55,31 @@ export async function callUpstream(
     const why = error instanceof undiciErrors.UndiciError ? error.code : (error as Error).message;
     throw new ProviderUnavailable(`${options.what}: ${why}`);
   }
-  const text = await response.body.text().catch(() => "");
-  return { status: response.statusCode, text, headers: response.headers };
+  return { status: response.statusCode, text: await answerText(response.body, options.what), headers: response.headers };
+}
+
+/**
+ * The most of an upstream's answer read: task APIs answer a few KB, and a list a page of tasks. An upstream that
+ * sent more (a broken proxy, a file where JSON was due) had it all held in the runner's memory.
+ */
+export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
+
+/** The answer's text, or "" when its body broke off (the adapter reads that as an unusable answer); too long: passing. */
+async function answerText(body: AsyncIterable<Buffer> & { destroy(): void }, what: string): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      size += chunk.length;
+      if (size > MAX_ANSWER_BYTES) {
+        body.destroy();
+        throw new ProviderUnavailable(`${what}: the upstream answered more than ${MAX_ANSWER_BYTES} bytes`);
+      }
+      chunks.push(chunk);
+    }
+  } catch (error) {
+    if (error instanceof ProviderUnavailable) throw error;
+    return "";
+  }
+  return Buffer.concat(chunks).toString("utf8");
 }
