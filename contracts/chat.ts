@@ -82,13 +82,13 @@ export const ChatRequestEnvelope = z.looseObject({
 });
 export type ChatRequestEnvelope = z.infer<typeof ChatRequestEnvelope>;
 
-/** OpenAI's usage object; only the counts we bill are required. */
 /**
  * More tokens than one chat could be billed for: a count past it is an upstream's bug, and is read as no count
  * (reelay counts the answer itself) rather than moved as money past what the ledger can hold (9e15 tokens made
  * an event the ledger could no longer read, and every later catch-up of the account failed).
  */
 export const MAX_BELIEVABLE_TOKENS = 1_000_000_000;
+/** OpenAI's usage object; only the counts we bill are required. */
 export const ChatUsage = z.looseObject({
   prompt_tokens: z.number().int().min(0).max(MAX_BELIEVABLE_TOKENS),
   completion_tokens: z.number().int().min(0).max(MAX_BELIEVABLE_TOKENS),

@@ -1,15 +1,15 @@
 import type { NatsConnection } from "@nats-io/transport-node";
 import { isAtLeast, MINIMUM_NATS_SERVER, parseServerVersion, UnsupportedNatsServerError } from "../../infra/natsServerVersion.ts";
 
+/** The message size reelay's servers take (infra/nats/*.conf: max_payload 8MB): a create's largest first event fits it. */
+export const REQUIRED_MAX_PAYLOAD = 8 * 1024 * 1024;
+
 /**
  * Refuses a server reelay must not write to, before anything is written: one older than 2.12 would
  * silently ignore guarded writes and TTLs, one that takes smaller messages than reelay writes would refuse
  * creates with inline images (as 500s), and one without JetStream has nowhere to keep the logs.
  * On a cluster this sees the node it connected to; every node must be upgraded (docs/operations.md, "NATS server").
  */
-/** The message size reelay's servers take (infra/nats/*.conf: max_payload 8MB): a create's largest first event fits it. */
-export const REQUIRED_MAX_PAYLOAD = 8 * 1024 * 1024;
-
 export function assertSupportedServer(nc: NatsConnection, url: string): void {
   const info = nc.info;
   const version = parseServerVersion(info?.version ?? "");

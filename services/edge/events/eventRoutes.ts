@@ -40,11 +40,6 @@ function lastEventIdOf(request: RequestInfo): number | undefined {
   return parsed.data;
 }
 
-/**
- * Live task events over SSE: `GET /api/compat/videosTask/events?id=<task_id>` (one task, ends after its
- * final state) and `GET /api/compat/videosTasks/events` (every task of the caller's account). Same key and
- * tenancy as the query; errors before the stream starts in the video envelope, after it as an `error` event.
- */
 /** A follow that fails (its history could not be read) lets its session go; the route answers its error. */
 async function releasedOnFailure(session: SseSession, following: Promise<void>): Promise<void> {
   try {
@@ -55,6 +50,11 @@ async function releasedOnFailure(session: SseSession, following: Promise<void>):
   }
 }
 
+/**
+ * Live task events over SSE: `GET /api/compat/videosTask/events?id=<task_id>` (one task, ends after its
+ * final state) and `GET /api/compat/videosTasks/events` (every task of the caller's account). Same key and
+ * tenancy as the query; errors before the stream starts in the video envelope, after it as an `error` event.
+ */
 export function eventRoutes(deps: EventRouteDeps): TableRoute[] {
   // One change goes to every open stream of its task and account (thousands): its frame is built once per
   // video base URL, and the same bytes are written to every stream.
