@@ -28,6 +28,12 @@ const refused = (perSecond: number, burst: number) => new RateLimitedError(`rate
 export const refilled = (bucket: RateRecord | undefined, now: number, perSecond: number, burst: number): number =>
   bucket === undefined ? burst : Math.min(burst, bucket.tokens + (Math.max(0, now - bucket.at) / 1000) * perSecond);
 
+/** The bucket after one token is taken from it at `now`, or undefined when it has none. Pure. */
+const afterTaking = (bucket: RateRecord | undefined, now: number, perSecond: number, burst: number): RateRecord | undefined => {
+  const tokens = refilled(bucket, now, perSecond, burst);
+  return tokens < 1 ? undefined : { tokens: tokens - 1, at: now };
+};
+
 /** One token bucket in this process's memory: a token while there is one (up to `burst` at once, then `perSecond` on average). */
 export class LocalBudget {
   private bucket: RateRecord | undefined;
@@ -35,10 +41,9 @@ export class LocalBudget {
   constructor(private readonly perSecond: number, private readonly burst: number, private readonly now: () => number = Date.now) {}
 
   take(): boolean {
-    const now = this.now();
-    const tokens = refilled(this.bucket, now, this.perSecond, this.burst);
-    if (tokens < 1) return false;
-    this.bucket = { tokens: tokens - 1, at: now };
+    const next = afterTaking(this.bucket, this.now(), this.perSecond, this.burst);
+    if (next === undefined) return false;
+    this.bucket = next;
     return true;
   }
 }
@@ -51,10 +56,9 @@ export class RateLimiter implements KeyRateLimit {
 
   take(keyId: string): void {
     if (this.perSecond <= 0) return;
-    const now = this.now();
-    const tokens = refilled(this.buckets.get(keyId), now, this.perSecond, this.burst);
-    if (tokens < 1) throw refused(this.perSecond, this.burst);
-    this.buckets.set(keyId, { tokens: tokens - 1, at: now });
+    const next = afterTaking(this.buckets.get(keyId), this.now(), this.perSecond, this.burst);
+    if (next === undefined) throw refused(this.perSecond, this.burst);
+    this.buckets.set(keyId, next);
   }
 }
 
